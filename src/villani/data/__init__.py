@@ -1,0 +1,18 @@
+"""Data stage: raw text → tokenizer → fixed-length token blocks per split (Parquet).
+
+- ``tokenize(data_cfg, out_dir) -> dict``: read the source's train/validation/test text,
+  train (byte-level BPE) or load (pretrained) the tokenizer, cut each split's token
+  stream into contiguous blocks of ``seq_len`` tokens, write ``tokenizer.json``,
+  ``{split}.parquet`` and ``stats.json`` to ``out_dir``; return the stats.
+- ``load_blocks(path) -> torch.LongTensor (N, seq_len)``: read one split's blocks.
+- ``load_tokenizer(out_dir) -> transformers.PreTrainedTokenizerFast``: the saved tokenizer.
+- ``read_stats(out_dir) -> dict``: the saved statistics.
+
+Details per module: ``sources`` (text per split), ``tokenizer``, ``blocks``, ``stage``.
+"""
+
+from villani.data.blocks import load_blocks
+from villani.data.stage import read_stats, tokenize
+from villani.data.tokenizer import load_tokenizer
+
+__all__ = ["tokenize", "load_blocks", "load_tokenizer", "read_stats"]

@@ -1,0 +1,89 @@
+"""Contiguous fixed-length token blocks, and their Parquet files.
+
+- ``cut_blocks(ids, seq_len, max_blocks)`` cuts a token stream into
+  ``len(ids) // seq_len`` consecutive, non-overlapping blocks of ``seq_len`` tokens
+  (block i = ``ids[i*seq_len:(i+1)*seq_len]``), drops the remainder, and keeps the first
+  ``max_blocks`` blocks when a cap is given. Returns an int32 array ``(N, seq_len)``.
+- ``write_blocks(path, blocks)`` writes them as Parquet with one column ``input_ids`` of
+  type ``fixed_size_list<int32>[seq_len]`` (zstd, with page CRCs that the reader verifies; the
+  same blocks give byte-identical files), atomically (temp file + fsync + ``os.replace``).
+- ``load_blocks(path)`` reads such a file back as a ``torch.LongTensor (N, seq_len)``.
+  A truncated, corrupt or wrong-schema file raises a one-line ``ValueError`` naming the
+  file and the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from villani.atomic import write_with
+
+COLUMN = "input_ids"
+_ROW_GROUP = 65536
+
+
+def cut_blocks(ids: np.ndarray, seq_len: int, max_blocks: int | None = None) -> np.ndarray:
+    """Consecutive blocks of ``seq_len`` tokens (remainder dropped, optional cap)."""
+    n = len(ids) // seq_len
+    if max_blocks is not None:
+        n = min(n, int(max_blocks))
+    return np.ascontiguousarray(ids[: n * seq_len], dtype=np.int32).reshape(n, seq_len)
+
+
+def blocks_table(blocks: np.ndarray) -> pa.Table:
+    """The Arrow table of ``blocks`` (N, seq_len): column ``input_ids``, fixed-size lists."""
+    n, seq_len = blocks.shape
+    flat = pa.array(np.ascontiguousarray(blocks, dtype=np.int32).reshape(-1), type=pa.int32())
+    column = pa.FixedSizeListArray.from_arrays(flat, seq_len)
+    return pa.table({COLUMN: column})
+
+
+def write_blocks(path: str | Path, blocks: np.ndarray) -> None:
+    """Write ``blocks`` to ``path`` as Parquet, atomically."""
+    table = blocks_table(blocks)
+    write_with(
+        path,
+        lambda tmp: pq.write_table(
+            table, tmp, compression="zstd", row_group_size=_ROW_GROUP, write_statistics=False, store_schema=True,
+            write_page_checksum=True,
+        ),
+    )
+
+
+def load_blocks(path: str | Path):
+    """Read a blocks file as ``torch.LongTensor (N, seq_len)``; bad files give a one-line ValueError."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: blocks file not found")
+    try:
+        table = pq.read_table(path, page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(f"{path}: not a readable Parquet file ({reason})") from None
+    if table.column_names != [COLUMN]:
+        raise ValueError(f"{path}: expected exactly one column {COLUMN!r}, found {table.column_names}")
+    kind = table.schema.field(COLUMN).type
+    if not (pa.types.is_fixed_size_list(kind) and pa.types.is_integer(kind.value_type)):
+        raise ValueError(f"{path}: column {COLUMN!r} has type {kind}, expected fixed_size_list<int32>[seq_len]")
+    seq_len = kind.list_size
+    column = table.column(COLUMN)
+    if column.null_count:
+        raise ValueError(f"{path}: column {COLUMN!r} has {column.null_count} null blocks")
+    if table.num_rows == 0:
+        raise ValueError(f"{path}: no blocks")
+    chunks = [c.flatten() for c in column.chunks]
+    values = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+    if values.null_count:
+        raise ValueError(f"{path}: column {COLUMN!r} has {values.null_count} null token ids")
+    flat = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if flat.size != table.num_rows * seq_len:
+        raise ValueError(f"{path}: {flat.size} token ids for {table.num_rows} blocks of {seq_len}")
+    if flat.min() < 0:
+        raise ValueError(f"{path}: negative token id {int(flat.min())}")
+    return torch.from_numpy(flat.reshape(table.num_rows, seq_len))

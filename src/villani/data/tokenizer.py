@@ -1,0 +1,101 @@
+"""Tokenizers: train a byte-level BPE, load a pretrained one, encode a split, reload.
+
+- ``train_bpe(documents, vocab_size)`` trains a GPT-2-style byte-level BPE with
+  ``tokenizers`` on the given documents: the 256-symbol byte alphabet is always in the
+  vocabulary (so every string is encodable and ``decode(encode(text)) == text``), plus
+  the special separator ``<|endoftext|>`` and merges up to ``vocab_size`` tokens in all.
+  Training is deterministic: the same documents give a byte-identical tokenizer.json.
+- ``load_pretrained(name)`` loads a tokenizer by hub name or local path through
+  ``transformers.AutoTokenizer`` (fast tokenizers only, ``trust_remote_code=False``) and
+  returns its backend ``tokenizers.Tokenizer`` (truncation and padding switched off) and
+  its separator: the EOS token, or the SEP token when it has no EOS.
+- ``encode_documents(tok, documents, eos_id)`` is the token stream of a split: the
+  documents' ids (no special tokens added by post-processors) with ``eos_id`` between
+  consecutive documents, as an int32 array.
+- ``load_tokenizer(out_dir)`` rebuilds a ``transformers.PreTrainedTokenizerFast`` from
+  the saved ``tokenizer.json`` (never the hub), with the EOS token and
+  ``model_max_length = seq_len`` taken from ``stats.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+EOS_TOKEN = "<|endoftext|>"
+_BATCH = 512  # documents per encode call (bounds the memory of Encoding objects)
+
+
+def train_bpe(documents: Sequence[str], vocab_size: int):
+    """Train a byte-level BPE with ``<|endoftext|>`` on ``documents``; return the Tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=int(vocab_size),
+        min_frequency=0,
+        special_tokens=[EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(documents, trainer=trainer, length=len(documents))
+    return tok
+
+
+def load_pretrained(name: str):
+    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    if not name:
+        raise ValueError("data.tokenizer.name: kind 'pretrained' needs a hub name or local path")
+    try:
+        hf = AutoTokenizer.from_pretrained(name, trust_remote_code=False, use_fast=True)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"data.tokenizer.name: cannot load tokenizer {name!r}: {first}") from None
+    backend = getattr(hf, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"data.tokenizer.name: {name!r} has no fast (tokenizers) backend")
+    sep = hf.eos_token or hf.sep_token
+    if sep is None:
+        raise ValueError(f"data.tokenizer.name: tokenizer {name!r} has neither an EOS nor a SEP token")
+    tok = Tokenizer.from_str(backend.to_str())
+    tok.no_truncation()
+    tok.no_padding()
+    return tok, str(sep)
+
+
+def encode_documents(tok, documents: Sequence[str], eos_id: int) -> np.ndarray:
+    """Token ids of ``documents`` joined by ``eos_id`` (between documents), as int32."""
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+    sep = np.array([eos_id], dtype=np.int32)
+    parts: list[np.ndarray] = []
+    for start in range(0, len(documents), _BATCH):
+        for enc in encode(list(documents[start : start + _BATCH]), add_special_tokens=False):
+            if parts:
+                parts.append(sep)
+            parts.append(np.asarray(enc.ids, dtype=np.int32))
+    if not parts:
+        return np.zeros(0, dtype=np.int32)
+    return np.concatenate(parts)
+
+
+def load_tokenizer(out_dir: str | Path):
+    """The saved tokenizer of a data folder as a ``PreTrainedTokenizerFast`` (EOS set)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from villani.atomic import read_json
+
+    out_dir = Path(out_dir)
+    path = out_dir / "tokenizer.json"
+    if not path.is_file():
+        raise ValueError(f"{path}: tokenizer file not found (run `villani tokenize` first)")
+    stats = read_json(out_dir / "stats.json", "data stats")
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=stats["eos_token"])
+    tok.model_max_length = int(stats["seq_len"])
+    return tok
