@@ -1,0 +1,1 @@
+"""villani: curvature (Villani diagnostic, Hessian trace and spectrum) of weight-decayed GPT-Neo language models."""
