@@ -1,0 +1,565 @@
+"""The bounds of section V of the paper, as pure functions (numpy only).
+
+Every function here evaluates a formula of the paper for given numbers; nothing is
+measured. ``docs/bounds.md`` states each formula as implemented, where the paper is
+inconsistent, and what is computed instead.
+
+**Undefined is ``None``.** Every bound needs λ > 0 (the paper's Theorems 1–3 assume it).
+For λ = 0 each bound function returns ``None`` — never ``inf``, ``nan`` or 0 — so that
+arithmetic on it fails loudly instead of producing a number, JSON stores ``null``, and
+:func:`format_value` prints ``"undefined"``. A negative or non-finite λ is a
+``ValueError``.
+
+Notation: d parameters, weight decay λ, temperature s of the Villani diagnostic,
+inverse temperature β of the Gibbs measure µ ∝ exp(−βF) (the paper sets β = 1/λ),
+learning rate η, gradient-noise level σ² = Tr Σ(θ) = E‖ξ‖² (the *total* variance
+summed over all d coordinates, as in Theorem 2 — not a per-coordinate variance).
+
+>>> c_ls_upper(1e-2, 1e4)          # (1/λ)(1 + d/λ) = 100 · (1 + 1e6)
+100000100.0
+>>> c_ls_upper(0.0, 1e4) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "UNDEFINED",
+    "PacBayes",
+    "c_ls_upper",
+    "c_p_upper",
+    "c_ls_gibbs",
+    "eta_max",
+    "steps_required",
+    "envelope",
+    "kl_upper",
+    "pac_bayes_complexity",
+    "pac_bayes_bound",
+    "pac_bayes",
+    "guideline_checks",
+    "psi_slope_reference",
+    "bounds_row",
+    "run_bounds",
+    "format_value",
+    "format_row",
+]
+
+UNDEFINED = "undefined"
+
+
+def _positive_lam(lam: float) -> bool:
+    """True for λ > 0, False for λ = 0; a negative or non-finite λ is a ValueError."""
+    lam = float(lam)
+    if not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"weight decay lam must be finite and >= 0, got {lam!r}")
+    return lam > 0
+
+
+def _require_positive(name: str, value: float) -> float:
+    value = float(value)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- constants
+
+
+def c_ls_upper(lam: float, d: float | np.ndarray, s: float = 1.0) -> float | np.ndarray | None:
+    r"""Upper bound on the log-Sobolev constant of the Gibbs measure of F (eq. 21/24).
+
+    .. math:: C_{LS}(F) \le \frac{s}{\lambda}\Big(1 + \frac{d}{\lambda s}\Big)
+              = \frac{s}{\lambda} + \frac{d}{\lambda^2}
+
+    ``d`` may be an array (Fig 10 plots the bound against d). ``None`` for λ = 0.
+
+    >>> c_ls_upper(0.5, 3.0, s=2.0)    # (2/0.5)(1 + 3/(0.5·2)) = 4 · 4
+    16.0
+    """
+    s = _require_positive("s", s)
+    if not _positive_lam(lam):
+        return None
+    lam = float(lam)
+    value = (s / lam) * (1.0 + np.asarray(d, dtype=float) / (lam * s))
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def c_p_upper(lam: float, d: float | np.ndarray, s: float = 1.0) -> float | np.ndarray | None:
+    r"""Upper bound on the Poincaré constant: :math:`C_P(F) \le C_{LS}(F)`, so the same bound (eq. 21)."""
+    return c_ls_upper(lam, d, s)
+
+
+def c_ls_gibbs(lam: float, d: float, s: float = 1.0, beta: float | None = None) -> float | None:
+    r"""Log-Sobolev constant of :math:`\mu \propto e^{-\beta F}`, the one in Theorem 2's contraction.
+
+    The paper (after eq. 30) uses :math:`C_{LS}(\beta F) = \beta^{-1} C_{LS}(F)`; with the
+    default β = 1/λ this is :math:`\lambda\,C_{LS}(F) \le s + d/\lambda`.
+
+    >>> c_ls_gibbs(0.5, 3.0, s=2.0)    # β = 2: 16 / 2
+    8.0
+    """
+    c = c_ls_upper(lam, d, s)
+    if c is None:
+        return None
+    beta = 1.0 / float(lam) if beta is None else _require_positive("beta", beta)
+    return float(c) / beta
+
+
+# --------------------------------------------------------------------------- Theorem 2
+
+
+def eta_max(lam: float, sigma_sq: float) -> float | None:
+    r"""Largest learning rate Theorem 2 allows (eq. 32): :math:`\eta \le \min(1, \lambda/(4\sigma^2))`.
+
+    σ² = Tr Σ(θ) is the total gradient-noise variance; σ² = 0 gives 1. ``None`` for λ = 0.
+
+    >>> eta_max(1e-3, 0.5)             # min(1, 1e-3 / 2)
+    0.0005
+    """
+    if not _positive_lam(lam):
+        return None
+    sigma_sq = float(sigma_sq)
+    if not sigma_sq >= 0:
+        raise ValueError(f"sigma_sq must be >= 0, got {sigma_sq!r}")
+    if sigma_sq == 0:
+        return 1.0
+    return min(1.0, float(lam) / (4.0 * sigma_sq))
+
+
+def steps_required(
+    c_ls: float | None,
+    eta: float,
+    f0_minus_fstar: float,
+    eps: float,
+    *,
+    eps_split: bool = True,
+) -> float | None:
+    r"""Iterations Theorem 2 asks for to reach :math:`E[F(\theta_T) - F^*] \le \varepsilon`.
+
+    .. math:: T \ge \frac{C_{LS}(F)}{2\eta}\,\log\frac{k\,(F_0 - F^*)}{\varepsilon},
+              \qquad k = 2 \text{ (eps\_split, default) or } k = 1
+
+    The statement (eq. 33, and SPEC §3) writes k = 1; the proof after eq. (41) needs
+    k = 2, because it spends ε/2 on the contraction term and ε/2 on the noise term, and
+    only with k = 2 does the theorem's conclusion follow from its proof. Default k = 2;
+    ``eps_split=False`` gives eq. (33) verbatim. Returns the real-valued bound, clipped at
+    0 (already within ε); ``None`` when ``c_ls`` is ``None`` (λ = 0).
+
+    >>> round(steps_required(100.0, 0.5, math.e, 2.0), 9)   # 100/(2·0.5) · log(2e/2)
+    100.0
+    """
+    if c_ls is None:
+        return None
+    c_ls = _require_positive("c_ls", c_ls)
+    eta = _require_positive("eta", eta)
+    eps = _require_positive("eps", eps)
+    gap = float(f0_minus_fstar)
+    if gap <= 0:
+        return 0.0
+    k = 2.0 if eps_split else 1.0
+    return max(0.0, c_ls / (2.0 * eta) * math.log(k * gap / eps))
+
+
+def envelope(
+    steps: float | Sequence[float] | np.ndarray,
+    f0_minus_fstar: float,
+    c_ls: float | None,
+    eta: float,
+    smoothness_L: float,
+    sigma_sq: float,
+    lam: float,
+    *,
+    form: str = "paper",
+) -> np.ndarray | None:
+    r"""The convergence envelope of eq. (41) with β = 1/λ, over an array of steps T.
+
+    ``c_ls`` is :math:`C_{LS}(F)` (e.g. :func:`c_ls_upper`); the contraction uses
+    :math:`C_{LS}(\beta F) = \lambda\, C_{LS}(F)`, ρ = 2η / C_LS(βF).
+
+    ``form="paper"`` — eq. (41) as printed (our reading of the mangled PDF text):
+
+    .. math:: E[F(\theta_T) - F^*] \le \lambda (1-\rho)^T (F_0 - F^*) + \frac{\eta L \sigma^2}{4}
+
+    ``form="consistent"`` — eq. (38) substituted into eq. (40) with β = 1/λ, and
+    KL(ν₀‖µ*) replaced by β(F₀ − F*) (the paper's own identification, eq. 39):
+
+    .. math:: E[F(\theta_T) - F^*] \le (1-\rho)^T (F_0 - F^*)
+              + \frac{\lambda^2 \eta L \sigma^2\, C_{LS}(\beta F)}{4}
+
+    Neither is proven (docs/bounds.md), and the paper form cannot be a bound: at T = 0
+    it gives λ(F₀ − F*) + ηLσ²/4, less than the true F₀ − F* whenever λ < 1 and the
+    noise term is small. Computed in log space (ρ is ~1e-15 for GPT-Neo-sized d), so the factor is
+    exact to rounding. ``None`` for λ = 0 or ``c_ls`` ``None``.
+
+    >>> envelope([0, 1], 2.0, 10.0, 0.5, 1.0, 1.0, 0.5).round(12).tolist()  # ρ = 2·0.5/(0.5·10) = 0.2
+    [1.125, 0.925]
+    """
+    if not _positive_lam(lam) or c_ls is None:
+        return None
+    lam = float(lam)
+    eta = _require_positive("eta", eta)
+    c_gibbs = lam * _require_positive("c_ls", c_ls)
+    rho = 2.0 * eta / c_gibbs
+    if rho >= 1.0:
+        raise ValueError(f"2·eta / C_LS(betaF) = {rho:g} >= 1: the contraction of eq. (37) is void")
+    t = np.asarray(steps, dtype=float)
+    if np.any(t < 0):
+        raise ValueError("steps must be >= 0")
+    decay = np.exp(t * math.log1p(-rho))
+    gap = float(f0_minus_fstar)
+    noise_paper = eta * float(smoothness_L) * float(sigma_sq) / 4.0
+    if form == "paper":
+        return lam * decay * gap + noise_paper
+    if form == "consistent":
+        return decay * gap + lam**2 * c_gibbs * noise_paper
+    raise ValueError(f"form must be 'paper' or 'consistent', got {form!r}")
+
+
+# --------------------------------------------------------------------------- PAC-Bayes
+
+
+def kl_upper(
+    F_hat: float,
+    d: float,
+    lam: float,
+    beta: float | None = None,
+    *,
+    form: str = "eq44",
+) -> float | None:
+    r"""The paper's upper bound on KL(δ_θ̂ ‖ µ_F), *unclamped* (it can be negative).
+
+    ``form="eq44"`` (default, SPEC §3), with β = 1/λ unless given:
+
+    .. math:: \mathrm{KL} \le \beta F(\hat\theta) + \frac d2 \log\Big(1+\frac\beta\lambda\Big)
+              + K_0,\qquad K_0 = \frac d2 \log\frac{\lambda}{2\pi\beta}
+
+    ``form="eq52"`` — Corollary 2 as printed, whose middle term is (d/2) log 2 (that is
+    β/λ = 1, i.e. β = λ) while K₀ = (d/2) log(λ²/2π) uses β = 1/λ:
+
+    .. math:: \mathrm{KL} \le \lambda^{-1} F(\hat\theta) + \frac d2 \log 2 + \frac d2 \log\frac{\lambda^2}{2\pi}
+
+    For β = 1/λ the two d/2 terms of eq. (44) add to (d/2) log((1 + λ²)/2π) < 0, about
+    −0.92 d: for GPT-Neo sizes the "bound" is hugely negative, which no KL can be.
+    ``None`` for λ = 0.
+
+    >>> round(kl_upper(2.0, 2.0, 1.0), 12) == round(2.0 + math.log(2) + math.log(1 / (2 * math.pi)), 12)
+    True
+    """
+    if not _positive_lam(lam):
+        return None
+    lam = float(lam)
+    F_hat, d = float(F_hat), float(d)
+    if form == "eq44":
+        beta = 1.0 / lam if beta is None else _require_positive("beta", beta)
+        return beta * F_hat + 0.5 * d * math.log1p(beta / lam) + 0.5 * d * math.log(lam / (2.0 * math.pi * beta))
+    if form == "eq52":
+        if beta is not None:
+            raise ValueError("form='eq52' fixes beta = 1/lam")
+        return F_hat / lam + 0.5 * d * math.log(2.0) + 0.5 * d * math.log(lam**2 / (2.0 * math.pi))
+    raise ValueError(f"form must be 'eq44' or 'eq52', got {form!r}")
+
+
+def pac_bayes_complexity(kl: float, n: int, delta: float, loss_range: float = 1.0) -> float:
+    r"""The complexity term of eq. (43): :math:`b\sqrt{(\mathrm{KL} + \log(2\sqrt n/\delta)) / (2(n-1))}`.
+
+    b = ``loss_range`` is 1 in the paper; the bound form it quotes holds for losses in
+    [0, 1], so a loss in [0, b] scales the term by b (cross-entropy is unbounded; b = 1
+    is the paper's choice, not a guarantee). ``kl`` must be >= 0 (clamp first).
+    """
+    n = int(n)
+    if n < 2:
+        raise ValueError(f"n must be >= 2, got {n}")
+    if not 0.0 < float(delta) < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if not float(kl) >= 0:
+        raise ValueError(f"kl must be >= 0 (clamp it first), got {kl!r}")
+    loss_range = _require_positive("loss_range", loss_range)
+    return loss_range * math.sqrt((float(kl) + math.log(2.0 * math.sqrt(n) / float(delta))) / (2.0 * (n - 1)))
+
+
+def pac_bayes_bound(risk_hat: float, kl: float, n: int, delta: float, loss_range: float = 1.0) -> float:
+    r"""Eq. (43): :math:`R(\hat\theta) \le \hat R(\hat\theta) + \sqrt{(\mathrm{KL} + \log(2\sqrt n/\delta))/(2(n-1))}` (nats).
+
+    >>> n, delta = 101, 0.05           # sqrt((3 + log(2·√101/0.05)) / 200)
+    >>> abs(pac_bayes_bound(1.0, 3.0, n, delta) - (1 + math.sqrt((3 + math.log(40 * math.sqrt(101))) / 200))) < 1e-15
+    True
+    """
+    return float(risk_hat) + pac_bayes_complexity(kl, n, delta, loss_range)
+
+
+@dataclass(frozen=True)
+class PacBayes:
+    """PAC-Bayes bound at one checkpoint (eq. 43–44/52, β = 1/λ by default).
+
+    Risks are in nats per token. ``undefined`` (λ = 0): every numeric field and every
+    flag is ``None``. Otherwise:
+
+    - ``kl_raw``: the paper's KL bound, unclamped (may be < 0);
+    - ``kl_used = max(kl_raw, 0)``; ``kl_clamped``: kl_raw < 0 was replaced by 0 — the
+      bound is then *not* a certified bound, only what any KL >= 0 would give at least;
+    - ``ppl_bound = exp(risk_bound)`` (``inf`` on overflow);
+    - ``vacuous``: risk_bound >= log(vocab_size), i.e. ppl_bound >= vocab_size: the bound
+      says no more than a uniform guess over the vocabulary.
+    """
+
+    risk_hat: float
+    n: int
+    delta: float
+    beta: float | None
+    kl_raw: float | None
+    kl_used: float | None
+    kl_clamped: bool | None
+    complexity: float | None
+    risk_bound: float | None
+    ppl_bound: float | None
+    vacuous: bool | None
+    undefined: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pac_bayes(
+    risk_hat: float,
+    F_hat: float,
+    d: float,
+    lam: float,
+    *,
+    n: int,
+    delta: float,
+    vocab_size: int,
+    beta: float | None = None,
+    form: str = "eq44",
+    loss_range: float = 1.0,
+) -> PacBayes:
+    """Eq. (43) with the KL of :func:`kl_upper`, clamped at 0 and flagged; see :class:`PacBayes`.
+
+    ``risk_hat`` is the empirical risk R̂ = L(θ̂) (mean token cross-entropy, no penalty),
+    ``F_hat`` the regularised objective F(θ̂) = L + (λ/2)‖θ̂‖², ``n`` the sample count.
+    """
+    if int(vocab_size) < 2:
+        raise ValueError(f"vocab_size must be >= 2, got {vocab_size!r}")
+    kl_raw = kl_upper(F_hat, d, lam, beta, form=form)
+    if kl_raw is None:
+        return PacBayes(float(risk_hat), int(n), float(delta), None, None, None, None, None, None, None, None, True)
+    used_beta = 1.0 / float(lam) if beta is None else float(beta)
+    kl_used = max(kl_raw, 0.0)
+    complexity = pac_bayes_complexity(kl_used, n, delta, loss_range)
+    risk_bound = float(risk_hat) + complexity
+    try:
+        ppl_bound = math.exp(risk_bound)
+    except OverflowError:
+        ppl_bound = math.inf
+    vacuous = risk_bound >= math.log(int(vocab_size))
+    return PacBayes(
+        float(risk_hat), int(n), float(delta), used_beta,
+        kl_raw, kl_used, kl_raw < 0, complexity, risk_bound, ppl_bound, vacuous, False,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Table I, Fig 2
+
+
+def guideline_checks(
+    eta: float,
+    lam: float,
+    sigma_sq: float,
+    theta0_sq_norm: float,
+    loss0: float,
+) -> dict[str, Any]:
+    r"""Table I's guidelines: :math:`\eta \lesssim \lambda/(4\sigma^2)` and :math:`\lambda\|\theta_0\|^2 \approx 10\,L(\theta_0)`.
+
+    Returns ``eta``, ``eta_limit`` = λ/(4σ²) (``inf`` for σ² = 0), ``eta_max`` =
+    min(1, eta_limit) (Theorem 2), ``eta_ok`` = η <= eta_max, ``lam_theta0`` = λ‖θ₀‖²,
+    ``ten_L0`` = 10·L(θ₀), ``lam_theta0_ratio`` = lam_theta0 / ten_L0, ``lam_theta0_ok`` =
+    lam_theta0 >= ten_L0. The paper writes "≈"; its stated rationale is that the
+    quadratic term dominates at the start, so "ok" means it at least reaches the guideline
+    level, and the ratio is reported for the reader to judge closeness. For λ = 0 the η
+    check has no meaning (Theorem 2 needs λ > 0): ``eta_limit``, ``eta_max``, ``eta_ok``
+    are ``None``; the λ‖θ₀‖² check is still evaluated (0, not ok).
+    """
+    lam_ok = _positive_lam(lam)
+    sigma_sq = float(sigma_sq)
+    if not sigma_sq >= 0:
+        raise ValueError(f"sigma_sq must be >= 0, got {sigma_sq!r}")
+    if lam_ok:
+        limit = math.inf if sigma_sq == 0 else float(lam) / (4.0 * sigma_sq)
+        e_max = eta_max(lam, sigma_sq)
+        eta_ok = float(eta) <= e_max
+    else:
+        limit = e_max = eta_ok = None
+    lam_theta0 = float(lam) * float(theta0_sq_norm)
+    ten_L0 = 10.0 * float(loss0)
+    return {
+        "eta": float(eta),
+        "sigma_sq": sigma_sq,
+        "eta_limit": limit,
+        "eta_max": e_max,
+        "eta_ok": eta_ok,
+        "lam_theta0": lam_theta0,
+        "ten_L0": ten_L0,
+        "lam_theta0_ratio": lam_theta0 / ten_L0 if ten_L0 > 0 else None,
+        "lam_theta0_ok": lam_theta0 >= ten_L0,
+    }
+
+
+def psi_slope_reference(lam: float, s: float = 1.0) -> dict[str, float]:
+    r"""Reference slopes of Ψ_s against ‖θ‖² (Fig 2).
+
+    ``asymptote`` = λ²/s — the large-‖θ‖ slope of ‖∇F‖²/s ≈ ‖λθ‖²/s, which the paper
+    quotes; ``lemma4_lower`` = λ²/(2s) — what Lemma 4 (eq. 19) actually proves, as a lower
+    bound. Both are 0 for λ = 0 (a prediction, not an undefined bound).
+    """
+    _positive_lam(lam)
+    s = _require_positive("s", s)
+    return {"asymptote": float(lam) ** 2 / s, "lemma4_lower": float(lam) ** 2 / (2.0 * s)}
+
+
+# --------------------------------------------------------------------------- table rows
+
+_ID_KEYS = ("dataset", "variant", "lam", "seed", "step")
+_COPY_KEYS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl")
+
+
+def _s_label(s: float) -> str:
+    return f"c_ls_s{float(s):g}"
+
+
+def _objective(measure: Mapping[str, Any]) -> float:
+    if measure.get("F") is not None:
+        return float(measure["F"])
+    return float(measure["loss"]) + 0.5 * float(measure["lam"]) * float(measure["theta_sq_norm"])
+
+
+def bounds_row(
+    measure: Mapping[str, Any],
+    *,
+    n_train_tokens: int,
+    delta: float,
+    s: float | Sequence[float],
+    eta: float,
+    sigma_sq: float,
+    vocab_size: int,
+    f0: float | None = None,
+    f_star: float | None = None,
+    eps: float = 0.01,
+    smoothness_L: float | None = None,
+    beta: float | None = None,
+) -> dict[str, Any]:
+    """One row of the bounds table for one checkpoint's measurement dict.
+
+    ``measure`` needs ``lam``, ``d``, ``loss`` and ``F`` (or ``theta_sq_norm``); ``step``,
+    ``seed``, ``dataset``, ``variant``, ``val_loss``, ``val_ppl`` are copied when present.
+    ``s`` is one value or a list; the first is the primary s, used for ``c_ls``,
+    ``c_ls_gibbs``, ``steps_required`` and the envelope; every s gets a ``c_ls_s{s}`` column
+    (C_P has the same bound: ``c_p = c_ls``). ``n_train_tokens`` is the PAC-Bayes n.
+
+    Theorem 2 columns (``steps_required``, ``steps_required_eq33``) need ``f0`` and
+    ``f_star``; envelope columns (``envelope``, ``envelope_consistent`` at this step) also
+    need ``smoothness_L``; they are ``None`` otherwise. :func:`run_bounds` supplies all
+    three per run. PAC-Bayes columns are ``pb_*`` (fields of :class:`PacBayes`) and
+    ``pb_ppl_ratio`` = ppl_bound / val_ppl (Fig 6's tightness). ``status`` is
+    ``"undefined"`` for λ = 0, else ``"ok"``. Every bound is ``None`` when undefined.
+    """
+    lam = float(measure["lam"])
+    d = float(measure["d"])
+    s_list = [float(s)] if np.ndim(s) == 0 else [float(x) for x in s]  # type: ignore[arg-type]
+    if not s_list:
+        raise ValueError("s must hold at least one value")
+    row: dict[str, Any] = {k: measure[k] for k in _ID_KEYS if k in measure}
+    row.update({k: measure.get(k) for k in _COPY_KEYS})
+    F = _objective(measure)
+    row["F"] = F
+    row["status"] = "ok" if _positive_lam(lam) else UNDEFINED
+    row["s"] = s_list[0]
+    for sv in s_list:
+        row[_s_label(sv)] = c_ls_upper(lam, d, sv)
+    c_ls = row[_s_label(s_list[0])]
+    row["c_ls"] = c_ls
+    row["c_p"] = c_ls
+    row["c_ls_gibbs"] = c_ls_gibbs(lam, d, s_list[0], beta)
+    row["eta"] = float(eta)
+    row["sigma_sq"] = float(sigma_sq)
+    row["eta_max"] = eta_max(lam, sigma_sq)
+    row["eta_ok"] = None if row["eta_max"] is None else float(eta) <= row["eta_max"]
+    row.update(f0=f0, f_star=f_star, eps=float(eps), smoothness_L=smoothness_L)
+    have_gap = f0 is not None and f_star is not None
+    gap = float(f0) - float(f_star) if have_gap else None  # type: ignore[arg-type]
+    row["steps_required"] = steps_required(c_ls, eta, gap, eps) if have_gap else None
+    row["steps_required_eq33"] = steps_required(c_ls, eta, gap, eps, eps_split=False) if have_gap else None
+    row["envelope"] = row["envelope_consistent"] = None
+    if have_gap and smoothness_L is not None and c_ls is not None and "step" in measure:
+        for key, form in (("envelope", "paper"), ("envelope_consistent", "consistent")):
+            env = envelope([float(measure["step"])], gap, c_ls, eta, smoothness_L, sigma_sq, lam, form=form)
+            row[key] = float(env[0])  # type: ignore[index]
+    pb = pac_bayes(
+        float(measure["loss"]), F, d, lam,
+        n=n_train_tokens, delta=delta, vocab_size=vocab_size, beta=beta,
+    )  # fmt: skip
+    row.update({f"pb_{k}": v for k, v in pb.to_dict().items()})
+    val_ppl = measure.get("val_ppl")
+    row["pb_ppl_ratio"] = (
+        pb.ppl_bound / float(val_ppl) if pb.ppl_bound is not None and val_ppl is not None else None
+    )
+    return row
+
+
+def _max_top_eigenvalue(measures: Iterable[Mapping[str, Any]]) -> float | None:
+    tops = [max(m["top_eigenvalues"]) for m in measures if m.get("top_eigenvalues")]
+    return float(max(tops)) if tops else None
+
+
+def run_bounds(
+    measures: Sequence[Mapping[str, Any]],
+    *,
+    smoothness_L: float | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """Rows of :func:`bounds_row` for every checkpoint of one run (one dataset, λ, seed).
+
+    Run-level inputs, chosen here and recorded in each row:
+
+    - F₀ = F at the earliest checkpoint;
+    - F* = the smallest F over the run's checkpoints. The true global minimum is unknown
+      and at most this, so F₀ − F* is under-estimated and ``steps_required`` and the
+      envelope are optimistic (smaller) — they favour the paper;
+    - L (smoothness) = ``smoothness_L`` if given, else the largest of all
+      ``top_eigenvalues`` over the run (the Hessian's top eigenvalue at visited points:
+      a local value, at most the global L, again optimistic).
+
+    Other keyword arguments go to :func:`bounds_row`. Rows are sorted by step.
+    """
+    if not measures:
+        return []
+    ordered = sorted(measures, key=lambda m: m.get("step", 0))
+    fs = [_objective(m) for m in ordered]
+    L = smoothness_L if smoothness_L is not None else _max_top_eigenvalue(ordered)
+    return [bounds_row(m, f0=fs[0], f_star=min(fs), smoothness_L=L, **kwargs) for m in ordered]
+
+
+def format_value(value: Any, fmt: str = "{:.6g}") -> str:
+    """How a table prints a value: ``None`` (an undefined bound) is ``"undefined"``.
+
+    Booleans are ``true``/``false``, floats use ``fmt`` (``inf`` stays ``inf``); NaN is
+    refused, since no function here produces one — it would be a bug upstream.
+    """
+    if value is None:
+        return UNDEFINED
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            raise ValueError("NaN in a bounds table: undefined bounds must be None")
+        return fmt.format(float(value))
+    return str(value)
+
+
+def format_row(row: Mapping[str, Any], fmt: str = "{:.6g}") -> dict[str, str]:
+    """:func:`format_value` applied to every value of a row."""
+    return {k: format_value(v, fmt) for k, v in row.items()}

@@ -1,0 +1,157 @@
+"""Trace-sample statistics, the Hutchinson variance formula (against Monte Carlo), and fits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from villani import stats as S
+
+
+def test_sample_stats_hand_values():
+    st = S.sample_stats([1.0, 2.0, 3.0])
+    # mean 2, std (ddof 1) = sqrt((1 + 0 + 1)/2) = 1, stderr = 1/√3, t(0.975, 2) = 4.302652729911275
+    assert st.n == 3 and st.mean == 2.0 and st.std == pytest.approx(1.0)
+    assert st.stderr == pytest.approx(1 / math.sqrt(3))
+    half = 4.302652729911275 / math.sqrt(3)
+    assert st.ci95 == pytest.approx((2.0 - half, 2.0 + half))
+    assert st.cv == pytest.approx(0.5) and st.rel_stderr == pytest.approx(0.5 / math.sqrt(3))
+    assert st.shapiro_p == pytest.approx(1.0)  # three equally spaced points are perfectly "normal"
+    d = st.to_dict()
+    assert d["ci95"] == [pytest.approx(2.0 - half), pytest.approx(2.0 + half)] and d["n"] == 3
+
+
+def test_sample_stats_undefined_cases():
+    one = S.sample_stats([5.0])
+    assert one.std is None and one.stderr is None and one.ci95 is None and one.cv is None
+    assert one.shapiro_p is None and one.to_dict()["ci95"] is None
+    zero_mean = S.sample_stats([-1.0, 1.0, -2.0, 2.0])
+    assert zero_mean.cv is None and zero_mean.rel_stderr is None
+    assert S.sample_stats([3.0, 3.0, 3.0, 3.0]).shapiro_p is None
+    with pytest.raises(ValueError):
+        S.sample_stats([])
+    with pytest.raises(ValueError):
+        S.sample_stats([1.0, math.nan])
+
+
+def test_t_interval_coverage_normal_samples():
+    rng = np.random.default_rng(0)
+    trials, n, mu = 4000, 8, 3.0
+    hits = 0
+    for _ in range(trials):
+        lo, hi = S.t_interval(rng.normal(mu, 2.0, size=n))
+        hits += lo <= mu <= hi
+    # binomial s.d. of the coverage: sqrt(.95·.05/4000) ≈ 0.0034; allow 4 s.d.
+    assert abs(hits / trials - 0.95) < 0.014
+
+
+def test_shapiro_separates_normal_from_skewed():
+    rng = np.random.default_rng(1)
+    assert S.shapiro_p(rng.normal(size=64)) > 0.01
+    assert S.shapiro_p(rng.exponential(size=200)) < 1e-4
+
+
+def _sym(rng, n, shift=0.0):
+    a = rng.normal(size=(n, n))
+    return (a + a.T) / 2 + shift * np.eye(n)
+
+
+def test_hutchinson_variance_matches_monte_carlo():
+    rng = np.random.default_rng(2)
+    A = _sym(rng, 24, shift=0.7)
+    frob, diag = float(np.sum(A * A)), float(np.sum(np.diag(A) ** 2))
+    K = 200_000
+    V = rng.choice([-1.0, 1.0], size=(K, 24))
+    rad = np.einsum("ki,ij,kj->k", V, A, V)
+    G = rng.normal(size=(K, 24))
+    gau = np.einsum("ki,ij,kj->k", G, A, G)
+    # unbiased, and Var = 2(‖A‖_F² − ΣA_ii²) for Rademacher, 2‖A‖_F² for Gaussian
+    assert rad.mean() == pytest.approx(np.trace(A), abs=4 * math.sqrt(S.hutchinson_variance(frob, diag) / K))
+    assert rad.var() == pytest.approx(S.hutchinson_variance(frob, diag), rel=0.02)
+    assert gau.var() == pytest.approx(S.hutchinson_variance(frob), rel=0.03)
+    assert S.hutchinson_variance(frob) >= S.hutchinson_variance(frob, diag)
+
+
+def test_rademacher_samples_shift_exactly_with_lam_identity():
+    # vᵀ(H + λI)v = vᵀHv + λd for Rademacher v: same variance; the exact formula is shift-invariant
+    rng = np.random.default_rng(3)
+    H, lam, d = _sym(rng, 10), 0.3, 10
+    V = rng.choice([-1.0, 1.0], size=(50, d))
+    s_H = np.einsum("ki,ij,kj->k", V, H, V)
+    s_F = np.einsum("ki,ij,kj->k", V, H + lam * np.eye(d), V)
+    np.testing.assert_allclose(s_F, s_H + lam * d, rtol=1e-12)
+    HF = H + lam * np.eye(d)
+    exact_H = S.hutchinson_variance(np.sum(H * H), np.sum(np.diag(H) ** 2))
+    exact_F = S.hutchinson_variance(np.sum(HF * HF), np.sum(np.diag(HF) ** 2))
+    assert exact_F == pytest.approx(exact_H)
+
+
+def test_predicted_cv_matches_monte_carlo_of_m_probe_means():
+    rng = np.random.default_rng(4)
+    d, M, K = 30, 16, 20_000
+    A = _sym(rng, d, shift=1.5)
+    frob, diag, tr = float(np.sum(A * A)), float(np.sum(np.diag(A) ** 2)), float(np.trace(A))
+    V = rng.choice([-1.0, 1.0], size=(K, M, d))
+    means = np.einsum("kmi,ij,kmj->km", V, A, V).mean(axis=1)
+    assert means.std() / abs(means.mean()) == pytest.approx(S.predicted_cv(frob, tr, M, diag), rel=0.03)
+    # the bound without the diagonal term is larger
+    assert S.predicted_cv(frob, tr, M) > S.predicted_cv(frob, tr, M, diag)
+    # hand value: sqrt(2·8)/(√4·2) = 1
+    assert S.predicted_cv(8.0, 2.0, 4) == pytest.approx(1.0)
+    assert S.predicted_cv(8.0, 0.0, 4) is None
+    assert S.predicted_cv(1.0, 1.0, 1, diag_sq=1.5) == 0.0  # noisy frob estimate below diag: clipped
+
+
+def test_fit_slope_linear_largest_radii():
+    # Ψ-like: Ψ = λ²x − C − c·√x, c = 0.05, slope at large x → λ² (the √x term fades)
+    lam = 1e-2
+    x = np.logspace(2, 9, 40)
+    y = lam**2 * x - 1e3 - 0.05 * np.sqrt(x)
+    fit = S.fit_slope(x, y, largest=8)
+    assert fit.n == 8 and fit.x_min == pytest.approx(x[-8])
+    assert fit.slope == pytest.approx(lam**2, rel=0.05)
+    assert fit.r2 > 0.999
+    assert S.fit_slope(x, y, x_min=1e8).n == int(np.sum(x >= 1e8))
+
+
+def test_fit_slope_noisy_recovers_slope_with_stderr():
+    rng = np.random.default_rng(5)
+    x = np.linspace(0, 10, 200)
+    y = 3.0 * x + 1.0 + rng.normal(0, 0.5, size=x.size)
+    fit = S.fit_slope(x, y)
+    assert abs(fit.slope - 3.0) < 4 * fit.stderr_slope
+    assert fit.intercept == pytest.approx(1.0, abs=0.3)
+    ref = sps.linregress(x, y)
+    assert fit.r2 == pytest.approx(ref.rvalue**2)
+
+
+def test_fit_slope_loglog_exponent():
+    x = np.logspace(0, 4, 20)
+    fit = S.fit_slope(x, 3.0 * x**2, space="loglog")
+    assert fit.slope == pytest.approx(2.0) and fit.intercept == pytest.approx(math.log10(3.0))
+    assert fit.r2 == pytest.approx(1.0)
+
+
+def test_fit_slope_errors():
+    with pytest.raises(ValueError):
+        S.fit_slope([1.0, 2.0, 3.0], [-1.0, 2.0, 3.0], space="loglog")
+    with pytest.raises(ValueError):
+        S.fit_slope([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], x_min=2.5)  # one point left
+    with pytest.raises(ValueError):
+        S.fit_slope([1.0, 1.0], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        S.fit_slope([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError):
+        S.fit_slope([1.0, 2.0], [1.0, 2.0], space="semilog")
+    two = S.fit_slope([1.0, 2.0], [1.0, 3.0])
+    assert two.slope == pytest.approx(2.0) and two.stderr_slope is None
+
+
+def test_r_squared():
+    assert S.r_squared([1.0, 2.0, 3.0], [1.0, 2.0, 4.0]) == pytest.approx(0.5)  # 1 − 1/2
+    assert S.r_squared([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == 1.0
+    assert S.r_squared([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-3.0)  # 1 − 8/2
+    assert S.r_squared([2.0, 2.0], [1.0, 3.0]) is None
