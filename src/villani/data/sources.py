@@ -29,8 +29,10 @@ A split the source lacks (validation/test) is carved deterministically from the 
 of train's text: with C the number of characters of train, the last
 ``round(C·f_test)`` characters become test and the ``round(C·f_validation)`` before
 them validation (``data.split_fractions``), i.e. the order is train | validation |
-test. A cut that falls inside a document moves back to the start of the line it falls
-in (if that line starts inside the document), so documents are split at line breaks.
+test. A cut moves back to the start of the line (or document) it falls in, so a tail
+holds at least its share and whole lines/documents move; only when that line is the
+first of train's first document (e.g. a corpus that is one single line) is the cut made
+inside it, at the exact character.
 """
 
 from __future__ import annotations
@@ -128,10 +130,9 @@ def _cut_tail(docs: list[str], want: int) -> tuple[list[str], list[str]]:
             tail.insert(0, last)
             need -= len(last)
             continue
-        cut = len(last) - need
-        line_start = last.rfind("\n", 0, cut) + 1
-        if line_start > 0:
-            cut = line_start
+        cut = last.rfind("\n", 0, len(last) - need) + 1  # start of the line the cut falls in
+        if cut == 0 and not head:  # one long line is all train has left: cut inside it
+            cut = len(last) - need
         front, back = last[:cut], last[cut:]
         tail.insert(0, back)
         if front:
