@@ -116,3 +116,22 @@ def test_hf_disk_source_reads_save_to_disk(tmp_path, make_cfg, make_lines):
     assert [texts[s].origin for s in SPLITS] == ["source", "source", "carved"]
     stats = tokenize(make_cfg(source=f"hf-disk:{saved}", seq_len=16), tmp_path / "out")
     assert all(stats["splits"][s]["blocks"] >= 1 for s in SPLITS)
+
+
+def test_hf_source_with_a_config_name(tmp_path, make_cfg, make_lines):
+    """`hf:<dataset>:<config>` as for `hf:Salesforce/wikitext:wikitext-103-raw-v1`: a local
+    dataset dir whose README declares configs (the hub layout of WikiText) and a config name."""
+    data = tmp_path / "wikitext_like"
+    for config, n in (("tiny-raw", 200), ("big-raw", 400)):
+        (data / config).mkdir(parents=True)
+        for split in ("train", "validation", "test"):
+            rows = [{"text": line + "\n"} for line in make_lines(f"{config}-{split}", n)] + [{"text": ""}]
+            pq.write_table(pa.Table.from_pylist(rows), data / config / f"{split}.parquet")
+    card = ["---", "configs:"]
+    for config in ("tiny-raw", "big-raw"):
+        card += [f"- config_name: {config}", "  data_files:"]
+        card += [f"  - split: {s}\n    path: {config}/{s}.parquet" for s in SPLITS]
+    (data / "README.md").write_text("\n".join(card + ["---", ""]))
+    texts = read_splits(make_cfg(source=f"hf:{data}:big-raw"))
+    assert [len(texts[s].documents) for s in SPLITS] == [400, 400, 400]
+    assert texts["test"].documents[0] == make_lines("big-raw-test", 1)[0] + "\n"
