@@ -1,0 +1,101 @@
+"""Atomic file writes and content hashes.
+
+A file is written to a temporary name in the same folder, flushed and fsync'ed, then
+renamed over the target with ``os.replace`` (atomic on POSIX), and the folder is fsync'ed.
+A reader therefore sees either the old complete file or the new complete file, never a
+half-written one — also when the writer is killed or the disk fills mid-write (the
+temporary file is removed and the error propagates).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; on success fsync it and rename it into place."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_bytes(target: str | Path, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(target: str | Path, text: str) -> None:
+    write_bytes(target, text.encode())
+
+
+def _finite_json(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {str(k): _finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_json(v) for v in obj]
+    return obj
+
+
+def write_json(target: str | Path, obj: Any) -> None:
+    """Write JSON atomically; ±inf become the strings "inf"/"-inf" (strict JSON has none)."""
+    write_text(target, json.dumps(_finite_json(obj), indent=2, sort_keys=True) + "\n")
+
+
+def write_with(target: str | Path, writer: Callable[[Path], None]) -> None:
+    """Let ``writer(tmp_path)`` produce the file, then move it into place atomically."""
+    with atomic_path(target) as tmp:
+        writer(tmp)
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_json(path: str | Path, what: str = "JSON file") -> Any:
+    """Read JSON; a missing, truncated or malformed file is a one-line ValueError naming it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: {what} not found") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read {what} ({e.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: {what} is corrupt or truncated (JSON error at line {e.lineno}: {e.msg})") from None

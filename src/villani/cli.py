@@ -1,0 +1,212 @@
+"""The ``villani`` command line: one subcommand per workflow stage.
+
+Every Snakemake rule and DVC stage runs exactly one of these. Parameters come from one or
+more YAML files (``--params``, later files override earlier ones; default ``params.yaml``),
+validated before anything runs. Errors the user can fix (bad parameters, a corrupt or
+missing file, a diverged run, a full disk) print one line ``villani: error: …`` and exit
+with status 2; ``--traceback`` (or ``VILLANI_TRACEBACK=1``) shows the full trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import sys
+from pathlib import Path
+
+
+def _common() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--params", action="append", metavar="FILE",
+                   help="parameter file(s), merged in order (default: params.yaml)")
+    p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
+    return p
+
+
+def _run_args(p: argparse.ArgumentParser, step: bool = False) -> None:
+    p.add_argument("--variant", default="adamw", choices=["adamw", "noise"], help="run variant")
+    p.add_argument("--lam", type=float, required=True, help="weight decay λ of the run")
+    p.add_argument("--seed", type=int, required=True, help="seed of the run")
+    if step:
+        p.add_argument("--step", type=int, required=True, help="checkpoint step")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    v = sub.add_parser("validate", parents=[common], help="validate parameter files and print the DAG size")
+    v.add_argument("--print", action="store_true", help="print the complete parameters with defaults")
+
+    sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
+
+    t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
+    _run_args(t)
+    g = t.add_mutually_exclusive_group(required=True)
+    g.add_argument("--until", type=int, help="segment end step (must be a segment end)")
+    g.add_argument("--all", action="store_true", help="run every segment that is not complete yet")
+
+    m = sub.add_parser("measure", parents=[common], help="curvature measurement of one checkpoint (or all of a run)")
+    _run_args(m)
+    gm = m.add_mutually_exclusive_group(required=True)
+    gm.add_argument("--step", type=int, help="checkpoint step")
+    gm.add_argument("--all", action="store_true", help="every checkpoint of the run")
+
+    sub.add_parser("rays", parents=[common], help="Ψ_s along radial rays (Fig 2)")
+    la = sub.add_parser("landscape", parents=[common], help="2-D loss surface (Fig 3)")
+    la.add_argument("--lam", type=float, required=True, help="λ of F on the surface")
+    sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
+    sub.add_parser("figures", parents=[common], help="render every figure and table")
+    sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers)")
+    return parser
+
+
+def _params(args) -> dict:
+    from villani.config import load_params
+
+    return load_params(args.params or ["params.yaml"])
+
+
+def cmd_validate(args) -> None:
+    import json
+
+    from villani.runs import runs
+    from villani.schedule import checkpoint_steps, segment_ends
+
+    p = _params(args)
+    rs = list(runs(p))
+    print(f"ok: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
+          f"{len(checkpoint_steps(p['train']))} checkpoints per run")
+    if args.print:
+        print(json.dumps(p, indent=2))
+
+
+def cmd_tokenize(args) -> None:
+    from villani import layout
+    from villani.data import tokenize
+
+    p = _params(args)
+    out = layout.fmt(layout.DATA_DIR, args.results, dataset=p["data"]["name"])
+    stats = tokenize(p["data"], out)
+    print(f"wrote {out}: " + ", ".join(f"{s} {stats['splits'][s]['blocks']} blocks" for s in stats["splits"]))
+
+
+def cmd_train(args) -> None:
+    from villani.schedule import segment_ends
+    from villani.training import train_segment
+
+    p = _params(args)
+    _check_run(p, args)
+    ends = segment_ends(p["train"]) if args.all else [args.until]
+    for end in ends:
+        if args.all and _segment_done(p, args, end):
+            continue
+        m = train_segment(p, variant=args.variant, lam=args.lam, seed=args.seed, end=end, root=args.results,
+                          device=args.device)
+        print(f"segment {m['start']}→{m['end']}: checkpoints {[c['step'] for c in m['checkpoints']]}")
+
+
+def _segment_done(p, args, end) -> bool:
+    from villani import layout
+
+    return layout.fmt(layout.SEGMENT, args.results, dataset=p["data"]["name"], variant=args.variant,
+                      lam=args.lam, seed=args.seed, step=end).exists()
+
+
+def _check_run(p, args) -> None:
+    from villani.config import ParamsError
+
+    lams = p["train"]["lambdas"] if args.variant == "adamw" else p["train"]["noise"]["lambdas"]
+    key = "train.lambdas" if args.variant == "adamw" else "train.noise.lambdas"
+    if args.lam not in [float(x) for x in lams]:
+        raise ParamsError(f"--lam: {args.lam:g} is not in {key} = {lams}")
+    if args.seed not in p["train"]["seeds"]:
+        raise ParamsError(f"--seed: {args.seed} is not in train.seeds = {p['train']['seeds']}")
+
+
+def cmd_measure(args) -> None:
+    from villani.measure import measure_checkpoint
+    from villani.schedule import checkpoint_steps
+
+    p = _params(args)
+    _check_run(p, args)
+    steps = checkpoint_steps(p["train"]) if args.all else [args.step]
+    for step in steps:
+        out = measure_checkpoint(p, variant=args.variant, lam=args.lam, seed=args.seed, step=step,
+                                 root=args.results, device=args.device)
+        print(f"measured step {step}: {out}")
+
+
+def cmd_rays(args) -> None:
+    from villani.rays import run_rays
+
+    print(run_rays(_params(args), root=args.results, device=args.device))
+
+
+def cmd_landscape(args) -> None:
+    from villani.landscape import run_landscape
+
+    print(run_landscape(_params(args), lam=args.lam, root=args.results, device=args.device))
+
+
+def cmd_bounds(args) -> None:
+    from villani.bounds_table import write_bounds
+
+    print(write_bounds(_params(args), root=args.results))
+
+
+def cmd_figures(args) -> None:
+    from villani.figures import render_all
+
+    for path in render_all(_params(args), root=args.results):
+        print(path)
+
+
+def cmd_metrics(args) -> None:
+    from villani.metrics import write_metrics
+
+    print(write_metrics(_params(args), root=args.results))
+
+
+COMMANDS = {
+    "validate": cmd_validate, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
+    "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "figures": cmd_figures,
+    "metrics": cmd_metrics,
+}
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return f"{e.filename or 'disk'}: no space left on device; earlier results are intact (writes are atomic)"
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror}"
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from villani.config import ParamsError
+    from villani.training import TrainingDiverged
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        COMMANDS[args.command](args)
+    except (ParamsError, TrainingDiverged, ValueError, OSError) as e:
+        if args.traceback or os.environ.get("VILLANI_TRACEBACK"):
+            raise
+        print(f"villani: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Parameters: load, merge, fill defaults, validate — one module for Snakemake, DVC and the CLI.
+
+The parameter documentation is the JSON schema ``workflow/schemas/params.schema.yaml``:
+every key carries a description and a default. :func:`resolve` fills those defaults,
+validates types and ranges against the schema, then runs the cross-key checks a schema
+cannot express (checkpoint count vs steps, Lanczos steps vs k, …). Every failure is a
+:class:`ParamsError` whose message is one line naming the file, the key, the value and
+what is allowed.
+
+YAML is read as YAML 1.2 (``ruamel.yaml``), so ``1e-3`` is a float as in DVC. Documents
+parsed elsewhere with PyYAML (Snakemake's ``configfile:``) may carry such numbers as
+strings; :func:`resolve` converts numeric strings where the schema asks for a number.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import jsonschema
+from ruamel.yaml import YAML
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "params.schema.yaml"
+
+_NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+class ParamsError(ValueError):
+    """A parameter document is invalid; ``str(err)`` is one line naming the key."""
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="safe", pure=True)
+    return y
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return _yaml().load(f)
+
+
+def read_yaml(path: str | Path) -> dict:
+    """Read one YAML mapping; a missing or malformed file is a one-line ParamsError."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ParamsError(f"{path}: cannot read parameter file ({e.strerror})") from None
+    try:
+        doc = _yaml().load(text)
+    except Exception as e:  # ruamel raises several classes; report the first line only
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ParamsError(f"{path}: not valid YAML ({first})") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ParamsError(f"{path}: top level must be a mapping of groups, got {type(doc).__name__}")
+    return doc
+
+
+def deep_merge(base: Mapping, override: Mapping) -> dict:
+    """Recursively merge ``override`` into a copy of ``base`` (mappings merge, the rest replaces)."""
+    out = copy.deepcopy(dict(base))
+    for k, v in override.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_params(paths: Iterable[str | Path]) -> dict:
+    """Load and merge parameter files in order (later files override), then :func:`resolve`."""
+    paths = list(paths)
+    merged: dict = {}
+    for p in paths:
+        merged = deep_merge(merged, read_yaml(p))
+    return resolve(merged, source=", ".join(str(p) for p in paths) or "params")
+
+
+# --------------------------------------------------------------------------- defaults
+def _fill_defaults(doc: Any, schema: Mapping) -> Any:
+    if schema.get("type") == "object" or "properties" in schema:
+        if doc is None and "default" in schema:
+            doc = copy.deepcopy(schema["default"])
+        if not isinstance(doc, dict):
+            return doc
+        for key, sub in schema.get("properties", {}).items():
+            if key not in doc:
+                if "default" in sub:
+                    doc[key] = copy.deepcopy(sub["default"])
+                else:
+                    continue
+            doc[key] = _fill_defaults(doc[key], sub)
+    return doc
+
+
+def _coerce_numbers(doc: Any, schema: Mapping) -> Any:
+    """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)."""
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else (types or [])
+    if isinstance(doc, str) and "number" in types and _NUMBER_RE.match(doc.strip()):
+        return float(doc)
+    if isinstance(doc, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in doc:
+                doc[key] = _coerce_numbers(doc[key], sub)
+    if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
+        return [_coerce_numbers(x, schema["items"]) for x in doc]
+    return doc
+
+
+def _key_of(path: Iterable) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _allowed(error: jsonschema.ValidationError) -> str:
+    s = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "additionalProperties":
+        return "allowed keys: " + ", ".join(sorted(s.get("properties", {})))
+    if "enum" in s:
+        return "allowed: " + ", ".join(map(str, s["enum"]))
+    parts = []
+    if "type" in s:
+        parts.append(" or ".join(s["type"]) if isinstance(s["type"], list) else s["type"])
+    for k, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
+        if k in s:
+            parts.append(f"{sym} {s[k]}")
+    if "pattern" in s:
+        parts.append(f"matching {s['pattern']}")
+    if "minItems" in s:
+        parts.append(f"at least {s['minItems']} item(s)")
+    if s.get("uniqueItems"):
+        parts.append("no duplicates")
+    return "allowed: " + " ".join(parts) if parts else (s.get("description") or "see the schema")
+
+
+def _schema_errors(doc: dict, schema: Mapping, source: str) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    e = errors[0]
+    path = list(e.absolute_path)
+    if e.validator == "additionalProperties":
+        extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        key = _key_of(path + extra[:1])
+        raise ParamsError(f"{source}: {key}: unknown key ({_allowed(e)})")
+    value = json.dumps(e.instance) if not isinstance(e.instance, (dict,)) else "{…}"
+    raise ParamsError(f"{source}: {_key_of(path)}: {value} is invalid ({_allowed(e)})")
+
+
+# --------------------------------------------------------------------------- cross-key checks
+def _fail(source: str, key: str, value: Any, allowed: str) -> None:
+    raise ParamsError(f"{source}: {key}: {json.dumps(value)} is invalid ({allowed})")
+
+
+def _cross_checks(p: dict, source: str) -> None:
+    from villani.schedule import checkpoint_steps  # local import: schedule imports nothing heavy
+
+    d, m, t, me, r, la = p["data"], p["model"], p["train"], p["measure"], p["rays"], p["landscape"]
+    if d["source"] == "files" and not d["files"].get("train"):
+        _fail(source, "data.files.train", d["files"].get("train"), "source `files` needs at least a train file")
+    if d["tokenizer"]["kind"] == "pretrained" and not d["tokenizer"]["name"]:
+        _fail(source, "data.tokenizer.name", None, "kind `pretrained` needs a tokenizer name or path")
+    if m["init"] == "pretrained" and not m["name"]:
+        _fail(source, "model.name", None, "init `pretrained` needs a model name or path")
+    max_pos = m["config"].get("max_position_embeddings")
+    if max_pos is not None and d["seq_len"] > max_pos:
+        _fail(source, "data.seq_len", d["seq_len"], f"≤ model.config.max_position_embeddings = {max_pos}")
+    if t["warmup_steps"] > t["steps"]:
+        _fail(source, "train.warmup_steps", t["warmup_steps"], f"≤ train.steps = {t['steps']}")
+    ck = t["checkpoints"]
+    if ck["steps"] is None and ck["count"] > t["steps"]:
+        _fail(source, "train.checkpoints.count", ck["count"], f"≤ train.steps = {t['steps']}")
+    if ck["steps"] is not None:
+        if max(ck["steps"]) != t["steps"] or any(s > t["steps"] for s in ck["steps"]):
+            _fail(source, "train.checkpoints.steps", ck["steps"], f"steps in 1..{t['steps']} whose largest is train.steps")
+    n_ckpt = len(checkpoint_steps(t)) - 1
+    if t["segments"] > n_ckpt:
+        _fail(source, "train.segments", t["segments"], f"≤ number of checkpoints after step 0 = {n_ckpt}")
+    for lam in t["noise"]["lambdas"]:
+        if lam not in t["lambdas"]:
+            _fail(source, "train.noise.lambdas", t["noise"]["lambdas"], f"values from train.lambdas = {t['lambdas']}")
+    if me["lanczos_steps"] < me["top_k"]:
+        _fail(source, "measure.lanczos_steps", me["lanczos_steps"], f"≥ measure.top_k = {me['top_k']}")
+    if len(set(me["s_values"])) != len(me["s_values"]):
+        _fail(source, "measure.s_values", me["s_values"], "no duplicates")
+    if len(set(r["lambdas"])) != len(r["lambdas"]):
+        _fail(source, "rays.lambdas", r["lambdas"], "no duplicates")
+    if r["theta_sq_min"] >= r["theta_sq_max"]:
+        _fail(source, "rays.theta_sq_min", r["theta_sq_min"], f"< rays.theta_sq_max = {r['theta_sq_max']}")
+    if r["fit_points"] > r["points"]:
+        _fail(source, "rays.fit_points", r["fit_points"], f"≤ rays.points = {r['points']}")
+    if len(set(la["lambdas"])) != len(la["lambdas"]):
+        _fail(source, "landscape.lambdas", la["lambdas"], "no duplicates")
+    if la["center"] == "final":
+        for lam in la["lambdas"]:
+            if lam not in t["lambdas"]:
+                _fail(source, "landscape.lambdas", la["lambdas"], f"with center `final`, values from train.lambdas = {t['lambdas']}")
+    for key, lams in (("train.lambdas", t["lambdas"]), ("rays.lambdas", r["lambdas"]), ("landscape.lambdas", la["lambdas"])):
+        for lam in lams:
+            if not math.isfinite(lam):
+                _fail(source, key, lams, "finite numbers ≥ 0")
+
+
+def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
+    """Fill defaults, coerce numeric strings, validate; return the complete parameter dict."""
+    schema = load_schema()
+    p = copy.deepcopy(dict(doc or {}))
+    p = _coerce_numbers(p, schema)
+    # validate the user's document before defaults hide a wrong type (e.g. `train: 3`)
+    _schema_errors(p, _without_defaults(schema), source)
+    p = _fill_defaults(p, schema)
+    _schema_errors(p, schema, source)
+    _cross_checks(p, source)
+    return p
+
+
+def _without_defaults(schema: Any) -> Any:
+    if isinstance(schema, Mapping):
+        return {k: _without_defaults(v) for k, v in schema.items() if k != "default"}
+    if isinstance(schema, list):
+        return [_without_defaults(v) for v in schema]
+    return schema
+
+
+# --------------------------------------------------------------------------- digests
+# The keys each job reads. A job's digest changes exactly when one of them changes, so
+# Snakemake's params rerun trigger re-runs only the jobs whose inputs changed (editing one
+# λ re-runs that λ's branch) and DVC stage `params:` lists the same keys.
+_RUN_LISTS = ("lambdas", "seeds")
+
+
+def _train_keys(p: Mapping, variant: str) -> dict:
+    t = {k: v for k, v in p["train"].items() if k not in _RUN_LISTS and k != "noise"}
+    if variant == "noise":
+        t["noise"] = {k: v for k, v in p["train"]["noise"].items() if k != "lambdas"}
+    return t
+
+
+def stage_inputs(p: Mapping, stage: str, variant: str = "adamw") -> dict:
+    """The parameter subset a job of ``stage`` reads (λ, seed and step come from wildcards)."""
+    data = p["data"]
+    if stage == "tokenize":
+        return {"data": data}
+    if stage == "train":
+        return {"data": data, "model": p["model"], "train": _train_keys(p, variant)}
+    if stage == "measure":
+        return {"data": data, "model": p["model"], "train": _train_keys(p, variant), "measure": p["measure"]}
+    if stage in ("rays", "landscape"):
+        return {"data": data, "model": p["model"], "train": _train_keys(p, variant),
+                "measure": p["measure"], stage: p[stage]}
+    return dict(p)
+
+
+def stage_digest(p: Mapping, stage: str, variant: str = "adamw") -> str:
+    """sha256 (16 hex) of :func:`stage_inputs` — used as a Snakemake rule param."""
+    blob = json.dumps(stage_inputs(p, stage, variant), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def dump_yaml(p: Mapping, path: str | Path) -> None:
+    """Write a parameter dict as YAML (used by tests and `villani validate --print`)."""
+    with open(path, "w") as f:
+        _yaml().dump(json.loads(json.dumps(p)), f)

@@ -1,0 +1,115 @@
+"""The files each workflow stage produces and needs — the logic behind the Snakefile.
+
+The Snakefile and its rule files only call these functions, so every input function of
+the DAG is unit-testable without Snakemake. Paths are relative to the working directory
+(``results/…``); steps and λ are canonicalised by :mod:`villani.layout`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from villani import layout
+from villani.runs import Run, runs
+from villani.schedule import checkpoint_steps, segment_ends, segment_for, segment_start
+
+ROOT = layout.RESULTS
+
+
+def pattern(p: str) -> str:
+    """A layout pattern with the results root filled and the other wildcards kept."""
+    return p.replace("{root}", ROOT)
+
+
+def data_files(params: Mapping) -> dict[str, str]:
+    ds = params["data"]["name"]
+    out = {s: str(layout.fmt(layout.SPLIT, ROOT, dataset=ds, split=s)) for s in layout.SPLITS}
+    out["tokenizer"] = str(layout.fmt(layout.TOKENIZER, ROOT, dataset=ds))
+    out["stats"] = str(layout.fmt(layout.DATA_STATS, ROOT, dataset=ds))
+    return out
+
+
+def _run(params: Mapping, wc) -> Run:
+    return Run(params["data"]["name"], wc["variant"], float(wc["lam"]), int(wc["seed"]))
+
+
+def previous_segment(params: Mapping, wc) -> list[str]:
+    """The manifest of the segment a training segment continues from (none for the first)."""
+    start = segment_start(params["train"], int(wc["step"]))
+    return [] if start == 0 else [str(_run(params, wc).path(layout.SEGMENT, ROOT, step=start))]
+
+
+def segment_of_checkpoint(params: Mapping, wc) -> str:
+    """The segment manifest that certifies checkpoint ``wc.step`` is complete."""
+    end = segment_for(params["train"], int(wc["step"]))
+    return str(_run(params, wc).path(layout.SEGMENT, ROOT, step=end))
+
+
+def segments(params: Mapping, variants=layout.VARIANTS) -> list[str]:
+    return [str(r.path(layout.SEGMENT, ROOT, step=e)) for r in runs(params, variants)
+            for e in segment_ends(params["train"])]
+
+
+def measurements(params: Mapping) -> list[str]:
+    """measure.json of every checkpoint of every plain (adamw) run."""
+    return [str(r.path(layout.MEASURE_JSON, ROOT, step=s)) for r in runs(params, ("adamw",))
+            for s in checkpoint_steps(params["train"])]
+
+
+def last_checkpoint_segment(params: Mapping, variant: str, lam: float, seed: int) -> str:
+    r = Run(params["data"]["name"], variant, float(lam), int(seed))
+    return str(r.path(layout.SEGMENT, ROOT, step=params["train"]["steps"]))
+
+
+def lam_values(params: Mapping) -> list[str]:
+    """Every λ text a run, ray or landscape uses (for wildcard constraints)."""
+    lams = set(params["train"]["lambdas"]) | set(params["train"]["noise"]["lambdas"]) | set(params["landscape"]["lambdas"])
+    return sorted({layout.format_lam(x) for x in lams})
+
+
+def wildcard_regex(values) -> str:
+    import re
+
+    return "|".join(re.escape(str(v)) for v in values)
+
+
+def rays_checkpoint(params: Mapping) -> list[str]:
+    """The segment certifying the checkpoint a ray goes through (rays.through_checkpoint)."""
+    if not params["rays"]["through_checkpoint"]:
+        return []
+    t = params["train"]
+    return [last_checkpoint_segment(params, "adamw", t["lambdas"][0], t["seeds"][0])]
+
+
+def landscape_run(params: Mapping, lam: float) -> tuple[Run, int]:
+    """The run and step at the centre of the λ surface: step 0 (``init``) or the last (``final``)."""
+    t = params["train"]
+    run_lam = float(lam) if float(lam) in [float(x) for x in t["lambdas"]] else float(t["lambdas"][0])
+    step = 0 if params["landscape"]["center"] == "init" else int(t["steps"])
+    return Run(params["data"]["name"], "adamw", run_lam, int(t["seeds"][0])), step
+
+
+def landscape_checkpoint(params: Mapping, wc) -> str:
+    run, step = landscape_run(params, float(wc["lam"]))
+    return str(run.path(layout.SEGMENT, ROOT, step=segment_for(params["train"], step)))
+
+
+def rays_outputs(params: Mapping) -> list[str]:
+    d = pattern(layout.RAYS_DIR).format(dataset=params["data"]["name"])
+    return [d + "/rays.csv", d + "/slopes.json"]
+
+
+def landscape_outputs(params: Mapping) -> list[str]:
+    ds = params["data"]["name"]
+    return [str(layout.fmt(layout.LANDSCAPE_DIR, ROOT, dataset=ds, lam=lam)) + f"/{f}"
+            for lam in params["landscape"]["lambdas"] for f in ("surface.csv", "surface.json")]
+
+
+def bounds_outputs(params: Mapping) -> list[str]:
+    d = pattern(layout.BOUNDS_DIR).format(dataset=params["data"]["name"])
+    return [d + "/bounds.csv", d + "/bounds.json"]
+
+
+def figure_inputs(params: Mapping) -> list[str]:
+    """What figures and metrics read beyond the runs and measurements."""
+    return rays_outputs(params) + landscape_outputs(params) + bounds_outputs(params)

@@ -1,0 +1,65 @@
+"""Optimizer, learning-rate schedule and which parameters are regularised.
+
+* ``decoupled`` (paper Table I): AdamW, θ ← θ − η·(m̂/(√v̂+ε) + λθ) on the decayed group.
+* ``coupled``: Adam on L(θ) + (λ/2)‖θ_dec‖², the L2 term added to the loss (its gradient
+  λθ_dec goes through Adam's preconditioner).
+* Schedule: linear warm-up from 0 to η over ``warmup_steps``, then cosine decay to 0 at
+  ``steps``: η_t = η·½(1 + cos(π·(t − w)/(T − w))).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+
+
+def decayed_parameter_names(model: torch.nn.Module, which: str) -> list[str]:
+    """Names of the parameters that carry λ: ``all``, ``matrices`` (dim ≥ 2) or ``no_bias_norm``."""
+    names = []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if which == "all":
+            names.append(name)
+        elif which == "matrices" and p.dim() >= 2:
+            names.append(name)
+        elif which == "no_bias_norm" and not (name.endswith(".bias") or ".ln_" in name or "ln_f" in name):
+            names.append(name)
+    return names
+
+
+def make_optimizer(model: torch.nn.Module, train: Mapping, lam: float) -> torch.optim.Optimizer:
+    decayed = set(decayed_parameter_names(model, train["decay_params"]))
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    wd = float(lam) if train["decay_mode"] == "decoupled" else 0.0
+    groups = [
+        {"params": [p for n, p in params if n in decayed], "weight_decay": wd},
+        {"params": [p for n, p in params if n not in decayed], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        [g for g in groups if g["params"]], lr=float(train["lr"]), betas=tuple(train["betas"]),
+        eps=float(train["eps"]), foreach=False,
+    )
+
+
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """Multiplier of the peak lr at optimizer step ``step`` (0-based)."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    if total <= warmup:
+        return 1.0
+    progress = min(1.0, (step - warmup) / (total - warmup))
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_scheduler(opt: torch.optim.Optimizer, train: Mapping) -> torch.optim.lr_scheduler.LambdaLR:
+    w, total = int(train["warmup_steps"]), int(train["steps"])
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, w, total))
+
+
+def l2_penalty(model: torch.nn.Module, names: set[str], lam: float) -> torch.Tensor:
+    """(λ/2)·Σ_{decayed} ‖θ‖² — the coupled regulariser."""
+    terms = [p.pow(2).sum() for n, p in model.named_parameters() if n in names]
+    return 0.5 * float(lam) * torch.stack(terms).sum()

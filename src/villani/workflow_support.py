@@ -1,0 +1,52 @@
+"""Helpers the Snakefile calls: the ``--params`` arguments of every job and job runtimes.
+
+Jobs re-read the parameters from the same files Snakemake loaded: ``params.yaml`` first,
+then each ``--configfile`` in order (Snakemake's own precedence). Values given with
+``--config key=value`` are written once to ``results/.config-overrides/<sha>.yaml`` (a
+content-addressed name, so an unchanged override never looks new) and passed last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+from typing import Mapping
+
+from villani import atomic
+
+# Minutes per attempt; SLURM retries get attempt × this (a time limit that killed a job
+# once is doubled on the retry). Local runs ignore runtime.
+BASE_RUNTIME_MIN = {
+    "tokenize": 60, "train_segment": 240, "measure": 120, "rays": 120, "landscape": 60,
+    "bounds": 20, "figures": 30, "metrics": 10,
+}
+
+
+def runtime_minutes(params: Mapping, rule: str, attempt: int) -> int:
+    return BASE_RUNTIME_MIN[rule] * int(attempt)
+
+
+def params_files(workflow) -> list[str]:
+    cli = [str(f) for f in workflow.overwrite_configfiles or []]
+    base = [str(f) for f in workflow.configfiles if str(f) not in cli]
+    return base + cli
+
+
+def overrides_file(overrides: Mapping, root: str = "results") -> str | None:
+    if not overrides:
+        return None
+    blob = json.dumps(overrides, sort_keys=True, default=str)
+    path = Path(root) / ".config-overrides" / (hashlib.sha256(blob.encode()).hexdigest()[:16] + ".yaml")
+    if not path.exists():
+        atomic.write_text(path, blob + "\n")  # JSON is valid YAML
+    return str(path)
+
+
+def params_args(workflow, config=None) -> str:
+    files = params_files(workflow)
+    extra = overrides_file(getattr(workflow.config_settings, "config", None) or {})
+    if extra:
+        files.append(extra)
+    return " ".join(f"--params {shlex.quote(f)}" for f in files)

@@ -1,0 +1,16 @@
+rule bounds:
+    input:
+        measurements=targets.measurements(P),
+        stats=targets.data_files(P)["stats"],
+    output:
+        table=targets.pattern(layout.BOUNDS_DIR) + "/bounds.csv",
+        summary=targets.pattern(layout.BOUNDS_DIR) + "/bounds.json",
+    params:
+        digest=lambda wc: stage_digest(P, "bounds"),
+    log:
+        LOGS + "/bounds/{dataset}.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "bounds", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} bounds {PARAMS} > {log} 2>&1"

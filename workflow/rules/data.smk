@@ -1,0 +1,16 @@
+rule tokenize:
+    output:
+        train=targets.pattern(layout.SPLIT).replace("{split}", "train"),
+        validation=targets.pattern(layout.SPLIT).replace("{split}", "validation"),
+        test=targets.pattern(layout.SPLIT).replace("{split}", "test"),
+        tokenizer=targets.pattern(layout.TOKENIZER),
+        stats=targets.pattern(layout.DATA_STATS),
+    params:
+        digest=digest("tokenize"),
+    log:
+        LOGS + "/tokenize/{dataset}.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "tokenize", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} tokenize {PARAMS} > {log} 2>&1"

@@ -1,0 +1,45 @@
+from villani.figures import CAPTIONS, figure_outputs
+
+
+def report_outputs():
+    """Every figure and table file, wrapped for `snakemake --report` with its caption."""
+    return [
+        report(f, caption=CAPTIONS[name], category=category)
+        for name, category, f in figure_outputs(P, targets.ROOT)
+    ]
+
+
+rule figures:
+    input:
+        segments=targets.segments(P),
+        measurements=targets.measurements(P),
+        extra=lambda wc: targets.figure_inputs(P),
+    output:
+        report_outputs(),
+    params:
+        digest=lambda wc: stage_digest(P, "figures"),
+    log:
+        LOGS + "/figures.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "figures", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} figures {PARAMS} > {log} 2>&1"
+
+
+rule metrics:
+    input:
+        segments=targets.segments(P),
+        measurements=targets.measurements(P),
+        extra=lambda wc: targets.figure_inputs(P),
+    output:
+        METRICS,
+    params:
+        digest=lambda wc: stage_digest(P, "metrics"),
+    log:
+        LOGS + "/metrics.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "metrics", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} metrics {PARAMS} > {log} 2>&1"

@@ -1,0 +1,34 @@
+rule rays:
+    input:
+        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
+        checkpoint=lambda wc: targets.rays_checkpoint(P),
+    output:
+        samples=targets.pattern(layout.RAYS_DIR) + "/rays.csv",
+        fits=targets.pattern(layout.RAYS_DIR) + "/slopes.json",
+    params:
+        digest=digest("rays"),
+    log:
+        LOGS + "/rays/{dataset}.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "rays", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} rays {PARAMS} > {log} 2>&1"
+
+
+rule landscape:
+    input:
+        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
+        checkpoint=lambda wc: targets.landscape_checkpoint(P, wc),
+    output:
+        surface=targets.pattern(layout.LANDSCAPE_DIR) + "/surface.csv",
+        meta=targets.pattern(layout.LANDSCAPE_DIR) + "/surface.json",
+    params:
+        digest=digest("landscape"),
+    log:
+        LOGS + "/landscape/{dataset}/lam{lam}.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "landscape", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} landscape {PARAMS} --lam {wildcards.lam} > {log} 2>&1"

@@ -1,0 +1,18 @@
+rule measure:
+    input:
+        segment=lambda wc: targets.segment_of_checkpoint(P, wc),
+        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "validation", "stats")],
+    output:
+        json=targets.pattern(layout.MEASURE_JSON),
+        samples=targets.pattern(layout.MEASURE_PARQUET),
+    params:
+        digest=digest("measure"),
+        step=lambda wc: int(wc.step),
+    log:
+        LOGS + "/measure/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "measure", attempt),
+    threads: 1
+    shell:
+        "villani --threads {threads} measure {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
+        "--seed {wildcards.seed} --step {params.step} > {log} 2>&1"
