@@ -13,4 +13,4 @@ rule bounds:
         runtime=lambda wc, attempt: runtime_minutes(P, "bounds", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} bounds {PARAMS} > {log} 2>&1"
+        "villani bounds --threads {threads} {PARAMS} > {log} 2>&1"

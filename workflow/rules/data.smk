@@ -13,4 +13,4 @@ rule tokenize:
         runtime=lambda wc, attempt: runtime_minutes(P, "tokenize", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} tokenize {PARAMS} > {log} 2>&1"
+        "villani tokenize --threads {threads} {PARAMS} > {log} 2>&1"

@@ -24,7 +24,7 @@ rule figures:
         runtime=lambda wc, attempt: runtime_minutes(P, "figures", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} figures {PARAMS} > {log} 2>&1"
+        "villani figures --threads {threads} {PARAMS} > {log} 2>&1"
 
 
 rule metrics:
@@ -42,4 +42,4 @@ rule metrics:
         runtime=lambda wc, attempt: runtime_minutes(P, "metrics", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} metrics {PARAMS} > {log} 2>&1"
+        "villani metrics --threads {threads} {PARAMS} > {log} 2>&1"

@@ -13,7 +13,7 @@ rule rays:
         runtime=lambda wc, attempt: runtime_minutes(P, "rays", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} rays {PARAMS} > {log} 2>&1"
+        "villani rays --threads {threads} {PARAMS} > {log} 2>&1"
 
 
 rule landscape:
@@ -31,4 +31,4 @@ rule landscape:
         runtime=lambda wc, attempt: runtime_minutes(P, "landscape", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} landscape {PARAMS} --lam {wildcards.lam} > {log} 2>&1"
+        "villani landscape --threads {threads} {PARAMS} --lam {wildcards.lam} > {log} 2>&1"

@@ -14,5 +14,5 @@ rule measure:
         runtime=lambda wc, attempt: runtime_minutes(P, "measure", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} measure {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
+        "villani measure --threads {threads} {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
         "--seed {wildcards.seed} --step {params.step} > {log} 2>&1"

@@ -14,5 +14,5 @@ rule train_segment:
         runtime=lambda wc, attempt: runtime_minutes(P, "train_segment", attempt),
     threads: 1
     shell:
-        "villani --threads {threads} train {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
+        "villani train --threads {threads} {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
         "--seed {wildcards.seed} --until {params.step} > {log} 2>&1"
