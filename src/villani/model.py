@@ -125,12 +125,21 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
             )
         if t.dtype != own[name].dtype:
             raise ValueError(f"{path}: tensor {name!r} has dtype {t.dtype}, the model expects {own[name].dtype}")
-    missing = [n for n in own if n not in state and not _is_tied(model, n)]
+    missing = [n for n in own if n not in state and not _is_tied(model, n, state)]
     if missing:
         raise ValueError(f"{path}: missing tensor {missing[0]!r} ({len(missing)} missing; another model shape?)")
     model.load_state_dict(state, strict=False)
     return model
 
 
-def _is_tied(model: torch.nn.Module, name: str) -> bool:
-    return name == "lm_head.weight" and getattr(model.config, "tie_word_embeddings", True)
+_TIED_PAIR = {"lm_head.weight": "transformer.wte.weight", "transformer.wte.weight": "lm_head.weight"}
+
+
+def _is_tied(model: torch.nn.Module, name: str, state) -> bool:
+    """``name`` is one of the tied embedding pair and the file holds the other one.
+
+    safetensors' ``save_model`` stores a shared tensor once under either name (it keeps
+    ``lm_head.weight`` with transformers 5), so either may be the one missing.
+    """
+    partner = _TIED_PAIR.get(name)
+    return partner is not None and partner in state and bool(getattr(model.config, "tie_word_embeddings", True))
