@@ -1,0 +1,48 @@
+"""Shared fixtures: the tiny parameter set and a tokenized tiny corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def tiny_params(**overrides):
+    """params.yaml overlaid with tests/configs/tiny.yaml and then ``overrides`` (group → dict)."""
+    from villani.config import deep_merge, read_yaml, resolve
+
+    doc = deep_merge(read_yaml(REPO / "params.yaml"), read_yaml(TINY))
+    return resolve(deep_merge(doc, overrides), source="tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_data_root(tmp_path_factory) -> Path:
+    """A results root with the tiny corpus tokenized (shared, read-only for tests)."""
+    from villani import layout
+    from villani.data import tokenize
+
+    root = tmp_path_factory.mktemp("tiny-results")
+    p = tiny_params()
+    tokenize(p["data"], layout.fmt(layout.DATA_DIR, root, dataset=p["data"]["name"]))
+    return root
+
+
+def copy_repo(dest: Path) -> Path:
+    """Copy the tracked (and untracked, not ignored) files of the repo into ``dest``."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
+                           capture_output=True, text=True).stdout.split()
+    for f in files:
+        src = REPO / f
+        if src.is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            (dest / f).write_bytes(src.read_bytes())
+            (dest / f).chmod(src.stat().st_mode)
+    return dest

@@ -1,0 +1,132 @@
+"""Training: loss goes down, determinism, bit-identical resume across segments and kills."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from tests.conftest import tiny_params
+from villani import layout
+from villani.atomic import sha256_file
+from villani.schedule import checkpoint_steps, segment_ends
+from villani.training import TrainingDiverged, train_segment
+from villani.training.checkpoint import read_meta
+
+
+def _root_with_data(tmp_path: Path, data_root: Path) -> Path:
+    root = tmp_path / "results"
+    shutil.copytree(data_root / "data", root / "data")
+    return root
+
+
+def _train_all(p, root, variant="adamw", lam=0.01, seed=0):
+    for end in segment_ends(p["train"]):
+        train_segment(p, variant=variant, lam=lam, seed=seed, end=end, root=root, device="cpu", progress=False)
+    return sha256_file(layout.fmt(layout.CKPT_WEIGHTS, root, dataset=p["data"]["name"], variant=variant,
+                                  lam=lam, seed=seed, step=p["train"]["steps"]))
+
+
+def test_loss_decreases(tmp_path, tiny_data_root):
+    p = tiny_params(train={"steps": 60, "segments": 1, "checkpoints": {"count": 1}})
+    root = _root_with_data(tmp_path, tiny_data_root)
+    _train_all(p, root)
+    log = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=60))
+    assert list(log["step"]) == list(range(1, 61))
+    assert log["loss"].tail(10).mean() < log["loss"].head(10).mean() - 0.5
+
+
+def test_same_seed_same_weights_other_seed_differs(tmp_path, tiny_data_root):
+    p = tiny_params()
+    a = _train_all(p, _root_with_data(tmp_path / "a", tiny_data_root))
+    b = _train_all(p, _root_with_data(tmp_path / "b", tiny_data_root))
+    c = _train_all(p, _root_with_data(tmp_path / "c", tiny_data_root), seed=1)
+    assert a == b
+    assert a != c
+
+
+def test_segmented_run_equals_uninterrupted(tmp_path, tiny_data_root):
+    one = tiny_params(train={"segments": 1})
+    two = tiny_params(train={"segments": 2})
+    assert len(segment_ends(two["train"])) == 2
+    for variant in ("adamw", "noise"):
+        a = _train_all(one, _root_with_data(tmp_path / f"one-{variant}", tiny_data_root), variant=variant)
+        b = _train_all(two, _root_with_data(tmp_path / f"two-{variant}", tiny_data_root), variant=variant)
+        assert a == b, variant
+
+
+def test_checkpoint_metadata(tmp_path, tiny_data_root):
+    p = tiny_params(train={"decay_params": "matrices"})
+    root = _root_with_data(tmp_path, tiny_data_root)
+    _train_all(p, root, lam=0.01)
+    for step in checkpoint_steps(p["train"]):
+        meta = read_meta(root, "tiny", "adamw", 0.01, 0, step)
+        assert meta["step"] == step
+        assert meta["tokens_seen"] == step * 8 * 32
+        assert meta["lam"] == 0.01 and meta["seed"] == 0 and meta["decay_mode"] == "decoupled"
+        assert meta["decay_params"] == "matrices"
+        assert all(".bias" not in n for n in meta["decayed_params"])
+        assert meta["theta_sq_norm"] > 0 and meta["train_loss"] > 0
+
+
+def test_weight_decay_shrinks_norm(tmp_path, tiny_data_root):
+    p = tiny_params(train={"steps": 40, "lr": 0.01, "checkpoints": {"count": 1}, "segments": 1})
+    norms = {}
+    for lam in (0.0, 0.01):
+        root = _root_with_data(tmp_path / str(lam), tiny_data_root)
+        p2 = tiny_params(train={"steps": 40, "lr": 0.01, "checkpoints": {"count": 1}, "segments": 1,
+                                "lambdas": [0.0, 0.01]})
+        _train_all(p2, root, lam=lam)
+        norms[lam] = read_meta(root, "tiny", "adamw", lam, 0, 40)["theta_sq_norm"]
+    del p
+    assert norms[0.01] < norms[0.0]
+
+
+def test_coupled_mode_differs_from_decoupled(tmp_path, tiny_data_root):
+    a = _train_all(tiny_params(), _root_with_data(tmp_path / "a", tiny_data_root))
+    b = _train_all(tiny_params(train={"decay_mode": "coupled"}), _root_with_data(tmp_path / "b", tiny_data_root))
+    assert a != b
+
+
+def test_nonfinite_loss_stops_with_step_and_checkpoint(tmp_path, tiny_data_root, monkeypatch):
+    p = tiny_params(train={"lr": 1e6, "grad_clip": None, "warmup_steps": 0})
+    root = _root_with_data(tmp_path, tiny_data_root)
+    with pytest.raises(TrainingDiverged, match=r"at step \d+; last good checkpoint: .*step0000000.safetensors"):
+        _train_all(p, root)
+
+
+def test_sigkill_mid_segment_resumes_bit_identical(tmp_path, tiny_data_root):
+    """Kill `villani train` after a work state is saved, rerun: same final weights."""
+    from villani.config import dump_yaml
+
+    p = tiny_params(train={"steps": 120, "segments": 1, "save_every": 10, "checkpoints": {"count": 1}})
+    params = tmp_path / "p.yaml"
+    dump_yaml(p, params)
+    ref = _train_all(p, _root_with_data(tmp_path / "ref", tiny_data_root))
+    root = _root_with_data(tmp_path / "killed", tiny_data_root)
+    cmd = [sys.executable, "-m", "villani.cli", "train", "--params", str(params), "--results", str(root),
+           "--lam", "0.01", "--seed", "0", "--until", "120", "--device", "cpu"]
+    work = layout.fmt(layout.WORK_DIR, root, dataset="tiny", variant="adamw", lam=0.01, seed=0) / "state.pt"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not work.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "training finished before it could be killed; make the run longer"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = torch.load(work, weights_only=True)["step"]
+    assert 0 < killed_at < 120
+    assert not layout.fmt(layout.SEGMENT, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=120).exists()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    final = sha256_file(layout.fmt(layout.CKPT_WEIGHTS, root, dataset="tiny", variant="adamw", lam=0.01, seed=0,
+                                   step=120))
+    assert final == ref
+    log = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=120))
+    assert list(log["step"]) == list(range(1, 121))
