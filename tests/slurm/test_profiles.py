@@ -1,0 +1,84 @@
+"""Static checks of the SLURM profiles (no cluster needed, so not marked `slurm`)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
+
+GPU_RULES = {"train_segment", "measure", "rays", "landscape"}
+CPU_RULES = {"tokenize", "bounds", "figures", "metrics", "report"}
+# flags the plugin sets itself and rejects inside slurm_extra
+FORBIDDEN_EXTRA = re.compile(r"--(gres|gpus|mem|cpus-per|partition|account|time|qos|nodes|ntasks)\b|(^|\s)-[pAtNnc]\b")
+
+
+def load(profile):
+    return yaml.safe_load((profile / "config.yaml").read_text())
+
+
+def evaluate(value, attempt):
+    """A resource value as snakemake evaluates it from a profile (expressions over attempt)."""
+    from snakemake.resources import Resource
+
+    if isinstance(value, int):
+        return value
+    return Resource.cli_evaluator("x", str(value), wildcards={}, input=[], attempt=attempt, async_run=None)
+
+
+def test_no_default_profile_dir():
+    # profiles/default/ next to the Snakefile would silently override --profile.
+    assert not (REPO / "profiles" / "default").exists()
+    assert not (REPO / "workflow" / "profiles" / "default").exists()
+
+
+def test_real_profile_shape():
+    p = load(REAL_PROFILE)
+    assert p["executor"] == "slurm"
+    assert p["retries"] >= 1 and p["rerun-incomplete"] is True
+    assert p["slurm-logdir"] == "logs/slurm"
+    assert "cpus_per_task" not in p["default-resources"], "would override cpus_per_gpu on GPU rules"
+    # site values are left to the user (commented), never guessed
+    assert "slurm_account" not in p["default-resources"]
+    text = (REAL_PROFILE / "config.yaml").read_text()
+    assert re.search(r"#\s*slurm_account:.*USER", text) and re.search(r"#\s*slurm_partition:.*USER", text)
+    assert re.search(r"#\s*constraint:.*USER", text)
+    sr = p["set-resources"]
+    assert set(sr) <= GPU_RULES | CPU_RULES
+    for rule in GPU_RULES:
+        r = sr[rule]
+        assert r["gres"] == "gpu:a100:1" and r["cpus_per_gpu"] >= 1, rule
+        assert p["set-threads"][rule] == r["cpus_per_gpu"], rule
+        assert evaluate(r["runtime"], 2) == 2 * evaluate(r["runtime"], 1), f"{rule}: runtime must scale with attempt"
+        assert evaluate(r["mem_mb"], 2) > evaluate(r["mem_mb"], 1), rule
+    d = p["default-resources"]
+    assert evaluate(d["runtime"], 2) == 2 * evaluate(d["runtime"], 1)
+
+
+@pytest.mark.parametrize("profile", [REAL_PROFILE, CI_PROFILE], ids=["slurm", "ci-slurm"])
+def test_no_forbidden_slurm_extra(profile):
+    p = load(profile)
+    for rule, res in {"<default>": p.get("default-resources", {}), **p.get("set-resources", {})}.items():
+        extra = str(res.get("slurm_extra", ""))
+        assert not FORBIDDEN_EXTRA.search(extra), f"{profile.name}/{rule}: slurm_extra {extra!r}"
+
+
+def test_ci_overlay_restates_what_it_must():
+    real, ci = load(REAL_PROFILE), load(CI_PROFILE)
+    # A later --profile replaces top-level keys wholesale: the overlay must restate every
+    # GPU rule, or the real (too big) mem/runtime/cpus would reach the 2-CPU CI node.
+    assert set(ci["set-resources"]) == set(real["set-resources"]) - CPU_RULES | (set(ci["set-resources"]) & CPU_RULES)
+    for rule in GPU_RULES:
+        assert ci["set-resources"][rule]["gres"] == real["set-resources"][rule]["gres"]
+        assert ci["set-resources"][rule]["cpus_per_gpu"] <= ci["max-threads"]
+        assert evaluate(ci["set-resources"][rule]["runtime"], 2) == 2 * evaluate(ci["set-resources"][rule]["runtime"], 1)
+    assert set(ci["set-threads"]) >= GPU_RULES
+    assert ci["default-resources"]["slurm_partition"] == "debug"
+    assert "slurm_account" not in ci["default-resources"]
+    assert ci["slurm-status-command"] == "squeue"  # no slurmdbd: sacct would hang snakemake
+    assert ci["slurm-init-seconds-before-status-checks"] == 2
+    assert ci["slurm-keep-successful-logs"] is True
+    assert ci["retries"] >= 1
+    assert "executor" not in ci and "slurm-logdir" not in ci  # inherited from the real profile
