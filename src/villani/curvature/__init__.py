@@ -1,0 +1,33 @@
+"""Curvature engine: symmetric linear operators and free-function estimators.
+
+Operators are anything with ``dim`` and ``matvec(v)`` (see :mod:`.operators`); the
+estimators — :func:`hutchinson`, :func:`hutchpp`, :func:`lanczos`,
+:func:`top_eigenvalues`, :func:`slq` — only use that protocol. :class:`ModelHessian`
+is the Hessian of a causal LM's regularised token loss. Numerics: ``docs/curvature.md``.
+"""
+
+from .hutchinson import hutchinson
+from .lanczos import lanczos, top_eigenvalues
+from .meyer2021hutchpp import hutchpp
+from .model_hessian import ModelHessian, causal_lm_token_loss
+from .operators import CallableOperator, DenseOperator, LinearOperator, as_operator
+from .results import EigenResult, LanczosResult, SpectralDensity, TraceEstimate
+from .slq import slq
+
+__all__ = [
+    "LinearOperator",
+    "DenseOperator",
+    "CallableOperator",
+    "as_operator",
+    "hutchinson",
+    "hutchpp",
+    "lanczos",
+    "top_eigenvalues",
+    "slq",
+    "ModelHessian",
+    "causal_lm_token_loss",
+    "TraceEstimate",
+    "LanczosResult",
+    "EigenResult",
+    "SpectralDensity",
+]

@@ -1,0 +1,262 @@
+r"""Frozen result records of the curvature estimators (never bare tuples).
+
+- :class:`TraceEstimate` — Hutchinson / Hutch++ trace estimates with their samples.
+- :class:`LanczosResult` — the tridiagonal :math:`T_m` (and optionally the basis).
+- :class:`EigenResult` — Ritz values with their residual norms.
+- :class:`SpectralDensity` — SLQ nodes/weights per start vector, a smoothed density,
+  quantiles and moments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import sqrt
+
+import numpy as np
+from scipy import stats
+from scipy.linalg import eigh_tridiagonal
+from scipy.special import ndtr
+from torch import Tensor
+
+__all__ = ["TraceEstimate", "LanczosResult", "EigenResult", "SpectralDensity", "summarize_samples"]
+
+
+def summarize_samples(samples: np.ndarray) -> tuple[float, float, float, tuple[float, float]]:
+    r"""Mean, sample std (ddof 1), standard error and t-based 95% CI of i.i.d. samples.
+
+    .. math::
+        \bar x \pm t_{0.975,\,M-1}\, s/\sqrt{M}
+
+    With one sample the spread is unknown: std, stderr and the CI are NaN.
+    """
+    m = samples.size
+    mean = float(samples.mean())
+    if m < 2:
+        nan = float("nan")
+        return mean, nan, nan, (nan, nan)
+    std = float(samples.std(ddof=1))
+    stderr = std / sqrt(m)
+    half = float(stats.t.ppf(0.975, m - 1)) * stderr
+    return mean, std, stderr, (mean - half, mean + half)
+
+
+@dataclass(frozen=True, eq=False)
+class TraceEstimate:
+    r"""A stochastic trace estimate :math:`\widehat{\operatorname{tr}} A` and its samples.
+
+    Attributes:
+        mean: the estimate (mean of ``samples``).
+        std: sample standard deviation of one sample (ddof = 1).
+        stderr: standard error of ``mean``: ``std / sqrt(M)``.
+        ci95: t-based 95% confidence interval ``(lo, hi)`` for the trace.
+        samples: all M per-probe samples (float64).
+        num_matvecs: operator applications spent.
+        frob_sq: unbiased :math:`\|A\|_F^2` from :math:`\mathbb{E}\|Av\|^2`, or None.
+        frob_sq_samples: the :math:`\|Av_m\|^2`, or None.
+        diag_sq: unbiased :math:`\sum_i A_{ii}^2` from cross-products of the probe
+            diagonals (needs M ≥ 2), or None.
+        block_names: names of the coordinate blocks, in order, or ``()``.
+        block_samples: ``(M, n_blocks)`` per-probe block traces
+            :math:`v_b^\top (Av)_b`, or None.
+        block_means: ``{name: mean}`` of ``block_samples`` (empty without blocks).
+        block_stderr: ``{name: stderr}`` of ``block_samples``.
+        method: ``"hutchinson"`` or ``"hutch++"``.
+    """
+
+    mean: float
+    std: float
+    stderr: float
+    ci95: tuple[float, float]
+    samples: np.ndarray
+    num_matvecs: int
+    frob_sq: float | None = None
+    frob_sq_samples: np.ndarray | None = None
+    diag_sq: float | None = None
+    block_names: tuple[str, ...] = ()
+    block_samples: np.ndarray | None = None
+    block_means: dict[str, float] = field(default_factory=dict)
+    block_stderr: dict[str, float] = field(default_factory=dict)
+    method: str = "hutchinson"
+
+    @property
+    def num_probes(self) -> int:
+        """Number of samples M."""
+        return int(self.samples.size)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of one sample: ``std / |mean|``."""
+        return self.std / abs(self.mean) if self.mean != 0 else float("inf")
+
+    @property
+    def cv_of_mean(self) -> float:
+        """Coefficient of variation of the M-sample mean: ``stderr / |mean|``."""
+        return self.stderr / abs(self.mean) if self.mean != 0 else float("inf")
+
+    @property
+    def predicted_var(self) -> float | None:
+        r"""Rademacher single-sample variance :math:`2(\|A\|_F^2 - \sum_i A_{ii}^2)`,
+        estimated from ``frob_sq`` and ``diag_sq`` (None when either is missing)."""
+        if self.frob_sq is None or self.diag_sq is None:
+            return None
+        return 2.0 * (self.frob_sq - self.diag_sq)
+
+
+@dataclass(frozen=True, eq=False)
+class LanczosResult:
+    r"""Outcome of ``m`` Lanczos steps: :math:`A Q_m = Q_m T_m + \beta_m q_{m+1} e_m^\top`.
+
+    Attributes:
+        alphas: diagonal of :math:`T_m`, shape ``(m,)``, float64.
+        betas: off-diagonal of :math:`T_m`, shape ``(m-1,)``, float64; an exact zero
+            marks a restart after breakdown (an invariant subspace was found).
+        beta_last: :math:`\beta_m`, the norm of the residual after the last step;
+            the Ritz residual of eigenpair ``i`` is :math:`\beta_m |s_{m,i}|`.
+        num_matvecs: operator applications spent (``m``).
+        basis: the orthonormal Lanczos vectors ``(m, dim)`` if kept, else None.
+        restarts: how many breakdowns were continued with a fresh random vector.
+        breakdown: True when the run stopped early on an invariant subspace.
+    """
+
+    alphas: np.ndarray
+    betas: np.ndarray
+    beta_last: float
+    num_matvecs: int
+    basis: Tensor | None = None
+    restarts: int = 0
+    breakdown: bool = False
+
+    @property
+    def num_steps(self) -> int:
+        """Number of steps m (the size of :math:`T_m`)."""
+        return int(self.alphas.size)
+
+    def tridiagonal(self) -> np.ndarray:
+        """:math:`T_m` as a dense ``(m, m)`` float64 array."""
+        return np.diag(self.alphas) + np.diag(self.betas, 1) + np.diag(self.betas, -1)
+
+    def ritz(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigen-decomposition of :math:`T_m`: ascending Ritz values and eigenvectors (columns)."""
+        if self.alphas.size == 1:
+            return self.alphas.copy(), np.ones((1, 1))
+        return eigh_tridiagonal(self.alphas, self.betas)
+
+    def ritz_residuals(self) -> tuple[np.ndarray, np.ndarray]:
+        r"""Ascending Ritz values and their residual norms :math:`\|A y_i - \theta_i y_i\|
+        = \beta_m |s_{m,i}|` (exact in exact arithmetic; valid with full
+        re-orthogonalisation)."""
+        theta, s = self.ritz()
+        return theta, np.abs(self.beta_last * s[-1, :])
+
+
+@dataclass(frozen=True, eq=False)
+class EigenResult:
+    """Extreme eigenvalue estimates with error bars.
+
+    Attributes:
+        values: Ritz values, largest first.
+        residuals: Ritz residual norms; each ``values[i]`` is within ``residuals[i]``
+            of an eigenvalue of the operator.
+        num_matvecs: operator applications spent.
+        vectors: Ritz vectors ``(k, dim)`` when requested, else None.
+    """
+
+    values: np.ndarray
+    residuals: np.ndarray
+    num_matvecs: int
+    vectors: Tensor | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class SpectralDensity:
+    r"""Stochastic Lanczos quadrature of the spectral measure
+    :math:`\mu = \frac1n\sum_i \delta_{\lambda_i}`.
+
+    For each unit start vector :math:`u_j = v_j/\|v_j\|` the Gauss quadrature
+    :math:`\sum_k \tau_{jk}^2 \delta_{\theta_{jk}}` matches :math:`u_j^\top f(A) u_j`
+    for every polynomial ``f`` of degree ≤ 2m−1; averaging over Rademacher starts
+    gives an unbiased estimate of :math:`\operatorname{tr} f(A)/n`.
+
+    Attributes:
+        nodes: per start vector, the Ritz values :math:`\theta_{jk}` (ascending).
+        weights: per start vector, :math:`\tau_{jk}^2` (first components squared; sum 1).
+        trace_samples: per start vector, :math:`v_j^\top A v_j = n\,\alpha_1^{(j)}`,
+            a free Hutchinson sample.
+        dim: n, the operator dimension.
+        num_matvecs: operator applications spent.
+    """
+
+    nodes: tuple[np.ndarray, ...]
+    weights: tuple[np.ndarray, ...]
+    trace_samples: np.ndarray
+    dim: int
+    num_matvecs: int
+
+    @property
+    def num_probes(self) -> int:
+        """Number of start vectors."""
+        return len(self.nodes)
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """All nodes, sorted, with weights summing to 1 (each probe weighted equally)."""
+        nodes = np.concatenate(self.nodes)
+        weights = np.concatenate(self.weights) / self.num_probes
+        order = np.argsort(nodes, kind="stable")
+        return nodes[order], weights[order]
+
+    def moment(self, p: int) -> float:
+        r"""Estimate of :math:`\operatorname{tr} A^p = n \int t^p\,d\mu(t)` (exact per probe
+        for p ≤ 2m−1)."""
+        per_probe = [float(np.sum(w * t**p)) for t, w in zip(self.nodes, self.weights)]
+        return self.dim * float(np.mean(per_probe))
+
+    def density(self, grid, sigma: float) -> np.ndarray:
+        r"""Gaussian-smoothed density on ``grid``:
+        :math:`\phi_\sigma(t) = \sum_k w_k\, \mathcal{N}(t;\theta_k,\sigma^2)`.
+
+        It integrates to 1. ``sigma`` is the kernel bandwidth: with m Lanczos steps the
+        nodes resolve the spectrum only to about (λ_max − λ_min)/m, so a smaller
+        ``sigma`` shows spikes at the nodes, not features of the spectrum.
+        """
+        if not sigma > 0:
+            raise ValueError(f"sigma must be positive, got {sigma}")
+        grid = np.asarray(grid, dtype=np.float64)
+        nodes, weights = self.pooled()
+        z = (grid[..., None] - nodes) / sigma
+        return (np.exp(-0.5 * z * z) @ weights) / (sigma * sqrt(2.0 * np.pi))
+
+    def cdf(self, t: float, sigma: float | None = None) -> float:
+        """Spectral distribution function at ``t`` (of the smoothed measure if ``sigma``)."""
+        nodes, weights = self.pooled()
+        if sigma is None:
+            return float(weights[nodes <= t].sum())
+        return float(ndtr((t - nodes) / sigma) @ weights)
+
+    def quantile(self, q: float, sigma: float | None = None) -> float:
+        r"""The ``q``-quantile of the spectral measure (``q = 0.5``: :math:`\lambda_\text{median}`).
+
+        Without ``sigma``: the smallest node whose cumulative quadrature weight reaches
+        ``q``. With ``sigma``: the quantile of the Gaussian-smoothed measure (bisection).
+        """
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"q must lie in [0, 1], got {q}")
+        nodes, weights = self.pooled()
+        if sigma is None:
+            cum = np.cumsum(weights)
+            idx = int(np.searchsorted(cum, q * cum[-1] * (1 - 1e-12), side="left"))
+            return float(nodes[min(idx, nodes.size - 1)])
+        lo, hi = nodes[0] - 10 * sigma, nodes[-1] + 10 * sigma
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if self.cdf(mid, sigma) < q:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= 1e-12 * max(1.0, abs(mid)):
+                break
+        return 0.5 * (lo + hi)
+
+    @property
+    def trace(self) -> float:
+        """Mean of ``trace_samples`` (a Hutchinson estimate of tr A)."""
+        return float(np.mean(self.trace_samples))
