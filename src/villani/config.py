@@ -167,6 +167,14 @@ def _cross_checks(p: dict, source: str) -> None:
     from villani.schedule import checkpoint_steps  # local import: schedule imports nothing heavy
 
     d, m, t, me, r, la = p["data"], p["model"], p["train"], p["measure"], p["rays"], p["landscape"]
+    for key, lams in (("train.lambdas", t["lambdas"]), ("train.noise.lambdas", t["noise"]["lambdas"]),
+                      ("rays.lambdas", r["lambdas"]), ("landscape.lambdas", la["lambdas"])):
+        for i, lam in enumerate(lams):
+            if isinstance(lam, int) and not isinstance(lam, bool):
+                raise ParamsError(f"{source}: {key}[{i}]: {lam} is invalid (write λ as a float, e.g. {float(lam)!r}: "
+                                  "DVC names run folders by the text of λ)")
+            if not math.isfinite(lam):
+                _fail(source, key, lams, "finite numbers ≥ 0")
     if d["source"] == "files" and not d["files"].get("train"):
         _fail(source, "data.files.train", d["files"].get("train"), "source `files` needs at least a train file")
     if d["tokenizer"]["kind"] == "pretrained" and not d["tokenizer"]["name"]:
@@ -206,10 +214,6 @@ def _cross_checks(p: dict, source: str) -> None:
         for lam in la["lambdas"]:
             if lam not in t["lambdas"]:
                 _fail(source, "landscape.lambdas", la["lambdas"], f"with center `final`, values from train.lambdas = {t['lambdas']}")
-    for key, lams in (("train.lambdas", t["lambdas"]), ("rays.lambdas", r["lambdas"]), ("landscape.lambdas", la["lambdas"])):
-        for lam in lams:
-            if not math.isfinite(lam):
-                _fail(source, key, lams, "finite numbers ≥ 0")
 
 
 def resolve(doc: Mapping | None, *, source: str = "params") -> dict:

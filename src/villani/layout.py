@@ -1,8 +1,10 @@
 """Every path under ``results/``, in one place for the CLI, the Snakefile and DVC.
 
 Patterns use Snakemake wildcard syntax; :func:`fmt` fills them. λ is written with
-:func:`format_lam` (``f"{λ:g}"``: 0, 0.001, 1e-05) and steps zero-padded to 7 digits so
-paths sort by step and a checkpoint path says its dataset, λ, seed and step.
+:func:`format_lam` — Python's ``repr`` of the float (0.0, 0.001, 0.0001, 1e-05), which is
+exactly how DVC renders ``${item.lam}`` from params.yaml, so DVC stage outputs and the
+folders the CLI writes agree — and steps zero-padded to 7 digits so paths sort by step and
+a checkpoint path says its dataset, λ, seed and step.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ LANDSCAPE_DIR = "{root}/landscape/{dataset}/lam{lam}"
 BOUNDS_DIR = "{root}/bounds/{dataset}"
 FIGURES_DIR = "{root}/figures"
 TABLES_DIR = "{root}/tables"
+COST_CSV = "{root}/cost/hvp_cost.csv"
 METRICS = "{root}/metrics.json"
 LOGS_DIR = "{root}/logs"
 
@@ -39,8 +42,8 @@ SPLITS = ("train", "validation", "test")
 
 
 def format_lam(lam: float | str) -> str:
-    """Canonical text of λ in paths and wildcards: ``f"{float(λ):g}"``."""
-    return f"{float(lam):g}"
+    """Canonical text of λ in paths and wildcards: ``repr(float(λ))`` (DVC's rendering)."""
+    return repr(float(lam))
 
 
 def format_step(step: int | str) -> str:

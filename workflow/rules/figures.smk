@@ -3,10 +3,8 @@ from villani.figures import CAPTIONS, figure_outputs
 
 def report_outputs():
     """Every figure and table file, wrapped for `snakemake --report` with its caption."""
-    return [
-        report(f, caption=CAPTIONS[name], category=category)
-        for name, category, f in figure_outputs(P, targets.ROOT)
-    ]
+    files = figure_outputs(P, targets.ROOT)
+    return [report(f, caption=CAPTIONS[n], category=c) for n, c, f in files]
 
 
 rule figures:
