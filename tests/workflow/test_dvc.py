@@ -1,0 +1,61 @@
+"""The same DAG through real DVC: repro, per-λ status, experiments with -S, metrics diff."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import copy_repo
+from tests.workflow.conftest import BIN, run, write_params
+
+pytestmark = pytest.mark.slow
+
+
+def _git(work, *args):
+    return run(["git", *args], cwd=work)
+
+
+@pytest.fixture(scope="module")
+def dvc_repo(tmp_path_factory):
+    work = copy_repo(tmp_path_factory.mktemp("dvc"))
+    write_params(work / "params.yaml")
+    _git(work, "init", "-q")
+    run([BIN / "dvc", "init", "-q"], cwd=work)
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "tiny")
+    run([BIN / "dvc", "repro"], cwd=work)
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "repro")
+    return work
+
+
+def _status(work) -> dict:
+    return json.loads(run([BIN / "dvc", "status", "--json"], cwd=work).stdout or "{}")
+
+
+def test_repro_produces_metrics_and_is_then_up_to_date(dvc_repo):
+    metrics = json.loads((dvc_repo / "results/metrics.json").read_text())
+    assert metrics["dataset"] == "tiny"
+    assert _status(dvc_repo) == {}
+
+
+def test_changing_one_lambda_marks_only_its_stages(dvc_repo):
+    write_params(dvc_repo / "params.yaml", train={"lambdas": [0.0, 0.02], "noise": {"lambdas": [0.02]}})
+    try:
+        changed = set(_status(dvc_repo))
+        assert "train@0.02-0" in changed and "measure@0.02-0" in changed
+        assert "train@0.0-0" not in changed and "measure@0.0-0" not in changed
+        assert "tokenize" not in changed and "rays" not in changed
+    finally:
+        _git(dvc_repo, "checkout", "params.yaml")
+
+
+def test_experiment_with_set_param_differs(dvc_repo):
+    run([BIN / "dvc", "exp", "run", "-n", "bigger-lambda", "-S", "train.lambdas=[0.0,0.02]",
+         "-S", "train.noise.lambdas=[0.02]"], cwd=dvc_repo)
+    show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
+    text = json.dumps(show)
+    assert "bigger-lambda" in text
+    diff = run([BIN / "dvc", "metrics", "diff", "--json", "HEAD"], cwd=dvc_repo).stdout
+    assert "0.02" in diff or "lam=0.02" in diff
