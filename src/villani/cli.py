@@ -75,6 +75,7 @@ def _params(args) -> dict:
 def cmd_validate(args) -> None:
     import json
 
+    from villani import atomic, layout
     from villani.runs import runs
     from villani.schedule import checkpoint_steps, segment_ends
 
@@ -82,6 +83,12 @@ def cmd_validate(args) -> None:
     rs = list(runs(p))
     print(f"ok: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
           f"{len(checkpoint_steps(p['train']))} checkpoints per run")
+    stats_path = layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"])
+    if stats_path.exists():
+        blocks = atomic.read_json(stats_path, "data stats")["splits"]["train"]["blocks"]
+        t = p["train"]
+        print(f"train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
+              f"of {blocks} train blocks (batch {t['batch_size']})")
     if args.print:
         print(json.dumps(p, indent=2))
 
