@@ -1,0 +1,268 @@
+r"""One checkpoint's curvature measurement (SPEC §2): ``measure/step{step}.json`` + ``.parquet``.
+
+At θ of checkpoint (variant, λ, seed, step), in eval mode and float32, on the fixed
+measurement set (:mod:`villani.measure.measurement_set`):
+
+- exact: ‖θ‖², L, F = L + (λ/2)‖θ‖², ∇L (accumulated over micro-batches),
+  ‖∇L‖², ∇F = ∇L + λθ, ‖∇F‖², and the validation loss over the *whole* validation split;
+- tr ∇²L by Hutchinson with ``measure.num_probes`` Rademacher probes of
+  ``measure.probe_seed`` (the same probes at every checkpoint and λ). tr ∇²L is the only
+  stochastic part of ΔF: ΔF = tr ∇²L + λd with λd exact, and for Rademacher v
+  vᵀ∇²F v = vᵀ∇²L v + λd, so the trace statistics are those of ∇²L;
+- from the same products: per-tensor and per-group traces v_bᵀ(∇²L v)_b, the unbiased
+  ‖∇²L‖_F² (mean ‖∇²L v‖²) and Σ(∇²L)_ii², hence the predicted CV (SPEC §5);
+- Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
+- the spectrum of ∇²F = ∇²L + λI: top-k Ritz values with residuals and the SLQ density
+  (:mod:`villani.measure.spectrum`), λ_median, λ_max/λ_median;
+- at the first and the last checkpoint only: the minibatch gradient-noise σ²
+  (:mod:`villani.measure.grad_noise`).
+
+The Parquet file holds the raw samples (long format: ``kind, probe, index, block,
+value, weight``) and is written first; the JSON is written last and marks completion.
+A non-finite value anywhere raises ``ValueError`` naming the checkpoint and the
+quantity, and nothing is written. Keys of the JSON: ``docs/measurements.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from villani import atomic, layout
+from villani.curvature import CallableOperator, ModelHessian, hutchinson
+from villani.measure.grad_noise import gradient_noise
+from villani.measure.measurement_set import group_columns, mean_token_loss, measurement_batches, train_blocks
+from villani.measure.spectrum import lanczos_spectrum
+from villani.schedule import checkpoint_steps
+from villani.stats import predicted_cv, sample_stats
+
+__all__ = ["measure_checkpoint", "psi_key", "check_finite", "shifted", "SCHEMA_VERSION", "NOTE"]
+
+SCHEMA_VERSION = "villani.measure/1"
+NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson, Rademacher probes); "
+        "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
+        "grad_F_sq_norm/s; top_eigenvalues, lambda_median and the SLQ nodes are of ∇²F = ∇²L + λI")
+
+
+def psi_key(s: float) -> str:
+    """Key of Ψ_s in ``psi_s`` (and column ``psi_s=<key>`` in rays.csv): ``str(float(s))``."""
+    return str(float(s))
+
+
+def check_finite(obj: Any, where: str, key: str = "") -> None:
+    """Raise ``ValueError('<where>: non-finite <key> (<value>)…')`` for any NaN/inf in ``obj``."""
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            check_finite(v, where, f"{key}.{k}" if key else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            check_finite(v, where, f"{key}[{i}]")
+    elif isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(obj))
+        if bad.size:
+            raise ValueError(f"{where}: non-finite {key or 'value'} ({obj.ravel()[bad[0]]} at index {bad[0]}, "
+                             f"{bad.size} of {obj.size}); nothing written")
+    elif isinstance(obj, float) and not math.isfinite(obj):
+        raise ValueError(f"{where}: non-finite {key or 'value'} ({obj}); nothing written")
+
+
+def shifted(H: ModelHessian, lam: float) -> CallableOperator:
+    """The operator ∇²F = ∇²L + λI from a ModelHessian of L (built with λ = 0)."""
+    lam = float(lam)
+    return CallableOperator(lambda v: H.matvec(v) + lam * v, H.dim, dtype=H.dtype, device=H.device,
+                            matmat=lambda V: H.matmat(V) + lam * V)
+
+
+def _trace_block(est, names: list[str]) -> tuple[dict, dict, dict, np.ndarray, list[str]]:
+    """Per-tensor means, per-group means/stderr, and the (M, groups) group samples."""
+    tensor = {n: float(est.block_means[n]) for n in names}
+    groups = group_columns(list(est.block_names))
+    gnames = list(groups)
+    gs = np.stack([est.block_samples[:, cols].sum(axis=1) for cols in groups.values()], axis=1)
+    means = {g: float(gs[:, j].mean()) for j, g in enumerate(gnames)}
+    errs = {g: sample_stats(gs[:, j]).stderr for j, g in enumerate(gnames)}
+    return tensor, means, errs, gs, gnames
+
+
+def _samples_frame(est, gs, gnames, spec, lam_d: float, noise: dict | None) -> pd.DataFrame:
+    rows: list[dict] = []
+    M = est.num_probes
+
+    def add(kind, values, probe=None, index=None, block=None, weight=None):
+        n = len(values)
+        rows.append(pd.DataFrame({
+            "kind": kind,
+            "probe": np.arange(n) if probe is None else probe,
+            "index": np.zeros(n, dtype=np.int64) if index is None else index,
+            "block": block if block is not None else None,
+            "value": np.asarray(values, dtype=np.float64),
+            "weight": np.full(n, np.nan) if weight is None else np.asarray(weight, dtype=np.float64),
+        }))
+
+    add("trace_L", est.samples)
+    add("trace_F", est.samples + lam_d)
+    add("frob_sq_L", est.frob_sq_samples)
+    probes = np.repeat(np.arange(M), len(gnames))
+    add("group_trace", gs.ravel(), probe=probes, block=np.tile(np.asarray(gnames, dtype=object), M))
+    tn = list(est.block_names)
+    add("tensor_trace", est.block_samples.ravel(), probe=np.repeat(np.arange(M), len(tn)),
+        block=np.tile(np.asarray(tn, dtype=object), M))
+    for j, (nodes, w) in enumerate(zip(spec.density.nodes, spec.density.weights)):
+        add("slq_node", nodes, probe=np.full(len(nodes), j), index=np.arange(len(nodes)), weight=w)
+    add("slq_trace_F", spec.density.trace_samples)
+    add("top_eigenvalue", spec.top_eigenvalues, probe=np.zeros(len(spec.top_eigenvalues), dtype=np.int64),
+        index=np.arange(len(spec.top_eigenvalues)), weight=spec.top_residuals)
+    if noise is not None:
+        add("grad_noise_batch_sq_norm", noise["grad_sq_norms"])
+    df = pd.concat(rows, ignore_index=True)
+    df["block"] = df["block"].astype("string")
+    df["weight"] = df["weight"].astype("float64")
+    return df
+
+
+def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root="results",
+                       device: str | None = None) -> str:
+    """Measure one checkpoint; write its Parquet then its JSON; return the JSON path."""
+    from villani.model import num_params
+    from villani.training.checkpoint import load_checkpoint
+    from villani.training.loop import data_vocab, model_for_run, pick_device
+
+    t_start = time.perf_counter()
+    me, ds = params["measure"], params["data"]["name"]
+    lam, seed, step = float(lam), int(seed), int(step)
+    ident = dict(dataset=ds, variant=variant, lam=lam, seed=seed)
+    steps = checkpoint_steps(params["train"])
+    if step not in steps:
+        raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
+    dev = pick_device(device)
+    ckpt = layout.fmt(layout.CKPT_WEIGHTS, root, step=step, **ident)
+    where = f"{ckpt}"
+    timing: dict[str, float] = {}
+
+    def lap(name: str, t0: float) -> float:
+        t1 = time.perf_counter()
+        timing[name] = round(t1 - t0, 4)
+        return t1
+
+    t = time.perf_counter()
+    model = model_for_run(params, root, seed)
+    meta, _ = load_checkpoint(root, step=step, model=model, **ident)
+    model = model.float().to(dev).eval()
+    train = train_blocks(params, root)
+    ids, batches = measurement_batches(params, root, dev, train=train)
+    t = lap("load", t)
+
+    from villani.data import load_blocks
+
+    val = load_blocks(layout.fmt(layout.SPLIT, root, dataset=ds, split="validation"))
+    val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
+    check_finite(val_loss, where, "val_loss")
+    t = lap("validation", t)
+
+    H = ModelHessian(model, batches, lam=0.0, method=me["hvp_method"])
+    d = H.dim
+    theta = H.flat_params().double()
+    theta_sq = float(theta.square().sum())
+    loss = H.data_loss()
+    check_finite(loss, where, "loss")
+    gL = H.data_grad().double()
+    gF = gL + lam * theta
+    first = {"loss": loss, "grad_L_sq_norm": float(gL.square().sum()), "grad_F_sq_norm": float(gF.square().sum()),
+             "theta_dot_grad_L": float(theta @ gL)}
+    check_finite(first, where)
+    t = lap("gradient", t)
+
+    est = hutchinson(H, int(me["num_probes"]), seed=int(me["probe_seed"]), blocks=H.param_blocks())
+    check_finite(est.samples, where, "trace_L samples")
+    t = lap("hutchinson", t)
+    spec = lanczos_spectrum(shifted(H, lam), top_k=int(me["top_k"]), lanczos_steps=int(me["lanczos_steps"]),
+                            slq_probes=int(me["slq_probes"]), slq_steps=int(me["slq_steps"]), seed=int(me["probe_seed"]))
+    t = lap("lanczos_slq", t)
+    H.release()
+
+    noise = None
+    if step in (steps[0], steps[-1]):
+        noise = gradient_noise(model, train, params, dev)
+        t = lap("grad_noise", t)
+
+    st = sample_stats(est.samples)
+    lam_d = lam * d
+    lap_F = st.mean + lam_d
+    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(est, H.names)
+    lam_max = float(spec.top_eigenvalues[0])
+    lam_med = float(spec.lambda_median)
+    vocab, _ = data_vocab(root, ds)
+    rec: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "dataset": ds, "variant": variant, "lam": lam, "seed": seed, "step": step,
+        "checkpoint": str(ckpt), "weights_sha256": meta["weights_sha256"],
+        "tokens_seen": int(meta["tokens_seen"]), "wall_clock_s": float(meta["wall_clock_s"]),
+        "train_loss": meta.get("train_loss"), "decay_mode": meta.get("decay_mode"),
+        "decay_params": meta.get("decay_params"),
+        "d": int(d), "d_check": int(num_params(model)), "vocab_size": vocab,
+        "measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "num_tokens": int(H.num_tokens),
+                            "batch_size": int(me["batch_size"]), "ids": ids.tolist()},
+        "theta_sq_norm": theta_sq,
+        "loss": loss, "F": loss + 0.5 * lam * theta_sq,
+        "val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_tokens": int(val_tokens),
+        **{k: first[k] for k in ("grad_L_sq_norm", "grad_F_sq_norm", "theta_dot_grad_L")},
+        "s_values": [float(s) for s in me["s_values"]],
+        "trace_L": {
+            "mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(st.ci95) if st.ci95 else None,
+            "cv": st.cv, "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p,
+            "frob_sq": float(est.frob_sq), "diag_sq": None if est.diag_sq is None else float(est.diag_sq),
+            "num_probes": est.num_probes, "probe_seed": int(me["probe_seed"]),
+            "estimator": "hutchinson (Rademacher)",
+        },
+        "lam_d": lam_d,
+        "laplacian_F": lap_F,
+        "laplacian_F_ci95": None if st.ci95 is None else [st.ci95[0] + lam_d, st.ci95[1] + lam_d],
+        "psi_s": {psi_key(s): -lap_F + first["grad_F_sq_norm"] / float(s) for s in me["s_values"]},
+        "psi_s_ci95": None if st.ci95 is None else {
+            psi_key(s): [-(st.ci95[1] + lam_d) + first["grad_F_sq_norm"] / float(s),
+                         -(st.ci95[0] + lam_d) + first["grad_F_sq_norm"] / float(s)] for s in me["s_values"]},
+        "block_traces": group_tr,
+        "block_traces_stderr": group_err,
+        "tensor_traces": tensor_tr,
+        "predicted_cv": predicted_cv(est.frob_sq, st.mean, est.num_probes,
+                                     None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
+        "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
+        "spectrum_of": "hessian_F",
+        "top_eigenvalues": spec.top_eigenvalues.tolist(),
+        "top_residuals": spec.top_residuals.tolist(),
+        "lambda_max": lam_max,
+        "lambda_median": lam_med,
+        "spectral_ratio": lam_max / lam_med if lam_med > 0 else None,
+        "slq": {"num_probes": int(me["slq_probes"]), "steps_first": int(me["lanczos_steps"]),
+                "steps": int(me["slq_steps"]), "trace_F_samples": spec.density.trace_samples.tolist(),
+                "breakdown": bool(spec.breakdown)},
+        "hvp_count": int(est.num_matvecs + spec.num_matvecs),
+        "hvp_method": me["hvp_method"],
+        "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],
+        "grad_noise": None if noise is None else {k: noise[k] for k in ("num_batches", "batch_size", "mean_grad_sq_norm")},
+        "device": dev.type,
+        "torch_version": torch.__version__,
+        "note": NOTE,
+    }
+    frame = _samples_frame(est, gs, gnames, spec, lam_d, noise)
+    check_finite(rec, where)
+    check_finite(frame["value"].to_numpy(), where, "samples")
+    timing["total_before_write"] = round(time.perf_counter() - t_start, 4)
+    rec["seconds"] = timing["total_before_write"]
+    rec["seconds_breakdown"] = timing
+    out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
+    out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
+    atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic.write_json(out_json, rec)
+    return str(out_json)
+
+
+def read_measure(path: str | Path) -> dict:
+    """A measure JSON (one-line ValueError when missing or corrupt)."""
+    return atomic.read_json(path, "measurement")

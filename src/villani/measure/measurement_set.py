@@ -1,0 +1,126 @@
+"""The fixed measurement set, parameter groups, and exact token losses.
+
+**Measurement set.** L(θ) of SPEC §1 is the mean next-token cross-entropy over a fixed
+subsample of the train split: ``measure.blocks`` block ids drawn without replacement by
+``numpy.random.default_rng(measure.set_seed)`` and sorted. The ids depend only on the
+seed, the number of train blocks and ``measure.blocks`` — the same token ids for every
+checkpoint, λ and seed, for the rays and for the landscape. The blocks are cut into
+micro-batches of ``measure.batch_size``; every predicted token weighs the same
+(:class:`villani.curvature.ModelHessian`'s convention).
+
+**Parameter groups** (SPEC §2, per-block traces): each trainable tensor of a GPT-Neo
+belongs to one group — ``embeddings`` (token and position embeddings, an untied
+``lm_head``), ``layer{i}.q|k|v|out`` (attention projections), ``layer{i}.mlp``,
+``layer{i}.layernorm`` (``ln_1``, ``ln_2``), ``final.layernorm`` (``ln_f``); anything
+else is ``other``. The groups partition θ, so group traces sum to the total trace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from villani import layout
+from villani.config import ParamsError
+
+__all__ = [
+    "measurement_block_ids",
+    "measurement_blocks",
+    "measurement_batches",
+    "mean_token_loss",
+    "parameter_group",
+    "group_columns",
+]
+
+
+def measurement_block_ids(params: Mapping, n_train: int) -> np.ndarray:
+    """Sorted ids of the ``measure.blocks`` train blocks of the measurement set.
+
+    A set larger than the train split is a one-line :class:`ParamsError` naming
+    ``measure.blocks`` and both numbers.
+    """
+    me = params["measure"]
+    k, n = int(me["blocks"]), int(n_train)
+    if k > n:
+        raise ParamsError(
+            f"measure.blocks: {k} > {n}, the number of train blocks of dataset {params['data']['name']!r} "
+            f"(lower measure.blocks or use more data)")
+    rng = np.random.default_rng(int(me["set_seed"]))
+    return np.sort(rng.choice(n, size=k, replace=False)).astype(np.int64)
+
+
+def train_blocks(params: Mapping, root) -> torch.Tensor:
+    from villani.data import load_blocks
+
+    return load_blocks(layout.fmt(layout.SPLIT, root, dataset=params["data"]["name"], split="train"))
+
+
+def measurement_blocks(params: Mapping, root, train: torch.Tensor | None = None) -> tuple[np.ndarray, torch.Tensor]:
+    """(ids, blocks ``(measure.blocks, seq_len)``) of the measurement set."""
+    train = train_blocks(params, root) if train is None else train
+    ids = measurement_block_ids(params, train.shape[0])
+    return ids, train[torch.from_numpy(ids)]
+
+
+def measurement_batches(params: Mapping, root, device="cpu", train: torch.Tensor | None = None
+                        ) -> tuple[np.ndarray, list[torch.Tensor]]:
+    """(ids, micro-batches of ``measure.batch_size`` blocks on ``device``)."""
+    ids, blocks = measurement_blocks(params, root, train)
+    return ids, [b.to(device) for b in blocks.split(int(params["measure"]["batch_size"]))]
+
+
+def mean_token_loss(model: torch.nn.Module, batches: Iterable[torch.Tensor],
+                    state: Mapping[str, torch.Tensor] | None = None) -> tuple[float, int]:
+    """(mean next-token cross-entropy over every predicted token of ``batches``, token count).
+
+    No gradients; sums accumulate in float64. With ``state`` (name → tensor) the model is
+    evaluated at those parameters by ``torch.func.functional_call`` — the module itself is
+    never modified.
+    """
+    from torch.func import functional_call
+
+    from villani.curvature import causal_lm_token_loss
+
+    total, count = 0.0, 0
+    model.eval()
+    with torch.no_grad():
+        for x in batches:
+            kw = {"input_ids": x, "use_cache": False}
+            out = model(**kw) if state is None else functional_call(model, dict(state), args=(), kwargs=kw)
+            total += float(causal_lm_token_loss(out.logits.float(), x).double())
+            count += x.shape[0] * (x.shape[1] - 1)
+    return total / count, count
+
+
+_LAYER = re.compile(r"(?:^|\.)h\.(\d+)\.(.+)$")
+
+
+def parameter_group(name: str) -> str:
+    """The SPEC §2 parameter group of a GPT-Neo parameter name (see the module docstring)."""
+    if re.search(r"(^|\.)(wte|wpe)\.", name) or name.startswith("lm_head."):
+        return "embeddings"
+    if re.search(r"(^|\.)ln_f\.", name):
+        return "final.layernorm"
+    m = _LAYER.search(name)
+    if m is None:
+        return "other"
+    i, rest = m.group(1), m.group(2)
+    for part, group in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"), ("out_proj", "out")):
+        if f"attention.{part}." in rest:
+            return f"layer{i}.{group}"
+    if rest.startswith("mlp."):
+        return f"layer{i}.mlp"
+    if rest.startswith(("ln_1.", "ln_2.")):
+        return f"layer{i}.layernorm"
+    return "other"
+
+
+def group_columns(names: Sequence[str]) -> dict[str, list[int]]:
+    """Group name → indices into ``names`` (groups in order of first appearance)."""
+    out: dict[str, list[int]] = {}
+    for j, n in enumerate(names):
+        out.setdefault(parameter_group(n), []).append(j)
+    return out
