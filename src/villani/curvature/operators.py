@@ -59,14 +59,14 @@ class DenseOperator:
     known in closed form, so every estimator can be checked against it.
 
     Args:
-        matrix: square 2-D tensor; symmetry is checked to a relative tolerance.
+        matrix: square 2-D tensor; symmetric to a relative tolerance of √eps(dtype).
     """
 
     def __init__(self, matrix: Tensor):
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"DenseOperator needs a square matrix, got {tuple(matrix.shape)}")
-        scale = matrix.abs().max().clamp_min(1e-300)
-        if not torch.allclose(matrix, matrix.T, rtol=0.0, atol=float(scale) * 1e-10):
+        tol = float(matrix.abs().max()) * torch.finfo(matrix.dtype).eps ** 0.5
+        if float((matrix - matrix.T).abs().max()) > tol:
             raise ValueError("DenseOperator needs a symmetric matrix")
         self.matrix = matrix
         self.dim = int(matrix.shape[0])
