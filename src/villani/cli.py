@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     la = sub.add_parser("landscape", parents=[common], help="2-D loss surface (Fig 3)")
     la.add_argument("--lam", type=float, required=True, help="λ of F on the surface")
     sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
+    sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers)")
     return parser
@@ -167,6 +168,12 @@ def cmd_bounds(args) -> None:
     print(write_bounds(_params(args), root=args.results))
 
 
+def cmd_cost(args) -> None:
+    from villani.cost import run_hvp_cost
+
+    print(run_hvp_cost(_params(args), root=args.results, device=args.device))
+
+
 def cmd_figures(args) -> None:
     from villani.figures import render_all
 
@@ -182,7 +189,7 @@ def cmd_metrics(args) -> None:
 
 COMMANDS = {
     "validate": cmd_validate, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
-    "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "figures": cmd_figures,
+    "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
     "metrics": cmd_metrics,
 }
 

@@ -1,26 +1,62 @@
 """Figures and tables of the paper, rendered from the workflow's results.
 
-Each figure is one module with ``render(params, root) -> dict[str, pandas.DataFrame]``
-that draws and saves its figure(s) and returns the plotted numbers; :func:`render_all`
-writes every figure in each format of ``figures.formats`` plus a CSV of its numbers.
-:data:`REGISTRY` names them; :func:`figure_outputs` lists their files for the Snakefile
-(with a report category and an ``.rst`` caption in ``workflow/report/``).
+Each figure or table is a function ``render(params, root, *, name, save) -> list[str]``
+(one module per figure; the tables share :mod:`.tables`) that reads the results, draws,
+and hands the figure and a DataFrame of the plotted numbers to ``save``
+(:func:`villani.figures.style.save_figure`), which writes every format of
+``figures.formats`` and a CSV beside it, atomically. :data:`REGISTRY` names them in the
+paper's order; :func:`figure_outputs` lists their files for the Snakefile (with a report
+category and an ``.rst`` caption in ``workflow/report/``, :data:`CAPTIONS`).
+``docs/figures.md`` says what each shows and where the paper's numbers differ.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from villani import layout
-from villani.figures import training_curves
+from villani.figures import (
+    landscape,
+    pac_bayes,
+    psi_vs_ppl,
+    radial_rays,
+    scaling,
+    spectrum,
+    tables,
+    trace_cv,
+    trace_histograms,
+    training_curves,
+)
 
 REPORT_DIR = Path(__file__).resolve().parents[3] / "workflow" / "report"
 
-# name → (module, report category, kind): kind "figure" writes one image per format and a
-# CSV; kind "table" writes a CSV only.
-REGISTRY = {
-    "fig5_training_curves": (training_curves, "Training", "figure"),
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered output: its render function, report category and kind ("figure"
+    writes one image per format and a CSV under figures/; "table" a CSV under tables/)."""
+
+    render: Callable
+    category: str
+    kind: str
+
+
+REGISTRY: dict[str, Entry] = {
+    "fig2_radial_rays": Entry(radial_rays.render, "Landscape", "figure"),
+    "fig3_landscape": Entry(landscape.render, "Landscape", "figure"),
+    "fig4_spectrum": Entry(spectrum.render, "Spectrum", "figure"),
+    "fig5_training_curves": Entry(training_curves.render, "Training", "figure"),
+    "fig6_pac_bayes": Entry(pac_bayes.render, "Bounds", "figure"),
+    "fig7_psi_vs_ppl": Entry(psi_vs_ppl.render, "Diagnostics", "figure"),
+    "fig8_trace_histograms": Entry(trace_histograms.render, "Trace estimator", "figure"),
+    "fig9_trace_cv": Entry(trace_cv.render, "Trace estimator", "figure"),
+    "fig10_scaling": Entry(scaling.render, "Bounds", "figure"),
+    "table1_hyperparameters": Entry(tables.render_hyperparameters, "Tables", "table"),
+    "table1_guideline_checks": Entry(tables.render_guidelines, "Tables", "table"),
+    "table3_trace_stats": Entry(tables.render_trace_stats, "Tables", "table"),
+    "table_efficiency": Entry(tables.render_efficiency, "Tables", "table"),
 }
 
 CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}
@@ -31,20 +67,21 @@ def figure_outputs(params: Mapping, root: str = layout.RESULTS) -> list[tuple[st
     out = []
     fig_dir = layout.FIGURES_DIR.format(root=root)
     tab_dir = layout.TABLES_DIR.format(root=root)
-    for name, (_, category, kind) in REGISTRY.items():
-        if kind == "figure":
-            out += [(name, category, f"{fig_dir}/{name}.{ext}") for ext in params["figures"]["formats"]]
-            out.append((name, category, f"{fig_dir}/{name}.csv"))
+    for name, e in REGISTRY.items():
+        if e.kind == "figure":
+            out += [(name, e.category, f"{fig_dir}/{name}.{ext}") for ext in params["figures"]["formats"]]
+            out.append((name, e.category, f"{fig_dir}/{name}.csv"))
         else:
-            out.append((name, category, f"{tab_dir}/{name}.csv"))
+            out.append((name, e.category, f"{tab_dir}/{name}.csv"))
     return out
 
 
-def render_all(params: Mapping, root: str = layout.RESULTS) -> list[str]:
-    """Render every registered figure/table; return the written paths."""
+def render_all(params: Mapping, root: str = layout.RESULTS, names=None) -> list[str]:
+    """Render every registered figure/table (or those in ``names``); return the written paths."""
     from villani.figures.style import save_figure
 
     written = []
-    for name, (module, _, kind) in REGISTRY.items():
-        written += module.render(params, root, name=name, save=save_figure)
+    for name, e in REGISTRY.items():
+        if names is None or name in names:
+            written += e.render(params, root, name=name, save=save_figure)
     return written

@@ -1,14 +1,21 @@
-"""Shared figure style and the one function that writes a figure and its numbers."""
+"""Shared figure style and the one function that writes a figure and its numbers.
+
+Colours are fixed per λ value across every figure (:func:`lam_color`): λ = 0 is black,
+λ > 0 runs along ``plasma`` by log₁₀ λ from 1e-5 (dark) to 1e-1 (orange), so the same λ
+has the same colour in Fig 2 (the ray λs) and Fig 5 (the training λs).
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from villani import atomic, layout  # noqa: E402
@@ -16,22 +23,90 @@ from villani import atomic, layout  # noqa: E402
 plt.rcParams.update({
     "figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10, "axes.titlesize": 11,
     "legend.fontsize": 8, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.formatter.use_mathtext": True, "savefig.facecolor": "white",
 })
+
+ZERO_COLOR = "black"
+_LOG_RANGE = (-5.0, -1.0)
 
 
 def lam_label(lam: float) -> str:
     return "λ = 0" if float(lam) == 0 else f"λ = {float(lam):g}"
 
 
-def lam_colors(lams) -> dict:
-    cmap = plt.get_cmap("viridis")
-    lams = sorted({float(x) for x in lams})
-    n = max(len(lams) - 1, 1)
-    return {lam: cmap(0.9 * i / n) for i, lam in enumerate(lams)}
+def lam_color(lam: float):
+    """The colour of λ in every figure."""
+    lam = float(lam)
+    if lam == 0:
+        return ZERO_COLOR
+    lo, hi = _LOG_RANGE
+    x = (min(max(math.log10(lam), lo), hi) - lo) / (hi - lo)
+    return plt.get_cmap("plasma")(0.05 + 0.75 * x)
+
+
+def lam_colors(lams: Iterable[float]) -> dict:
+    return {float(x): lam_color(x) for x in lams}
+
+
+def middle_lam(lams: Iterable[float], prefer: float = 1e-3) -> float:
+    """The λ of Fig 8: ``prefer`` (the paper's 1e-3) if present, else the middle positive λ."""
+    pos = sorted(float(x) for x in lams if float(x) > 0)
+    if not pos:
+        return sorted(float(x) for x in lams)[0]
+    if prefer in pos:
+        return prefer
+    return pos[(len(pos) - 1) // 2]
+
+
+def value_axis(ax, values, axis: str = "y", *, decades: float = 1.5) -> None:
+    """Log scale when the values are positive and span more than ``decades`` decades,
+    symlog when they change sign over several decades, linear otherwise."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    setter = ax.set_yscale if axis == "y" else ax.set_xscale
+    if v.size < 2:
+        return
+    if np.all(v > 0) and np.log10(v.max() / v.min()) > decades:
+        setter("log")
+    elif np.any(v < 0) and np.any(v > 0):
+        nz = np.abs(v[v != 0])
+        if nz.size and np.log10(nz.max() / nz.min()) > 2 * decades:
+            setter("symlog", linthresh=float(np.quantile(nz, 0.1)))
+
+
+def plain_log_ticks(ax) -> None:
+    """Log axes with plain-number major labels and unlabelled minor ticks (no overlaps)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if scale == "log":
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
+
+
+def note(ax, text: str, loc: str = "upper left", **kw) -> None:
+    """A small boxed annotation inside the axes."""
+    xy = {"upper left": (0.02, 0.98, "left", "top"), "upper right": (0.98, 0.98, "right", "top"),
+          "lower left": (0.02, 0.02, "left", "bottom"), "lower right": (0.98, 0.02, "right", "bottom")}[loc]
+    ax.text(xy[0], xy[1], text, transform=ax.transAxes, ha=xy[2], va=xy[3], fontsize=kw.pop("fontsize", 8),
+            bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.7", alpha=0.9), **kw)
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    """Compact number text: ``undefined`` for None/NaN, ``inf`` for infinities."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "undefined"
+    x = float(x)
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{digits}g}"
 
 
 def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure") -> list[str]:
-    """Write ``fig`` in every configured format and ``data`` as CSV, atomically; close the figure."""
+    """Write ``fig`` in every configured format and ``data`` as CSV, atomically; close the figure.
+
+    For ``kind="table"`` there is no figure (``fig`` is ignored) and the CSV goes to
+    ``results/tables/``.
+    """
     written = []
     if kind == "figure":
         folder = Path(layout.FIGURES_DIR.format(root=root))
@@ -44,6 +119,8 @@ def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind:
         csv_path = folder / f"{name}.csv"
     else:
         csv_path = Path(layout.TABLES_DIR.format(root=root)) / f"{name}.csv"
+    if data.empty:
+        raise ValueError(f"{name}: nothing to write (no numbers behind the {kind})")
     atomic.write_text(csv_path, data.to_csv(index=False))
     written.append(str(csv_path))
     return written

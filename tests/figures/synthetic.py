@@ -1,0 +1,200 @@
+"""A realistic synthetic results tree, in the exact layout the stages write.
+
+:func:`build_results` writes, for a resolved params dict, everything the bounds table and
+the figures read: data stats, training logs and checkpoint JSONs of every run (plain and
+noise), per-checkpoint measurement JSON + Parquet of every plain run, radial rays,
+landscape surfaces and the HVP cost sweep. Numbers follow the tiny default model
+(d ≈ 1.4e5, losses 6 → 3 nats, traces of order 10²) and obey the identities the real
+stages guarantee (F = L + λ/2‖θ‖², ΔF = tr∇²L + λd, Ψ_s = −ΔF + ‖∇F‖²/s, trace
+statistics computed from the stored samples).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from villani import layout
+from villani.runs import runs
+from villani.schedule import checkpoint_steps, segment_ends
+from villani.stats import predicted_cv, sample_stats
+
+D = 136_832
+VOCAB = 512
+TRAIN_TOKENS = 183_456
+
+
+def _write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2))
+
+
+def loss_at(step: float, lam: float, seed: int, variant: str = "adamw") -> float:
+    base = 2.9 + 3.35 * math.exp(-step / 45.0) + 0.4 * lam * 10 + (0.03 if variant == "noise" else 0.0)
+    return base + 0.02 * math.sin(step / 7.0 + seed)
+
+
+def theta_sq_at(step: float, lam: float, seed: int) -> float:
+    return 380.0 + seed * 3.0 + (3.2 - 150 * lam) * step
+
+
+def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool = True,
+                  landscape: bool = True) -> Path:
+    root = Path(root)
+    ds = params["data"]["name"]
+    t = params["train"]
+    steps = checkpoint_steps(t)
+    seq_len = int(params["data"]["seq_len"])
+    tokens_per_step = int(t["batch_size"]) * seq_len
+    _write_json(layout.fmt(layout.DATA_STATS, root, dataset=ds), {
+        "name": ds, "seq_len": seq_len, "vocab_size": VOCAB,
+        "splits": {"train": {"tokens": TRAIN_TOKENS, "blocks": TRAIN_TOKENS // seq_len},
+                   "validation": {"tokens": 9_800, "blocks": 153}, "test": {"tokens": 9_700, "blocks": 151}},
+    })
+    for run in runs(params):
+        rng = np.random.default_rng(zlib.crc32(f"{run.variant}/{run.lam}/{run.seed}".encode()))
+        start = 0
+        for end in segment_ends(t):
+            rows = []
+            for s in range(start + 1, end + 1):
+                loss = loss_at(s, run.lam, run.seed, run.variant) + 0.15 * rng.standard_normal()
+                rows.append({"step": s, "loss": loss, "lr": t["lr"], "grad_norm": 1.0 + rng.random(),
+                             "theta_sq_norm": theta_sq_at(s, run.lam, run.seed), "tokens_per_s": 20000.0,
+                             "wall_clock_s": 0.05 * s, "skipped": 0})
+            path = run.path(layout.SEGMENT_LOG, root, step=end)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_csv(path, index=False)
+            start = end
+        for step in steps:
+            _write_json(run.path(layout.CKPT_META, root, step=step), {
+                "dataset": ds, "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
+                "tokens_seen": step * tokens_per_step, "wall_clock_s": 0.05 * step,
+                "train_loss": loss_at(step, run.lam, run.seed, run.variant),
+                "theta_sq_norm": theta_sq_at(step, run.lam, run.seed), "d": D, "weights_sha256": "0" * 64,
+            })
+        if run.variant == "adamw":
+            for step in steps:
+                write_measurement(root, params, run, step, rng)
+    if rays:
+        write_rays(root, params)
+    if landscape:
+        for lam in params["landscape"]["lambdas"]:
+            write_surface(root, params, lam)
+    if cost:
+        write_cost(root, params)
+    return root
+
+
+def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
+    me = params["measure"]
+    lam, M, k = run.lam, int(me["num_probes"]), int(me["top_k"])
+    steps = checkpoint_steps(params["train"])
+    theta_sq = theta_sq_at(step, lam, run.seed)
+    loss = loss_at(step, lam, run.seed)
+    val_loss = loss + 0.12 + 0.002 * step * (1 - 50 * lam)
+    trace_mean = 40.0 + 260.0 * (1 - math.exp(-step / 70.0)) * (1 - 25 * lam)
+    frob_sq = (0.9 * trace_mean) ** 2 / 2 + 50.0
+    samples = rng.normal(trace_mean, math.sqrt(2 * frob_sq), size=M)
+    st = sample_stats(samples)
+    grad_L_sq = 2.5 * math.exp(-step / 60.0) + 0.05
+    grad_F_sq = grad_L_sq + lam**2 * theta_sq
+    lam_d = lam * D
+    lap_F = st.mean + lam_d
+    lmax = 6.0 + 30.0 * (1 - math.exp(-step / 60.0)) * (1 + 20 * lam) + lam
+    tops = list(lmax * np.linspace(1.0, 0.25, k) + lam)
+    median = 2e-3 + lam
+    rec = {
+        "step": step, "lam": lam, "seed": run.seed, "variant": run.variant,
+        "s_values": [float(s) for s in me["s_values"]], "d": D, "theta_sq_norm": theta_sq,
+        "loss": loss, "F": loss + 0.5 * lam * theta_sq, "val_loss": val_loss, "val_ppl": math.exp(val_loss),
+        "grad_L_sq_norm": grad_L_sq, "grad_F_sq_norm": grad_F_sq,
+        "trace_L": {"mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(st.ci95), "cv": st.cv,
+                    "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p, "frob_sq": frob_sq, "diag_sq": None,
+                    "num_probes": M, "probe_seed": 0, "estimator": "hutchinson (Rademacher)"},
+        "lam_d": lam_d, "laplacian_F": lap_F,
+        "psi_s": {str(float(s)): -lap_F + grad_F_sq / float(s) for s in me["s_values"]},
+        "block_traces": {"embeddings": 0.3 * st.mean, "h.0": 0.35 * st.mean, "h.1": 0.35 * st.mean},
+        "top_eigenvalues": tops, "top_residuals": [1e-3 * x for x in tops], "lambda_max": tops[0],
+        "lambda_median": median, "spectral_ratio": tops[0] / median,
+        "hvp_count": M + int(me["lanczos_steps"]) + int(me["slq_probes"]) * int(me["slq_steps"]),
+        "seconds": 3.2, "tokens_seen": step * int(params["train"]["batch_size"]) * int(params["data"]["seq_len"]),
+        "wall_clock_s": 0.05 * step,
+        "grad_noise_sigma_sq": (0.9 if step == steps[0] else 0.25) if step in (steps[0], steps[-1]) else None,
+        "predicted_cv": predicted_cv(frob_sq, st.mean, M), "predicted_cv_bound": predicted_cv(frob_sq, st.mean, M),
+        "spectrum_of": "hessian_F",
+    }
+    path = run.path(layout.MEASURE_JSON, root, step=step)
+    _write_json(path, rec)
+    nodes = []
+    for p in range(int(me["slq_probes"])):
+        ns = np.sort(rng.normal(lam, 1.0, int(me["slq_steps"])))
+        w = rng.dirichlet(np.ones(len(ns)))
+        nodes += [{"kind": "slq_node", "probe": p, "index": i, "block": None, "value": float(v), "weight": float(wi)}
+                  for i, (v, wi) in enumerate(zip(ns, w))]
+    trace_rows = [{"kind": kind, "probe": i, "index": 0, "block": None, "value": float(v + shift), "weight": math.nan}
+                  for kind, shift in (("trace_L", 0.0), ("trace_F", lam_d)) for i, v in enumerate(samples)]
+    pd.DataFrame(trace_rows + nodes).astype({"block": "string"}).to_parquet(run.path(layout.MEASURE_PARQUET, root, step=step), index=False)
+    return rec
+
+
+def write_rays(root: Path, params: Mapping) -> None:
+    r = params["rays"]
+    s_values = [float(s) for s in params["measure"]["s_values"]]
+    grid = np.geomspace(r["theta_sq_min"], r["theta_sq_max"], int(r["points"]))
+    rows, slopes = [], {}
+    kinds = [("random", i) for i in range(int(r["count"]))] + ([("checkpoint", "ckpt")] if r["through_checkpoint"] else [])
+    for lam in r["lambdas"]:
+        lam = float(lam)
+        for kind, ray in kinds:
+            phase = 0.3 * (zlib.crc32(str(ray).encode()) % 7)
+            for th in grid:
+                grad_L = 3.0 / (1 + th / 300.0) + 0.01 * phase
+                trace_L = 120.0 / (1 + th / 1e3) + 5 * phase
+                grad_F = grad_L + lam**2 * th
+                row = {"ray": ray, "kind": kind, "lam": lam, "theta_sq": th, "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)),
+                       "grad_L_sq": grad_L, "trace_L": trace_L, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F}
+                for s in s_values:
+                    row[f"psi_s={float(s)}"] = -(trace_L + lam * D) + grad_F / s
+                rows.append(row)
+        slopes[f"{lam:g}"] = {f"{s:g}": {"slope": lam**2 / s * 1.01, "stderr": 1e-3 * lam**2 + 1e-9,
+                                          "asymptote": lam**2 / s, "lemma4_lower": lam**2 / (2 * s),
+                                          "fit_points": int(r["fit_points"])} for s in s_values}
+    d = layout.fmt(layout.RAYS_DIR, root, dataset=params["data"]["name"])
+    d.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(d / "rays.csv", index=False)
+    _write_json(d / "slopes.json", slopes)
+
+
+def write_surface(root: Path, params: Mapping, lam: float) -> None:
+    la = params["landscape"]
+    g = np.linspace(-la["span"], la["span"], int(la["grid"]))
+    theta_sq = 380.0
+    rows = []
+    for a in g:
+        for b in g:
+            loss = 6.25 + 1.6 * (a - 0.8 * b) ** 2 + 0.05 * (a + b) ** 2 + 0.1 * math.sin(3 * a) * math.cos(2 * b)
+            rows.append({"a": a, "b": b, "loss": loss, "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b)})
+    d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
+    d.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(d / "surface.csv", index=False)
+    _write_json(d / "surface.json", {"lam": lam, "center": la["center"], "step": 0, "span": la["span"],
+                                     "grid": la["grid"], "levels": la["levels"], "theta_sq_norm": theta_sq})
+
+
+def write_cost(root: Path, params: Mapping) -> None:
+    rows = []
+    for h in params["figures"]["model_sizes"]:
+        d = 512 * h + 64 * h + 2 * (12 * h * h + 13 * h) + 2 * h
+        rows.append({"hidden_size": h, "num_layers": 2, "d": d, "seconds_hvp": 2e-7 * d ** 0.95,
+                     "seconds_grad": 7e-8 * d ** 0.95, "peak_memory_bytes": 40.0 * d + 3e6,
+                     "memory_source": "vmhwm", "device": "cpu", "method": "double_backward", "repeats": 3,
+                     "tokens": 16 * 64})
+    path = layout.fmt(layout.COST_CSV, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
