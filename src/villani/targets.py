@@ -110,6 +110,11 @@ def bounds_outputs(params: Mapping) -> list[str]:
     return [d + "/bounds.csv", d + "/bounds.json"]
 
 
+def cost_output() -> str:
+    """The HVP cost sweep of Fig 10 (``villani cost``)."""
+    return layout.COST_CSV.format(root=ROOT)
+
+
 def figure_inputs(params: Mapping) -> list[str]:
-    """What figures and metrics read beyond the runs and measurements."""
-    return rays_outputs(params) + landscape_outputs(params) + bounds_outputs(params)
+    """What the figures read beyond the runs and measurements."""
+    return rays_outputs(params) + landscape_outputs(params) + bounds_outputs(params) + [cost_output()]

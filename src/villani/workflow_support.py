@@ -20,7 +20,7 @@ from villani import atomic
 # once is doubled on the retry). Local runs ignore runtime.
 BASE_RUNTIME_MIN = {
     "tokenize": 60, "train_segment": 240, "measure": 120, "rays": 120, "landscape": 60,
-    "bounds": 20, "figures": 30, "metrics": 10,
+    "bounds": 20, "hvp_cost": 30, "figures": 30, "metrics": 10,
 }
 
 

@@ -1,3 +1,4 @@
+from villani.cost import cost_digest
 from villani.figures import CAPTIONS, figure_outputs
 
 
@@ -5,6 +6,22 @@ def report_outputs():
     """Every figure and table file, wrapped for `snakemake --report` with its caption."""
     files = figure_outputs(P, targets.ROOT)
     return [report(f, caption=CAPTIONS[n], category=c) for n, c, f in files]
+
+
+rule hvp_cost:
+    input:
+        stats=targets.data_files(P)["stats"],
+    output:
+        targets.cost_output(),
+    params:
+        digest=lambda wc: cost_digest(P),
+    log:
+        LOGS + "/cost.log",
+    resources:
+        runtime=lambda wc, attempt: runtime_minutes(P, "hvp_cost", attempt),
+    threads: 1
+    shell:
+        "villani cost --threads {threads} {PARAMS} > {log} 2>&1"
 
 
 rule figures:
@@ -29,7 +46,7 @@ rule metrics:
     input:
         segments=targets.segments(P),
         measurements=targets.measurements(P),
-        extra=lambda wc: targets.figure_inputs(P),
+        bounds=targets.bounds_outputs(P),
     output:
         METRICS,
     params:
