@@ -1,0 +1,121 @@
+r"""2-D loss surface around a checkpoint (Fig 3): ``results/landscape/{dataset}/lam{lam}/surface.{csv,json}``.
+
+F(θ₀ + a·δ₁ + b·δ₂) = L + (λ/2)‖θ₀ + a·δ₁ + b·δ₂‖² for a, b ∈ linspace(−span, span, grid),
+L on the fixed measurement set (:mod:`villani.measure.measurement_set`), evaluated with
+``torch.func.functional_call`` — the model's own weights are never modified, so there is
+no drift from repeated in-place updates — without gradients; ‖θ‖² in float64.
+
+Centre θ₀: the step-0 checkpoint (``landscape.center: init``) or the last checkpoint
+(``final``) of (adamw, λ if λ ∈ ``train.lambdas`` else ``train.lambdas[0]``,
+``train.seeds[0]``) — :func:`villani.targets.landscape_run`.
+
+Directions (Li et al. 2018, "Visualizing the loss landscape of neural nets"): δ = Gaussian
+draws (seeded by ``landscape.seed``, δ₁ then δ₂, tensor by tensor in parameter order),
+*filter-normalised*: for every tensor with ≥ 2 dimensions, each slice along dim 0 — an
+output unit of an ``nn.Linear`` weight (HF GPT-Neo stores ``(out, in)``), a token row of
+the ``(vocab, hidden)`` embedding, a position row of the position embedding — is rescaled
+to the norm of the same slice of θ₀; 1-D tensors (biases, LayerNorm) are zeroed. The
+surface is thus invariant to the per-unit rescalings a network is insensitive to.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from villani import atomic, layout
+from villani.measure.checkpoint_measure import check_finite
+from villani.measure.measurement_set import mean_token_loss, measurement_batches
+
+__all__ = ["run_landscape", "filter_normalized_direction", "surface"]
+
+
+def filter_normalized_direction(theta0: Mapping[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """A Gaussian direction with each dim-0 slice rescaled to θ₀'s slice norm; 1-D tensors zero."""
+    out = {}
+    for name, w in theta0.items():
+        g = torch.randn(w.shape, generator=gen, dtype=torch.float64)
+        if w.dim() < 2:
+            out[name] = torch.zeros_like(w)
+            continue
+        rows_g = g.reshape(w.shape[0], -1)
+        rows_w = w.detach().double().reshape(w.shape[0], -1)
+        scale = rows_w.norm(dim=1, keepdim=True) / rows_g.norm(dim=1, keepdim=True).clamp_min(1e-300)
+        out[name] = (rows_g * scale).reshape(w.shape).to(device=w.device, dtype=w.dtype)
+    return out
+
+
+def _norm(t: Mapping[str, torch.Tensor]) -> float:
+    return float(sum(v.double().square().sum() for v in t.values()) ** 0.5)
+
+
+def _dot(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
+    return float(sum((a[k].double() * b[k].double()).sum() for k in a))
+
+
+def surface(model: torch.nn.Module, batches, theta0: Mapping[str, torch.Tensor], d1, d2, axis: np.ndarray,
+            lam: float) -> pd.DataFrame:
+    """Rows (a, b, loss, F, theta_sq) of F on the grid θ₀ + a·δ₁ + b·δ₂."""
+    rows = []
+    for a in axis:
+        for b in axis:
+            state = {k: theta0[k] + float(a) * d1[k] + float(b) * d2[k] for k in theta0}
+            loss, _ = mean_token_loss(model, batches, state)
+            tsq = float(sum(v.double().square().sum() for v in state.values()))
+            rows.append({"a": float(a), "b": float(b), "loss": loss, "F": loss + 0.5 * lam * tsq, "theta_sq": tsq})
+    return pd.DataFrame(rows)
+
+
+def run_landscape(params: Mapping, lam: float, root="results", device: str | None = None) -> str:
+    """Compute the surface of F for λ = ``lam``; write surface.csv then surface.json; return the folder."""
+    from villani.targets import landscape_run
+    from villani.training.checkpoint import load_checkpoint
+    from villani.training.loop import model_for_run, pick_device
+
+    t0 = time.perf_counter()
+    la, me, ds = params["landscape"], params["measure"], params["data"]["name"]
+    lam = float(lam)
+    run, step = landscape_run(params, lam)
+    dev = pick_device(device)
+    model = model_for_run(params, root, run.seed)
+    meta, _ = load_checkpoint(root, run.dataset, run.variant, run.lam, run.seed, step, model)
+    model = model.float().to(dev).eval()
+    theta0 = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    gen = torch.Generator().manual_seed(int(la["seed"]))
+    d1 = filter_normalized_direction(theta0, gen)
+    d2 = filter_normalized_direction(theta0, gen)
+    ids, batches = measurement_batches(params, root, dev)
+    axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
+    table = surface(model, batches, theta0, d1, d2, axis, lam)
+    where = str(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam))
+    check_finite(table[["loss", "F"]].to_numpy(), where, "surface values")
+    loss0, _ = mean_token_loss(model, batches)
+    tsq0 = float(sum(v.double().square().sum() for v in theta0.values()))
+    imin = int(table["F"].idxmin())
+    info = {
+        "dataset": ds, "lam": lam,
+        "center": {"kind": la["center"], "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
+                   "weights_sha256": meta["weights_sha256"],
+                   "checkpoint": str(run.path(layout.CKPT_WEIGHTS, root, step=step))},
+        "d": int(sum(v.numel() for v in theta0.values())),
+        "theta0_sq_norm": tsq0,
+        "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,
+        "directions": {"kind": "filter-normalised Gaussian (Li et al. 2018): dim-0 slices of ≥2-D tensors "
+                               "rescaled to θ₀'s slice norms, 1-D tensors zero",
+                       "seed": int(la["seed"]), "norms": [_norm(d1), _norm(d2)],
+                       "cosine": _dot(d1, d2) / (_norm(d1) * _norm(d2))},
+        "grid": int(la["grid"]), "span": float(la["span"]), "levels": int(la["levels"]), "axis": axis.tolist(),
+        "F_min": float(table["F"].iloc[imin]), "argmin": {"a": float(table["a"].iloc[imin]), "b": float(table["b"].iloc[imin])},
+        "F_max": float(table["F"].max()),
+        "measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist()},
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    check_finite(info, where)
+    out = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam)
+    atomic.write_text(out / "surface.csv", table.to_csv(index=False, float_format="%.10g"))
+    atomic.write_json(out / "surface.json", info)
+    return str(out)

@@ -1,0 +1,231 @@
+r"""Ψ_s along radial rays θ(r) = r·u (Fig 2): ``results/rays/{dataset}/rays.csv`` + ``slopes.json``.
+
+Directions: ``rays.count`` Gaussian directions normalised to ‖u‖ = 1 (seeded by
+``rays.seed``; kind ``random``) and, with ``rays.through_checkpoint``, u = θ_c/‖θ_c‖
+through the last checkpoint θ_c of (adamw, ``train.lambdas[0]``, ``train.seeds[0]``)
+(kind ``checkpoint``). Every coordinate of θ moves — embeddings, attention, MLP,
+LayerNorm, biases (SPEC §1: θ is every trainable parameter). Radii: ‖θ‖² = r² on a log
+grid of ``rays.points`` values in [``theta_sq_min``, ``theta_sq_max``]. Model: the
+architecture of the runs (its weights are overwritten by r·u); data: the fixed
+measurement set of :mod:`villani.measure.measurement_set`.
+
+At every point the L-quantities are computed once — L, ∇L, θ·∇L, and tr ∇²L by
+Hutchinson with ``rays.num_probes`` Rademacher probes of ``rays.seed`` (the same probes at
+every point and for every λ) — and every λ of ``rays.lambdas`` is assembled exactly:
+
+.. math::
+    \Delta F = \operatorname{tr}\nabla^2 L + \lambda d,\qquad
+    \|\nabla F\|^2 = \|\nabla L + \lambda\theta\|^2,\qquad
+    \Psi_s = -\Delta F + \|\nabla F\|^2/s .
+
+**Slopes.** For each λ, s and ray, :func:`villani.stats.fit_slope` fits Ψ_s against ‖θ‖²
+(linear space) over the ``rays.fit_points`` largest radii, and sets it beside λ²/s (the
+asymptote of ‖λθ‖²/s the paper quotes) and λ²/(2s) (what Lemma 4 proves,
+:func:`villani.bounds.psi_slope_reference`). Because a line fit is linear in y, the
+slope splits exactly into the slopes of its parts,
+
+.. math::
+    \underbrace{\tfrac{\|\nabla L\|^2}{s}}_{\text{grad\_L}}
+    + \underbrace{\tfrac{2\lambda\,\theta\cdot\nabla L}{s}}_{\text{cross}}
+    + \underbrace{\tfrac{\lambda^2\|\theta\|^2}{s}}_{=\lambda^2/s}
+    \;\underbrace{-\operatorname{tr}\nabla^2L}_{\text{trace}}
+    \;(-\lambda d:\ \text{slope } 0),
+
+reported per fit, so a reader sees which term makes a slope differ from λ²/s. With θ
+including the token embeddings, LayerNorm gains and the tied output layer, logits grow
+like ‖θ‖² along a ray, L grows like a‖θ‖² and ‖∇L‖² like c‖θ‖²: the λ = 0 curve is not
+flat and the grad_L and cross parts are not negligible unless λ² ≫ c (see
+``docs/measurements.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from villani import atomic, layout
+from villani.bounds import psi_slope_reference
+from villani.curvature import ModelHessian, hutchinson
+from villani.measure.checkpoint_measure import check_finite, psi_key
+from villani.measure.measurement_set import measurement_batches
+from villani.stats import fit_slope
+
+__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes", "psi_column"]
+
+
+def psi_column(s: float) -> str:
+    """Column of Ψ_s in rays.csv: ``psi_s=<str(float(s))>``."""
+    return f"psi_s={psi_key(s)}"
+
+
+def _flat(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1).double() for p in model.parameters() if p.requires_grad])
+
+
+def ray_directions(params: Mapping, root, model: torch.nn.Module) -> tuple[list[dict], dict | None]:
+    """[{ray, kind, u}] (u float64, unit norm) and the checkpoint description (or None)."""
+    r = params["rays"]
+    d = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    gen = torch.Generator().manual_seed(int(r["seed"]))
+    out = []
+    for i in range(int(r["count"])):
+        u = torch.randn(d, generator=gen, dtype=torch.float64)
+        out.append({"ray": i, "kind": "random", "u": u / u.norm()})
+    ckpt = None
+    if r["through_checkpoint"]:
+        from villani.training.checkpoint import load_checkpoint
+        from villani.training.loop import model_for_run
+
+        t = params["train"]
+        lam, seed, step = float(t["lambdas"][0]), int(t["seeds"][0]), int(t["steps"])
+        m = model_for_run(params, root, seed)
+        meta, _ = load_checkpoint(root, params["data"]["name"], "adamw", lam, seed, step, m)
+        theta = _flat(m)
+        out.append({"ray": len(out), "kind": "checkpoint", "u": theta / theta.norm()})
+        ckpt = {"variant": "adamw", "lam": lam, "seed": seed, "step": step, "theta_sq_norm": float(theta.square().sum()),
+                "weights_sha256": meta["weights_sha256"]}
+    return out, ckpt
+
+
+def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq: np.ndarray, *,
+              lambdas, s_values, num_probes: int, probe_seed: int, method: str = "double_backward") -> pd.DataFrame:
+    """One row per (ray, point, λ): the L-quantities once per point, every λ assembled from them."""
+    ps = [p for p in model.parameters() if p.requires_grad]
+    rows = []
+    for dr in directions:
+        for k, tsq in enumerate(theta_sq):
+            with torch.no_grad():
+                torch.nn.utils.vector_to_parameters((math.sqrt(float(tsq)) * dr["u"]).to(ps[0].dtype), ps)
+            H = ModelHessian(model, batches, lam=0.0, method=method)
+            theta = H.flat_params().double()
+            gL = H.data_grad().double()
+            est = hutchinson(H, num_probes, seed=probe_seed)
+            H.release()
+            base = {"ray": dr["ray"], "kind": dr["kind"], "point": k, "theta_sq": float(theta.square().sum()),
+                    "loss": H.data_loss(), "grad_L_sq": float(gL.square().sum()), "theta_dot_grad_L": float(theta @ gL),
+                    "trace_L": est.mean, "trace_L_stderr": est.stderr}
+            check_finite(base, f"ray {dr['ray']} ({dr['kind']}) at ‖θ‖² = {tsq:g}")
+            for lam in lambdas:
+                lam = float(lam)
+                gF_sq = float((gL + lam * theta).square().sum())
+                lap = est.mean + lam * H.dim
+                row = dict(base, lam=lam, F=base["loss"] + 0.5 * lam * base["theta_sq"], lam_d=lam * H.dim,
+                           laplacian_F=lap, grad_F_sq=gF_sq)
+                row.update({psi_column(s): -lap + gF_sq / float(s) for s in s_values})
+                rows.append(row)
+    cols = ["ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
+            "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq"] + [psi_column(s) for s in s_values]
+    return pd.DataFrame(rows)[cols]
+
+
+def _slope(x, y, k) -> float:
+    return fit_slope(x, y, largest=k).slope
+
+
+def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dict], list[dict]]:
+    """Per (λ, s, ray) fits of Ψ_s vs ‖θ‖² over the ``fit_points`` largest radii, and per (λ, s) summaries."""
+    fits = []
+    for (lam, ray), g in table.groupby(["lam", "ray"], sort=True):
+        g = g.sort_values("theta_sq")
+        x = g["theta_sq"].to_numpy()
+        sel = g.tail(fit_points)
+        for s in s_values:
+            s = float(s)
+            y = g[psi_column(s)].to_numpy()
+            f = fit_slope(x, y, largest=fit_points)
+            ref = psi_slope_reference(lam, s)
+            asym = ref["asymptote"]
+            parts = {
+                "grad_L": _slope(x, g["grad_L_sq"].to_numpy() / s, fit_points),
+                "cross": _slope(x, 2.0 * lam * g["theta_dot_grad_L"].to_numpy() / s, fit_points),
+                "lam_sq": _slope(x, lam**2 * x / s, fit_points),
+                "trace": _slope(x, -g["trace_L"].to_numpy(), fit_points),
+            }
+            psi_fit = sel[psi_column(s)].to_numpy()
+            change = f.slope * float(sel["theta_sq"].max() - sel["theta_sq"].min())
+            fits.append({
+                "lam": float(lam), "s": s, "ray": int(ray), "kind": str(g["kind"].iloc[0]),
+                "slope": f.slope, "intercept": f.intercept, "stderr_slope": f.stderr_slope, "r2": f.r2, "n": f.n,
+                "theta_sq_min": f.x_min, "theta_sq_max": float(sel["theta_sq"].max()),
+                "asymptote": asym, "lemma4_lower": ref["lemma4_lower"],
+                "rel_error_asymptote": (f.slope - asym) / asym if asym > 0 else None,
+                "ratio_to_lemma4_lower": f.slope / ref["lemma4_lower"] if ref["lemma4_lower"] > 0 else None,
+                "slope_parts": parts,
+                "trace_stderr_max": float(sel["trace_L_stderr"].max()),
+                "psi_change_over_fit": change,
+                "relative_change": change / float(np.mean(np.abs(psi_fit))) if np.any(psi_fit != 0) else None,
+            })
+    summary = []
+    df = pd.DataFrame(fits)
+    for (lam, s), g in df.groupby(["lam", "s"], sort=True):
+        rnd = g[g["kind"] == "random"]
+        ck = g[g["kind"] == "checkpoint"]
+        asym = float(g["asymptote"].iloc[0])
+        entry = {
+            "lam": float(lam), "s": float(s), "asymptote": asym, "lemma4_lower": float(g["lemma4_lower"].iloc[0]),
+            "n_random_rays": int(len(rnd)),
+            "slope_mean": float(rnd["slope"].mean()) if len(rnd) else None,
+            "slope_min": float(rnd["slope"].min()) if len(rnd) else None,
+            "slope_max": float(rnd["slope"].max()) if len(rnd) else None,
+            "checkpoint_slope": float(ck["slope"].iloc[0]) if len(ck) else None,
+        }
+        if asym > 0 and len(rnd):
+            entry["rel_error_mean"] = (entry["slope_mean"] - asym) / asym
+            entry["max_abs_rel_error"] = float(np.max(np.abs(rnd["slope"].to_numpy() - asym)) / asym)
+        else:
+            entry["rel_error_mean"] = entry["max_abs_rel_error"] = None
+            entry["relative_change_mean"] = float(rnd["relative_change"].mean()) if len(rnd) else None
+        summary.append(entry)
+    return fits, summary
+
+
+def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
+    """Compute every ray, write rays.csv then slopes.json; return the directory."""
+    from villani.training.loop import model_for_run, pick_device
+
+    t0 = time.perf_counter()
+    r, me, ds = params["rays"], params["measure"], params["data"]["name"]
+    dev = pick_device(device)
+    seed0 = int(params["train"]["seeds"][0])
+    model = model_for_run(params, root, seed0)
+    directions, ckpt = ray_directions(params, root, model)
+    model = model.float().to(dev).eval()
+    for dr in directions:
+        dr["u"] = dr["u"].to(dev)
+    ids, batches = measurement_batches(params, root, dev)
+    theta_sq = np.geomspace(float(r["theta_sq_min"]), float(r["theta_sq_max"]), int(r["points"]))
+    s_values = [float(s) for s in me["s_values"]]
+    table = ray_table(model, batches, directions, theta_sq, lambdas=r["lambdas"], s_values=s_values,
+                      num_probes=int(r["num_probes"]), probe_seed=int(r["seed"]), method=me["hvp_method"])
+    fits, summary = fit_slopes(table, s_values, int(r["fit_points"]))
+    cfg = model.config
+    out_dir = layout.fmt(layout.RAYS_DIR, root, dataset=ds)
+    meta = {
+        "dataset": ds,
+        "model": {"architecture": "GPTNeoForCausalLM", "init": params["model"]["init"], "name": params["model"].get("name"),
+                  "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers, "num_heads": cfg.num_heads,
+                  "intermediate_size": cfg.intermediate_size, "vocab_size": cfg.vocab_size,
+                  "max_position_embeddings": cfg.max_position_embeddings,
+                  "d": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
+                  "note": "weights replaced by r·u at every point; every trainable parameter moves"},
+        "data": {"measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist(),
+                                     "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))}},
+        "grid": {"theta_sq_min": float(r["theta_sq_min"]), "theta_sq_max": float(r["theta_sq_max"]),
+                 "points": int(r["points"]), "theta_sq": theta_sq.tolist()},
+        "lambdas": [float(x) for x in r["lambdas"]], "s_values": s_values, "num_probes": int(r["num_probes"]),
+        "seed": int(r["seed"]), "fit_points": int(r["fit_points"]), "fit_space": "linear",
+        "checkpoint_ray": ckpt,
+        "fits": fits,
+        "summary": summary,
+        "hvp_count": int(len(directions) * len(theta_sq) * int(r["num_probes"])),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    check_finite({"fits": [{k: v for k, v in f.items()} for f in fits]}, str(out_dir / "slopes.json"))
+    atomic.write_text(out_dir / "rays.csv", table.to_csv(index=False, float_format="%.10g"))
+    atomic.write_json(out_dir / "slopes.json", meta)
+    return str(out_dir)
