@@ -9,8 +9,9 @@
 #   ci/slurm-cluster.sh smoke     srun + sbatch round trip (a few seconds).
 #
 # Debian 12 packages (slurm-wlm 22.05, munge 0.5.15), root, no systemd: every daemon forks and
-# writes a pidfile; we never kill by name.  The node advertises a fake `gpu:a100:1` GRES
-# (gres.conf File=/dev/null) so the real profile's `--gres=gpu:a100:1` is accepted as-is.
+# writes a pidfile; we never kill by name.  The node advertises fake A100s (GRES gpu:a100,
+# gres.conf File=/dev/null, /dev/zero) so the real profile's `--gres=gpu:a100:1` is
+# accepted as-is, and two GPU jobs can run at once on a 2-CPU machine.
 # No accounting daemon: `sacct` does not work here, so the CI Snakemake profile must use
 # `slurm-status-command: squeue` (tests/profiles/ci-slurm/config.yaml).
 #
@@ -20,6 +21,7 @@
 #   VILLANI_SLURM_CPUS    CPUs of the node                          [nproc]
 #   VILLANI_SLURM_MEM_MB  RealMemory of the node                    [85% of `slurmd -C`]
 #   VILLANI_SLURM_WAIT_S  readiness timeout per daemon, seconds     [60]
+#   VILLANI_SLURM_GPUS    fake A100s on the node, 1..4              [2: two GPU jobs at once]
 set -euo pipefail
 
 STATE="${VILLANI_SLURM_STATE:-/var/lib/villani-slurm}"
@@ -91,16 +93,22 @@ node_mem_mb() {
 }
 
 write_config() {
-  local cpus mem
+  local cpus mem gpus gpu_files
   cpus="${VILLANI_SLURM_CPUS:-$(nproc)}"
   mem=$(node_mem_mb)
+  gpus="${VILLANI_SLURM_GPUS:-2}"
 
   install -d -m 0755 "$CONF_DIR"
   install -d -o slurm -g slurm -m 0755 "$STATE/ctld" "$LOGDIR"
   install -d -o root -g root -m 0755 "$STATE/slurmd"
   # Fresh state: slurmctld persists node state (a DRAIN survives restarts) and job ids.
   rm -rf "${STATE:?}/ctld/"* "${STATE:?}/slurmd/"*
-
+  # Each GPU of a GRES needs its own device file, or slurmd counts 0 GPUs and drains the
+  # node. Nothing opens them here (no cgroup device constraint); distinct character
+  # devices give distinct indices (CUDA_VISIBLE_DEVICES=0, 1, ...).
+  local devs=(/dev/null /dev/zero /dev/full /dev/urandom)
+  ((gpus >= 1 && gpus <= ${#devs[@]})) || { say "VILLANI_SLURM_GPUS must be 1..${#devs[@]}"; exit 2; }
+  gpu_files=("${devs[@]:0:gpus}")
   [[ -s /etc/munge/munge.key ]] || /usr/sbin/mungekey --create --keyfile=/etc/munge/munge.key
   chown munge:munge /etc/munge/munge.key
   chmod 0600 /etc/munge/munge.key
@@ -138,12 +146,15 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 GresTypes=gpu
-NodeName=${NODE} NodeAddr=127.0.0.1 CPUs=${cpus} Sockets=1 CoresPerSocket=${cpus} ThreadsPerCore=1 RealMemory=${mem} Gres=gpu:a100:1 State=UNKNOWN
-PartitionName=${PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+NodeName=${NODE} NodeAddr=127.0.0.1 CPUs=${cpus} Sockets=1 CoresPerSocket=${cpus} ThreadsPerCore=1 RealMemory=${mem} Gres=gpu:a100:${gpus} State=UNKNOWN
+# A job without --mem would otherwise get the whole node's memory and run alone.
+PartitionName=${PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE DefMemPerCPU=500 State=UP
 EOF
-  # File= is required: without a device file slurmd counts 0 GPUs and drains the node.
-  echo "NodeName=${NODE} Name=gpu Type=a100 File=/dev/null" > "$CONF_DIR/gres.conf"
-  say "config: node ${NODE} CPUs=${cpus} RealMemory=${mem} Gres=gpu:a100:1 partition=${PARTITION}"
+  local f
+  for f in "${gpu_files[@]}"; do
+    echo "NodeName=${NODE} Name=gpu Type=a100 File=${f}"
+  done > "$CONF_DIR/gres.conf"
+  say "config: node ${NODE} CPUs=${cpus} RealMemory=${mem} Gres=gpu:a100:${gpus} partition=${PARTITION}"
 }
 
 dump_logs() {
@@ -217,7 +228,7 @@ cmd_smoke() {
   local out jid st=""
   out=$(timeout -k 5 60 srun -n1 hostname) || { say "srun failed"; return 1; }
   [[ $out == "$NODE" ]] || { say "srun printed '$out', expected '$NODE'"; return 1; }
-  jid=$(sbatch --parsable -o /dev/null --gres=gpu:a100:1 --wrap 'test "$CUDA_VISIBLE_DEVICES" = 0')
+  jid=$(sbatch --parsable -o /dev/null --gres=gpu:a100:1 --wrap 'test -n "$CUDA_VISIBLE_DEVICES"')
   for _ in $(seq 1 240); do
     st=$(squeue -h -j "$jid" -t all -o %T 2>/dev/null || true)
     [[ $st == COMPLETED || $st == FAILED ]] && break

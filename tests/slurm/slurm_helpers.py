@@ -47,8 +47,8 @@ def cluster_problem() -> str | None:
     rows = [line.split("|") for line in res.stdout.split()]
     if not any(p.rstrip("*") == "debug" and st in ("idle", "mix", "alloc") for p, st, _ in rows):
         return f"partition 'debug' has no usable node: {res.stdout.strip()!r}"
-    if not any("gpu:a100:1" in g for _, _, g in rows):
-        return f"node does not advertise gpu:a100:1: {res.stdout.strip()!r}"
+    if not any("gpu:a100:" in g for _, _, g in rows):
+        return f"node advertises no gpu:a100 GRES: {res.stdout.strip()!r}"
     return None
 
 
