@@ -23,7 +23,7 @@ import pandas as pd
 from villani import layout
 from villani.runs import runs
 from villani.schedule import checkpoint_steps, segment_ends
-from villani.stats import predicted_cv, sample_stats
+from villani.stats import fit_slope, predicted_cv, sample_stats
 
 D = 136_832
 VOCAB = 512
@@ -144,31 +144,51 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
 
 
 def write_rays(root: Path, params: Mapping) -> None:
+    """rays.csv and slopes.json as ``villani.rays.run_rays`` writes them (fits per ray, summary per λ, s)."""
     r = params["rays"]
     s_values = [float(s) for s in params["measure"]["s_values"]]
     grid = np.geomspace(r["theta_sq_min"], r["theta_sq_max"], int(r["points"]))
-    rows, slopes = [], {}
-    kinds = [("random", i) for i in range(int(r["count"]))] + ([("checkpoint", "ckpt")] if r["through_checkpoint"] else [])
-    for lam in r["lambdas"]:
-        lam = float(lam)
-        for kind, ray in kinds:
-            phase = 0.3 * (zlib.crc32(str(ray).encode()) % 7)
-            for th in grid:
-                grad_L = 3.0 / (1 + th / 300.0) + 0.01 * phase
-                trace_L = 120.0 / (1 + th / 1e3) + 5 * phase
+    kinds = ["random"] * int(r["count"]) + (["checkpoint"] if r["through_checkpoint"] else [])
+    rows = []
+    for ray, kind in enumerate(kinds):
+        phase = 0.3 * ray
+        for k, th in enumerate(grid):
+            grad_L = 3.0 / (1 + th / 300.0) + 0.01 * phase
+            trace_L = 120.0 / (1 + th / 1e3) + 5 * phase
+            for lam in r["lambdas"]:
+                lam = float(lam)
                 grad_F = grad_L + lam**2 * th
-                row = {"ray": ray, "kind": kind, "lam": lam, "theta_sq": th, "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)),
-                       "grad_L_sq": grad_L, "trace_L": trace_L, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F}
+                row = {"ray": ray, "kind": kind, "lam": lam, "point": k, "theta_sq": th,
+                       "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)), "F": 6.3 + 0.5 * lam * th,
+                       "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0,
+                       "lam_d": lam * D, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F}
                 for s in s_values:
                     row[f"psi_s={float(s)}"] = -(trace_L + lam * D) + grad_F / s
                 rows.append(row)
-        slopes[f"{lam:g}"] = {f"{s:g}": {"slope": lam**2 / s * 1.01, "stderr": 1e-3 * lam**2 + 1e-9,
-                                          "asymptote": lam**2 / s, "lemma4_lower": lam**2 / (2 * s),
-                                          "fit_points": int(r["fit_points"])} for s in s_values}
+    table = pd.DataFrame(rows)
+    fits, summary = [], []
+    k = int(r["fit_points"])
+    for (lam, ray), g in table.groupby(["lam", "ray"]):
+        g = g.sort_values("theta_sq")
+        for s in s_values:
+            f = fit_slope(g["theta_sq"], g[f"psi_s={float(s)}"], largest=k)
+            fits.append({"lam": lam, "s": s, "ray": int(ray), "kind": g["kind"].iloc[0], "slope": f.slope,
+                         "intercept": f.intercept, "stderr_slope": f.stderr_slope, "r2": f.r2, "n": f.n,
+                         "theta_sq_min": f.x_min, "theta_sq_max": float(g["theta_sq"].max()),
+                         "asymptote": lam**2 / s, "lemma4_lower": lam**2 / (2 * s),
+                         "slope_parts": {"grad_L": 0.0, "cross": 0.0, "lam_sq": lam**2 / s, "trace": 0.0}})
+    fdf = pd.DataFrame(fits)
+    for (lam, s), g in fdf.groupby(["lam", "s"]):
+        rnd, ck = g[g["kind"] == "random"], g[g["kind"] == "checkpoint"]
+        summary.append({"lam": lam, "s": s, "asymptote": lam**2 / s, "lemma4_lower": lam**2 / (2 * s),
+                        "n_random_rays": len(rnd), "slope_mean": float(rnd["slope"].mean()),
+                        "slope_min": float(rnd["slope"].min()), "slope_max": float(rnd["slope"].max()),
+                        "checkpoint_slope": float(ck["slope"].iloc[0]) if len(ck) else None})
     d = layout.fmt(layout.RAYS_DIR, root, dataset=params["data"]["name"])
     d.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(d / "rays.csv", index=False)
-    _write_json(d / "slopes.json", slopes)
+    table.to_csv(d / "rays.csv", index=False)
+    _write_json(d / "slopes.json", {"dataset": params["data"]["name"], "fit_points": k, "fits": fits,
+                                    "summary": summary})
 
 
 def write_surface(root: Path, params: Mapping, lam: float) -> None:
