@@ -1,0 +1,25 @@
+"""A synthetic results tree (exact layout, realistic numbers), its bounds and every figure, once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import tiny_params
+from tests.figures.synthetic import build_results
+
+
+def figure_params():
+    """The tiny parameter set with two seeds (so s.e.m. bands exist), PNG only, low dpi."""
+    return tiny_params(train={"seeds": [0, 1]}, figures={"formats": ["png"], "dpi": 50})
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory):
+    """(params, root, written paths): bounds table and every registered figure/table rendered."""
+    from villani.bounds_table import write_bounds
+    from villani.figures import render_all
+
+    p = figure_params()
+    root = build_results(tmp_path_factory.mktemp("figures-results"), p)
+    write_bounds(p, root)
+    return p, root, render_all(p, root)

@@ -1,0 +1,201 @@
+"""Every figure and table renders from a realistic results tree, and its CSV holds the plotted numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.figures.conftest import figure_params
+from tests.figures.synthetic import build_results
+from villani import layout
+from villani.bounds import c_ls_upper
+from villani.figures import CAPTIONS, REGISTRY, figure_outputs, render_all
+from villani.figures.style import lam_color, middle_lam, save_figure
+from villani.runs import Run
+from villani.schedule import checkpoint_steps
+
+
+def _csv(root, name, kind="figures") -> pd.DataFrame:
+    return pd.read_csv(Path(root) / kind / f"{name}.csv")
+
+
+def _measure(root, p, lam, seed, step) -> dict:
+    run = Run(p["data"]["name"], "adamw", lam, seed)
+    return json.loads(run.path(layout.MEASURE_JSON, root, step=step).read_text())
+
+
+def test_every_output_is_written_and_not_empty(rendered):
+    p, root, written = rendered
+    expected = {str(Path(root) / Path(f).relative_to("results")) for _, _, f in figure_outputs(p)}
+    assert set(written) == expected
+    for f in expected:
+        data = Path(f).read_bytes()
+        assert len(data) > 200, f
+        if f.endswith(".png"):
+            assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        if f.endswith(".csv"):
+            assert len(pd.read_csv(f)) > 0, f
+
+
+def test_every_output_has_a_caption():
+    for name in REGISTRY:
+        text = Path(CAPTIONS[name]).read_text()
+        assert len(text) > 80, name
+
+
+def test_pdf_and_png_formats(tmp_path):
+    p = figure_params()
+    p["figures"]["formats"] = ["png", "pdf"]
+    root = build_results(tmp_path, p, rays=False, landscape=False, cost=False)
+    out = render_all(p, root, names=["fig4_spectrum"])
+    pdf = next(f for f in out if f.endswith(".pdf"))
+    assert Path(pdf).read_bytes()[:4] == b"%PDF"
+    assert len(out) == 3
+
+
+def test_save_refuses_an_empty_table(tmp_path):
+    with pytest.raises(ValueError, match="nothing to write"):
+        save_figure(None, pd.DataFrame(), figure_params(), tmp_path, "empty", kind="table")
+
+
+def test_fig2_csv_holds_ray_values_and_slopes(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig2_radial_rays")
+    rays = pd.read_csv(layout.fmt(layout.RAYS_DIR, root, dataset=p["data"]["name"]) / "rays.csv")
+    pts = df[df["series"] == "ray"].reset_index(drop=True)
+    np.testing.assert_allclose(pts["psi_s=1.0"], rays["psi_s=1.0"])
+    summ = df[df["series"] == "slope_summary"].set_index("lam")
+    assert summ.loc[0.01, "asymptote"] == pytest.approx(1e-4)
+    assert summ.loc[0.01, "lemma4_lower"] == pytest.approx(5e-5)
+
+
+def test_fig3_csv_holds_the_surfaces(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig3_landscape")
+    assert sorted(df["lam"].unique()) == sorted(float(x) for x in p["landscape"]["lambdas"])
+    assert len(df) == len(p["landscape"]["lambdas"]) * p["landscape"]["grid"] ** 2
+
+
+def test_fig4_csv_holds_the_eigenvalues(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig4_spectrum")
+    assert (df["lam"] > 0).all()
+    step = checkpoint_steps(p["train"])[-1]
+    m = _measure(root, p, 0.01, 1, step)
+    got = df[(df["seed"] == 1) & (df["step"] == step)].sort_values("rank")["eigenvalue"]
+    np.testing.assert_allclose(got, m["top_eigenvalues"])
+
+
+def test_fig5_envelope_as_printed_is_below_the_gap_at_step_0(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig5_training_curves")
+    bounds = json.loads((layout.fmt(layout.BOUNDS_DIR, root, dataset=p["data"]["name"]) / "bounds.json").read_text())
+    row = next(r for r in bounds["rows"] if r["lam"] == 0.01 and r["step"] == 0)
+    env = df[(df["series"] == "envelope") & (df["step"] == 0) & (df["lam"] == 0.01)]
+    seed_rows = [r for r in bounds["rows"] if r["lam"] == 0.01 and r["step"] == 0]
+    hand = np.mean([0.01 * (r["f0"] - r["f_star"]) + r["eta"] * r["smoothness_L"] * r["sigma_sq"] / 4 for r in seed_rows])
+    assert env["envelope_paper"].iloc[0] == pytest.approx(hand, rel=1e-9)
+    assert env["envelope_paper"].iloc[0] < row["f0"] - row["f_star"]
+    training = df[df["series"] == "training"]
+    assert set(training["variant"]) == {"adamw", "noise"}
+
+
+def test_fig6_csv_holds_the_bounds(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig6_pac_bayes")
+    bounds = json.loads((layout.fmt(layout.BOUNDS_DIR, root, dataset=p["data"]["name"]) / "bounds.json").read_text())
+    ok = [r for r in bounds["rows"] if r["status"] == "ok"]
+    got = df[df["status"] == "ok"].sort_values(["lam", "seed", "step"])
+    np.testing.assert_allclose(got["pb_ppl_bound"], [r["pb_ppl_bound"] for r in ok])
+    assert df[df["lam"] == 0.0]["pb_ppl_bound"].isna().all()
+
+
+def test_fig7_csv_holds_psi_and_perplexity(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig7_psi_vs_ppl")
+    m = _measure(root, p, 0.0, 0, 0)
+    row = df[(df["lam"] == 0.0) & (df["seed"] == 0) & (df["step"] == 0)].iloc[0]
+    assert row["psi_s=1.0"] == pytest.approx(m["psi_s"]["1.0"])
+    assert row["val_ppl"] == pytest.approx(m["val_ppl"])
+    assert df["r2_lam"].notna().all()
+
+
+def test_fig8_csv_holds_the_samples(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig8_trace_histograms")
+    lam = middle_lam(p["train"]["lambdas"])
+    run = Run(p["data"]["name"], "adamw", lam, p["train"]["seeds"][0])
+    last = checkpoint_steps(p["train"])[-1]
+    samples = pd.read_parquet(run.path(layout.MEASURE_PARQUET, root, step=last))
+    want = samples[samples["kind"] == "trace_L"].sort_values("probe")["value"].to_numpy()
+    got = df[df["step"] == last].sort_values("probe")
+    np.testing.assert_allclose(got["sample_L"], want)
+    np.testing.assert_allclose(got["sample_F"] - got["sample_L"], got["lam_d"])
+    assert list(df["phase"].unique()) == ["early", "middle", "late"]
+
+
+def test_fig9_csv_measured_and_predicted_cv(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig9_trace_cv")
+    m = _measure(root, p, 0.01, 0, 0)
+    row = df[(df["lam"] == 0.01) & (df["seed"] == 0) & (df["step"] == 0)].iloc[0]
+    tr = m["trace_L"]
+    assert row["cv_mean_measured"] == pytest.approx(tr["stderr"] / abs(tr["mean"]))
+    # SPEC §5: predicted CV of the mean = sqrt(2‖H‖_F²)/(√M |tr H|) without the diagonal, not √(2d/M)
+    assert row["cv_mean_predicted"] == pytest.approx(math.sqrt(2 * tr["frob_sq"]) / (math.sqrt(tr["num_probes"])
+                                                                                  * abs(tr["mean"])))
+
+
+def test_fig10_csv_bound_and_extrapolation(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig10_scaling")
+    b = df[df["series"] == "c_ls_bound"]
+    np.testing.assert_allclose(b["value"], [c_ls_upper(lam, d) for lam, d in zip(b["lam"], b["d"])])
+    assert b["d"].max() == pytest.approx(1e12)
+    ext = df[df["series"] == "seconds_hvp_extrapolated"]
+    assert sorted(ext["d"]) == [1.25e8, 1e9]
+    cost = pd.read_csv(layout.fmt(layout.COST_CSV, root))
+    meas = df[df["series"] == "seconds_hvp_measured"]
+    np.testing.assert_allclose(meas["value"], cost["seconds_hvp"])
+
+
+def test_table1_says_undefined_for_lambda_zero(rendered):
+    _, root, _ = rendered
+    g = _csv(root, "table1_guideline_checks", "tables")
+    zero = g[g["lam"] == 0.0]
+    assert (zero["eta_limit_theta0"] == "undefined").all()
+    pos = g[g["lam"] == 0.01].iloc[0]
+    assert float(pos["eta_limit_theta0"]) == pytest.approx(0.01 / (4 * float(pos["sigma_sq_theta0"])))
+    h = _csv(root, "table1_hyperparameters", "tables")
+    assert "learning rate η (peak)" in set(h["parameter"])
+
+
+def test_table3_splits_lambda_d_and_trace_L(rendered):
+    p, root, _ = rendered
+    t = _csv(root, "table3_trace_stats", "tables").set_index("lam")
+    m = _measure(root, p, 0.01, 0, 0)
+    assert t.loc[0.01, "lam_d"] == pytest.approx(0.01 * m["d"], rel=1e-5)
+    assert t.loc[0.01, "trace_F_mean"] == pytest.approx(t.loc[0.01, "lam_d"] + t.loc[0.01, "trace_L_mean"], rel=1e-5)
+    assert t.loc[0.0, "dominant"] == "tr ∇²L"
+
+
+def test_efficiency_default_target_is_reached_by_every_run(rendered):
+    p, root, _ = rendered
+    e = _csv(root, "table_efficiency", "tables")
+    last = checkpoint_steps(p["train"])[-1]
+    finals = [_measure(root, p, lam, seed, last)["val_ppl"] for lam in p["train"]["lambdas"] for seed in (0, 1)]
+    assert e["target_ppl"].iloc[0] == pytest.approx(max(finals), rel=1e-5)
+    assert (e["n_reached"] == e["n_seeds"]).all()
+
+
+def test_lam_colours_are_fixed_per_value():
+    assert lam_color(0.0) == "black"
+    assert lam_color(1e-3) == lam_color(0.001)
+    assert lam_color(1e-4) != lam_color(1e-2)
+    assert middle_lam([0.0, 1e-4, 1e-3, 1e-2]) == 1e-3
+    assert middle_lam([0.0, 0.01, 0.02, 0.05]) == 0.02

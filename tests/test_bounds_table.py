@@ -1,0 +1,139 @@
+"""The bounds table on given inputs: hand-computed rows, λ = 0 → "undefined", the clamped KL."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from tests.conftest import tiny_params
+from villani import layout
+from villani.bounds_table import run_sigma_sq, write_bounds
+from villani.runs import Run
+
+
+def _params(lambdas):
+    return tiny_params(train={"lambdas": lambdas, "seeds": [0], "steps": 10, "warmup_steps": 2, "lr": 0.1,
+                              "checkpoints": {"count": 1}, "segments": 1, "noise": {"lambdas": []}},
+                       bounds={"delta": 0.05, "epsilon": 0.01}, measure={"s_values": [1.0]})
+
+
+def _tree(root, p, d, vocab=50, n_tokens=101, losses=(2.0, 1.5), theta_sq=(4.0, 2.0)):
+    """Stats and two checkpoint measurements (steps 0 and 10) per λ with the given numbers."""
+    ds = p["data"]["name"]
+    path = layout.fmt(layout.DATA_STATS, root, dataset=ds)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"vocab_size": vocab, "splits": {"train": {"tokens": n_tokens}}}))
+    for lam in p["train"]["lambdas"]:
+        run = Run(ds, "adamw", float(lam), 0)
+        for i, step in enumerate((0, 10)):
+            F = losses[i] + 0.5 * lam * theta_sq[i]
+            rec = {"step": step, "lam": float(lam), "seed": 0, "d": d, "loss": losses[i], "F": F,
+                   "theta_sq_norm": theta_sq[i], "val_loss": losses[i] + 0.25, "val_ppl": math.exp(losses[i] + 0.25),
+                   "top_eigenvalues": [3.0, 1.0] if i == 0 else [2.0, 1.0],
+                   "grad_noise_sigma_sq": (0.5, 0.2)[i]}
+            out = run.path(layout.MEASURE_JSON, root, step=step)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(rec))
+    write_bounds(p, root)
+    folder = layout.fmt(layout.BOUNDS_DIR, root, dataset=ds)
+    with open(folder / "bounds.csv") as f:
+        rows = list(csv.DictReader(f))
+    return rows, json.loads((folder / "bounds.json").read_text())
+
+
+def test_hand_computed_row_unclamped(tmp_path):
+    # λ = 0.5, d = 2, s = 1, η = 0.1, σ² = max(0.5, 0.2) = 0.5, n = 101, δ = 0.05, vocab 50
+    p = _params([0.5])
+    rows, doc = _tree(tmp_path, p, d=2)
+    r0 = next(r for r in doc["rows"] if r["step"] == 0)
+    # C_LS = (s/λ)(1 + d/(λs)) = 2 · (1 + 4) = 10; C_LS(βF) = λ·C_LS = 5
+    assert r0["c_ls"] == pytest.approx(10.0)
+    assert r0["c_p"] == pytest.approx(10.0)
+    assert r0["c_ls_gibbs"] == pytest.approx(5.0)
+    # η_max = min(1, λ/(4σ²)) = 0.5/2 = 0.25 ≥ η = 0.1
+    assert r0["sigma_sq"] == 0.5
+    assert r0["eta_max"] == pytest.approx(0.25)
+    assert r0["eta_ok"] is True
+    # F0 = 2 + 0.25·4 = 3, F* = min(3, 1.5 + 0.25·2 = 2) = 2; T = C/(2η)·log(2·(F0−F*)/ε) = 50·log(200)
+    assert r0["f0"] == pytest.approx(3.0) and r0["f_star"] == pytest.approx(2.0)
+    assert r0["steps_required"] == pytest.approx(50 * math.log(200.0))
+    assert r0["steps_required_eq33"] == pytest.approx(50 * math.log(100.0))
+    # L = 3 (largest top eigenvalue); envelope at T = 0 as printed: λ(F0−F*) + ηLσ²/4 = 0.5 + 0.0375
+    assert r0["envelope"] == pytest.approx(0.5 + 0.1 * 3.0 * 0.5 / 4)
+    # KL (β = 2): βF + (d/2)log(1 + β/λ) + (d/2)log(λ/(2πβ)) = 6 + log 5 + log(0.5/(4π)) > 0
+    kl = 6.0 + math.log(5.0) + math.log(0.5 / (4 * math.pi))
+    assert r0["pb_kl_raw"] == pytest.approx(kl)
+    assert r0["pb_kl_clamped"] is False
+    bound = 2.0 + math.sqrt((kl + math.log(2 * math.sqrt(101) / 0.05)) / 200)
+    assert r0["pb_risk_bound"] == pytest.approx(bound)
+    assert r0["pb_ppl_bound"] == pytest.approx(math.exp(bound))
+    assert r0["pb_vacuous"] is False  # exp(2.23) ≈ 9.3 < 50
+    assert r0["pb_ppl_ratio"] == pytest.approx(math.exp(bound) / math.exp(2.25))
+    # the CSV prints the same numbers (6 significant digits) and lowercase flags
+    c0 = next(r for r in rows if r["step"] == "0")
+    assert float(c0["c_ls"]) == 10.0 and c0["pb_kl_clamped"] == "false" and c0["status"] == "ok"
+    assert float(c0["pb_ppl_bound"]) == pytest.approx(math.exp(bound), rel=1e-5)
+    # the per-λ summary: tightness over the run's two checkpoints
+    pb = doc["summary"]["0.5"]["pac_bayes"]
+    assert pb["n_checkpoints"] == 2 and pb["n_kl_clamped"] == 0 and pb["n_vacuous"] == 0
+    ratios = [r["pb_ppl_ratio"] for r in doc["rows"]]
+    assert pb["mean_ratio"] == pytest.approx(sum(ratios) / 2)
+    assert doc["inputs"]["n_train_tokens"] == 101 and doc["inputs"]["vocab_size"] == 50
+
+
+def test_lambda_zero_is_undefined_never_a_number(tmp_path):
+    p = _params([0.0, 0.5])
+    rows, doc = _tree(tmp_path, p, d=2)
+    zero = [r for r in rows if float(r["lam"]) == 0.0]
+    assert len(zero) == 2
+    for r in zero:
+        assert r["status"] == "undefined"
+        for key in ("c_ls", "c_p", "c_ls_gibbs", "eta_max", "eta_ok", "steps_required", "envelope",
+                    "pb_kl_raw", "pb_kl_used", "pb_kl_clamped", "pb_risk_bound", "pb_ppl_bound", "pb_vacuous",
+                    "pb_ppl_ratio"):
+            assert r[key] == "undefined", key
+        assert r["pb_undefined"] == "true"
+    for line in (tmp_path / "bounds" / p["data"]["name"] / "bounds.csv").read_text().splitlines():
+        assert "nan" not in line.lower().split(",")
+    raw = [r for r in doc["rows"] if r["lam"] == 0.0]
+    assert all(r["c_ls"] is None and r["pb_ppl_bound"] is None for r in raw)
+    assert doc["summary"]["0.0"]["pac_bayes"] == "undefined"
+    assert doc["summary"]["0.0"]["c_ls"] == {"1": None}
+    assert doc["summary"]["0.5"]["status"] == "ok"
+
+
+def test_negative_kl_is_clamped_and_flagged(tmp_path):
+    # d = 1000, λ = 0.5, β = 2: (d/2)(log 5 + log(0.5/(4π))) ≈ −807 dominates βF = 6 → KL < 0, clamped
+    p = _params([0.5])
+    rows, doc = _tree(tmp_path, p, d=1000, vocab=5)
+    r0 = next(r for r in doc["rows"] if r["step"] == 0)
+    assert r0["pb_kl_raw"] == pytest.approx(6.0 + 500 * (math.log(5.0) + math.log(0.5 / (4 * math.pi))))
+    assert r0["pb_kl_raw"] < 0
+    assert r0["pb_kl_used"] == 0.0
+    assert r0["pb_kl_clamped"] is True
+    bound = 2.0 + math.sqrt(math.log(2 * math.sqrt(101) / 0.05) / 200)
+    assert r0["pb_risk_bound"] == pytest.approx(bound)
+    # vocab 5: log 5 ≈ 1.61 < 2.18 → vacuous
+    assert r0["pb_vacuous"] is True
+    c0 = next(r for r in rows if r["step"] == "0")
+    assert c0["pb_kl_clamped"] == "true" and c0["pb_vacuous"] == "true"
+    pb = doc["summary"]["0.5"]["pac_bayes"]
+    assert pb["n_kl_clamped"] == 2 and pb["n_vacuous"] == 2
+
+
+def test_sigma_sq_is_the_largest_measured_and_required():
+    assert run_sigma_sq([{"grad_noise_sigma_sq": 0.2}, {"grad_noise_sigma_sq": None},
+                         {"grad_noise_sigma_sq": 0.7}]) == 0.7
+    with pytest.raises(ValueError, match="grad_noise_sigma_sq"):
+        run_sigma_sq([{"grad_noise_sigma_sq": None, "_path": "x/step0000000.json"}])
+
+
+def test_missing_measurement_is_a_one_line_error(tmp_path):
+    p = _params([0.5])
+    _tree(tmp_path, p, d=2)
+    (tmp_path / "runs" / p["data"]["name"] / "adamw" / "lam0.5" / "seed0" / "measure" / "step0000010.json").unlink()
+    with pytest.raises(ValueError, match="step0000010.json"):
+        write_bounds(p, tmp_path)
