@@ -116,6 +116,6 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
     }
     check_finite(info, where)
     out = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam)
-    atomic.write_text(out / "surface.csv", table.to_csv(index=False, float_format="%.10g"))
+    atomic.write_text(out / "surface.csv", table.to_csv(index=False))
     atomic.write_json(out / "surface.json", info)
     return str(out)

@@ -156,6 +156,8 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
                 "rel_error_asymptote": (f.slope - asym) / asym if asym > 0 else None,
                 "ratio_to_lemma4_lower": f.slope / ref["lemma4_lower"] if ref["lemma4_lower"] > 0 else None,
                 "slope_parts": parts,
+                "dominant_part": max(parts, key=lambda k: abs(parts[k])),
+                "within_5pct_of_asymptote": bool(asym > 0 and abs(f.slope - asym) <= 0.05 * asym),
                 "trace_stderr_max": float(sel["trace_L_stderr"].max()),
                 "psi_change_over_fit": change,
                 "relative_change": change / float(np.mean(np.abs(psi_fit))) if np.any(psi_fit != 0) else None,
@@ -226,6 +228,6 @@ def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
         "seconds": round(time.perf_counter() - t0, 3),
     }
     check_finite({"fits": [{k: v for k, v in f.items()} for f in fits]}, str(out_dir / "slopes.json"))
-    atomic.write_text(out_dir / "rays.csv", table.to_csv(index=False, float_format="%.10g"))
+    atomic.write_text(out_dir / "rays.csv", table.to_csv(index=False))
     atomic.write_json(out_dir / "slopes.json", meta)
     return str(out_dir)

@@ -49,7 +49,7 @@ def _flat_grad(model: torch.nn.Module, params: list[torch.nn.Parameter], x: torc
 
 
 def gradient_noise(model: torch.nn.Module, train: torch.Tensor, params: Mapping, device) -> dict:
-    """σ² (total minibatch gradient variance) at the model's θ, and each batch's ‖g_k‖².
+    r"""σ² (total minibatch gradient variance) at the model's θ, and each batch's ‖g_k‖².
 
     Streams the batches (one float64 running sum of size d, never K gradients at once):
     :math:`\sum_k\|g_k-\bar g\|^2 = \sum_k\|g_k\|^2 - K\|\bar g\|^2`.

@@ -1,0 +1,82 @@
+"""2-D landscape (Fig 3): filter-normalised directions, centre value, no weight drift."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tests.measure.conftest import load_micro_model, set_ids
+from villani import layout
+from villani.data import load_blocks
+from villani.landscape import filter_normalized_direction, run_landscape, surface
+
+
+def test_directions_are_filter_normalised(micro):
+    p, root = micro
+    model = load_micro_model(p, root, 0.01, 12, dtype=torch.float32)
+    theta0 = {n: q.detach().clone() for n, q in model.named_parameters()}
+    d = filter_normalized_direction(theta0, torch.Generator().manual_seed(3))
+    assert set(d) == set(theta0)
+    kinds = set()
+    for name, w in theta0.items():
+        if w.dim() < 2:
+            assert bool((d[name] == 0).all()), name
+            kinds.add("1d")
+            continue
+        kinds.add("2d")
+        np.testing.assert_allclose(d[name].double().reshape(w.shape[0], -1).norm(dim=1),
+                                   w.double().reshape(w.shape[0], -1).norm(dim=1), rtol=1e-5)
+        assert not torch.allclose(d[name], w)  # a rescaled random direction, not θ₀ itself
+    assert kinds == {"1d", "2d"}
+    # the embedding is (vocab, hidden): its rows are tokens
+    assert d["transformer.wte.weight"].shape == (model.config.vocab_size, 4)
+
+
+def _hf_F(model, blocks, lam):
+    with torch.no_grad():
+        losses = [float(model(input_ids=x, labels=x).loss) for x in blocks.split(1)]
+    tsq = float(sum(q.detach().double().square().sum() for q in model.parameters()))
+    return float(np.mean(losses)) + 0.5 * lam * tsq  # equal-length blocks: token mean = block mean
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.01])
+def test_surface_centre_equals_F_at_theta0(micro, lam):
+    p, root = micro
+    out = run_landscape(p, lam, root, "cpu")
+    table = pd.read_csv(f"{out}/surface.csv")
+    info = json.loads(open(f"{out}/surface.json").read())
+    g = p["landscape"]["grid"]
+    assert len(table) == g * g and list(table.columns) == ["a", "b", "loss", "F", "theta_sq"]
+    np.testing.assert_allclose(sorted(table["a"].unique()), np.linspace(-0.5, 0.5, g))
+    assert info["center"]["step"] == 0 and info["center"]["lam"] == lam and info["lam"] == lam
+    model = load_micro_model(p, root, lam, 0)
+    train = load_blocks(layout.fmt(layout.SPLIT, root, dataset="micro", split="train"))
+    blocks = train[torch.from_numpy(set_ids(p, train.shape[0]))]
+    want = _hf_F(model, blocks, lam)
+    centre = table[(table["a"].abs() < 1e-12) & (table["b"].abs() < 1e-12)]
+    assert len(centre) == 1
+    assert float(centre["F"].iloc[0]) == pytest.approx(want, rel=1e-5)
+    assert info["F_center"] == pytest.approx(want, rel=1e-5)
+    assert info["F_min"] == pytest.approx(table["F"].min()) and info["F_min"] <= info["F_center"]
+    assert info["directions"]["norms"][0] > 0 and abs(info["directions"]["cosine"]) < 0.5
+    np.testing.assert_allclose(table["F"], table["loss"] + 0.5 * lam * table["theta_sq"], rtol=1e-12)
+
+
+def test_surface_does_not_move_the_weights(micro):
+    p, root = micro
+    model = load_micro_model(p, root, 0.01, 12, dtype=torch.float32)
+    theta0 = {n: q.detach().clone() for n, q in model.named_parameters()}
+    before = {n: q.detach().clone() for n, q in model.named_parameters()}
+    gen = torch.Generator().manual_seed(0)
+    d1, d2 = filter_normalized_direction(theta0, gen), filter_normalized_direction(theta0, gen)
+    x = torch.randint(0, model.config.vocab_size, (3, 16), generator=torch.Generator().manual_seed(1))
+    t = surface(model, [x], theta0, d1, d2, np.linspace(-1, 1, 3), 0.0)
+    t2 = surface(model, [x], theta0, d1, d2, np.linspace(-1, 1, 3), 0.0)
+    for n, q in model.named_parameters():
+        assert torch.equal(q, before[n])
+    pd.testing.assert_frame_equal(t, t2)  # evaluating twice gives identical values: nothing drifts
+    assert t["loss"].nunique() > 1
