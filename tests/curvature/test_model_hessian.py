@@ -9,6 +9,14 @@ from villani.curvature import ModelHessian, hutchinson, top_eigenvalues
 from conftest import tiny_gpt_neo, token_batches
 
 METHODS = ("double_backward", "fwd_over_rev")
+# (method, cross_entropy, forced loss path or None)
+VARIANTS = [
+    ("double_backward", "closed_form", None),  # GPT-Neo: fused output layer + CE
+    ("double_backward", "closed_form", "logits_closed_form"),
+    ("double_backward", "autograd", None),
+    ("fwd_over_rev", "autograd", None),
+]
+VARIANT_IDS = ["fused_head", "logits_closed_form", "autograd_ce", "fwd_over_rev"]
 
 
 def _rel(a, b):
@@ -21,17 +29,22 @@ def _reg_hessian(theta, lam, mask=None):
     return torch.autograd.functional.hessian(lambda t: 0.5 * lam * (m * t).square().sum(), theta)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
 @pytest.mark.parametrize("lam", [0.0, 0.37])
-def test_matvec_equals_exact_hessian(tiny_model_case, method, lam):
+def test_matvec_equals_exact_hessian(tiny_model_case, variant, lam):
     case = tiny_model_case
-    op = ModelHessian(case["model"], case["batches"], lam=lam, method=method)
+    method, cross_entropy, forced = variant
+    op = ModelHessian(case["model"], case["batches"], lam=lam, method=method, cross_entropy=cross_entropy)
+    if forced is not None:
+        op.loss_path = forced
     H = case["hessian"] + _reg_hessian(case["theta"], lam)
     gen = torch.Generator().manual_seed(0)
     V = torch.randn(3, op.dim, generator=gen, dtype=torch.float64)
     for v in V:
         assert _rel(op.matvec(v), H @ v) < 1e-6
     assert _rel(op.matmat(V), V @ H) < 1e-6
+    expected_path = forced or ("fused_head" if cross_entropy == "closed_form" else "autograd")
+    assert op.loss_path == expected_path
 
 
 def test_decay_mask_restricts_the_regulariser(tiny_model_case):

@@ -28,6 +28,16 @@ Hessian-vector products (``method``):
   v)|_0` by ``torch.func.jvp`` of ``torch.func.grad``; batched products use ``vmap``.
   Nothing is retained between products.
 
+For ``double_backward`` the output layer and the cross-entropy are differentiated in
+closed form by default (``cross_entropy="closed_form"``, see
+:mod:`.softmax_cross_entropy`): when the model is ``base_model`` followed by a bias-free
+linear output layer (checked numerically on the first batch), the fused
+:func:`~.softmax_cross_entropy.linear_cross_entropy` never stores logits and runs the
+six vocabulary-sized matmuls of a product into one reused buffer; otherwise the
+closed form applies to the logits. ``cross_entropy="autograd"`` uses
+``torch.nn.functional.cross_entropy`` throughout (``fwd_over_rev`` always does).
+``loss_path`` records which was used.
+
 Evaluation is in eval mode (dropout off) and in the model's dtype, which must be
 float32 or float64 (fp32 matmul precision "highest": no TF32). Attention must be the
 ``eager`` implementation: flash/SDPA kernels have neither double backward nor
@@ -43,9 +53,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .softmax_cross_entropy import linear_cross_entropy, shifted_token_cross_entropy
+
 __all__ = ["ModelHessian", "causal_lm_token_loss"]
 
 _METHODS = ("double_backward", "fwd_over_rev")
+_CROSS_ENTROPY = ("closed_form", "autograd")
 
 
 @contextlib.contextmanager
@@ -96,6 +109,8 @@ class ModelHessian:
         reuse_graph: for ``double_backward``, keep the gradient graph of all batches
             between products. ``None``: yes, unless on CUDA the first batch's graph
             times the number of batches would exceed 70% of free memory.
+        cross_entropy: ``"closed_form"`` (default) or ``"autograd"`` derivatives of the
+            token cross-entropy in the logits (``double_backward`` only).
 
     Attributes:
         dim: number of trainable parameters d (tied tensors counted once).
@@ -113,9 +128,16 @@ class ModelHessian:
         method: str = "double_backward",
         decay: Iterable[str] | Callable[[str, nn.Parameter], bool] | None = None,
         reuse_graph: bool | None = None,
+        cross_entropy: str = "closed_form",
     ):
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        if cross_entropy not in _CROSS_ENTROPY:
+            raise ValueError(f"cross_entropy must be one of {_CROSS_ENTROPY}, got {cross_entropy!r}")
+        self.cross_entropy = cross_entropy if method == "double_backward" else "autograd"
+        # "fused_head" | "logits_closed_form" | "autograd"; chosen on first use
+        self.loss_path: str | None = "autograd" if method == "fwd_over_rev" else None
+        self._workspace: dict = {}
         _check_attention(model)
         model.eval()
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -189,10 +211,37 @@ class ModelHessian:
     def _split_rows(self, V: Tensor) -> list[Tensor]:
         return [c.reshape(V.shape[0], *s) for c, s in zip(torch.split(V, self._sizes, dim=-1), self._shapes)]
 
+    def _choose_loss_path(self) -> str:
+        if self.cross_entropy == "autograd":
+            return "autograd"
+        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+        base = getattr(self.model, "base_model", None)
+        if not isinstance(head, nn.Linear) or head.bias is not None or base is None or base is self.model:
+            return "logits_closed_form"
+        x = self.batches[0][:1]
+        with torch.no_grad():
+            ref = self.model(input_ids=x, use_cache=False).logits
+            fused = base(input_ids=x, use_cache=False)[0] @ head.weight.T
+        scale = float(ref.abs().max())
+        ok = fused.shape == ref.shape and float((fused - ref).abs().max()) <= 1e-5 * max(scale, 1.0)
+        return "fused_head" if ok else "logits_closed_form"
+
     def _batch_loss(self, x: Tensor) -> Tensor:
         """Batch contribution Σ_t CE_t / N (weight n_b/N times the batch mean)."""
+        if self.loss_path is None:
+            self.loss_path = self._choose_loss_path()
+        scale = 1.0 / self.num_tokens
+        if self.loss_path == "fused_head":
+            hidden = self.model.base_model(input_ids=x, use_cache=False)[0]
+            h = hidden[:, :-1, :].reshape(-1, hidden.shape[-1])
+            target = x[:, 1:].reshape(-1)
+            weight = torch.full((h.shape[0],), scale, dtype=h.dtype, device=h.device)
+            head = self.model.get_output_embeddings().weight
+            return linear_cross_entropy(h, head, target, weight, self._workspace)
         logits = self.model(input_ids=x, use_cache=False).logits
-        return causal_lm_token_loss(logits, x) / self.num_tokens
+        if self.loss_path == "logits_closed_form":
+            return shifted_token_cross_entropy(logits, x, scale)
+        return causal_lm_token_loss(logits, x) * scale
 
     def _regularizer_dir(self, v: Tensor) -> Tensor:
         return v if self._decay_mask is None else v * self._decay_mask
@@ -256,8 +305,9 @@ class ModelHessian:
         return self._hvp_rows(V.to(device=self.device, dtype=self.dtype))
 
     def release(self) -> None:
-        """Free the retained gradient graph (it is rebuilt on the next product)."""
+        """Free the retained gradient graph and work buffers (rebuilt on the next product)."""
         self._graph_grad = None
+        self._workspace.clear()
 
     # ----------------------------------------------------------------- internals
     def _ensure_first_order(self) -> None:
