@@ -111,6 +111,9 @@ class ModelHessian:
             times the number of batches would exceed 70% of free memory.
         cross_entropy: ``"closed_form"`` (default) or ``"autograd"`` derivatives of the
             token cross-entropy in the logits (``double_backward`` only).
+        vectorize: apply ``matmat`` blocks in one vmapped pass (``is_grads_batched``
+            backward, or ``vmap`` of the jvp) instead of one product per row. Uses k×
+            the activation memory; on CPU it was slower (see ``benchmarks/README.md``).
 
     Attributes:
         dim: number of trainable parameters d (tied tensors counted once).
@@ -129,12 +132,14 @@ class ModelHessian:
         decay: Iterable[str] | Callable[[str, nn.Parameter], bool] | None = None,
         reuse_graph: bool | None = None,
         cross_entropy: str = "closed_form",
+        vectorize: bool = False,
     ):
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
         if cross_entropy not in _CROSS_ENTROPY:
             raise ValueError(f"cross_entropy must be one of {_CROSS_ENTROPY}, got {cross_entropy!r}")
         self.cross_entropy = cross_entropy if method == "double_backward" else "autograd"
+        self.vectorize = bool(vectorize)
         # "fused_head" | "logits_closed_form" | "autograd"; chosen on first use
         self.loss_path: str | None = "autograd" if method == "fwd_over_rev" else None
         self._workspace: dict = {}
@@ -374,15 +379,24 @@ class ModelHessian:
         if self._reuse is not False and self._graph_grad is None:
             self._build_graph()
         if self._reuse:
-            return torch.stack([self._grad_of_dot(self._graph_grad, v, retain=True) for v in V])
+            return self._grad_of_dot_rows(self._graph_grad, V, retain=True)
         out = torch.zeros_like(V)
         with torch.enable_grad():
             for x in self.batches:
                 grads = torch.autograd.grad(self._batch_loss(x), self._params, create_graph=True, allow_unused=True)
-                flat = self._flat(grads)
-                for i, v in enumerate(V):
-                    out[i] += self._grad_of_dot(flat, v, retain=i < V.shape[0] - 1)
+                out += self._grad_of_dot_rows(self._flat(grads), V, retain=False)
         return out
+
+    def _grad_of_dot_rows(self, flat_grad: Tensor, V: Tensor, *, retain: bool) -> Tensor:
+        """Rows ∇⟨g, v_i⟩ (one backward each, or one vmapped backward if ``vectorize``)."""
+        if self.vectorize and V.shape[0] > 1:
+            hv = torch.autograd.grad(
+                flat_grad, self._params, grad_outputs=V, retain_graph=retain, allow_unused=True,
+                materialize_grads=True, is_grads_batched=True,
+            )
+            return torch.cat([h.reshape(V.shape[0], -1) for h in hv], dim=1)
+        last = V.shape[0] - 1
+        return torch.stack([self._grad_of_dot(flat_grad, v, retain=retain or i < last) for i, v in enumerate(V)])
 
     def _grad_of_dot(self, flat_grad: Tensor, v: Tensor, *, retain: bool) -> Tensor:
         hv = torch.autograd.grad(
@@ -417,8 +431,9 @@ class ModelHessian:
             return jvp(lambda p: grad_fn(p, x), (params,), (tangent,))[1]
 
         def hvp_rows(params, x, tangents):
-            if tangents[0].shape[0] == 1:
-                return tuple(t.unsqueeze(0) for t in hvp_one(params, x, tuple(t[0] for t in tangents)))
-            return vmap(hvp_one, in_dims=(None, None, 0))(params, x, tangents)
+            if self.vectorize and tangents[0].shape[0] > 1:
+                return vmap(hvp_one, in_dims=(None, None, 0))(params, x, tangents)
+            rows = [hvp_one(params, x, tuple(t[i] for t in tangents)) for i in range(tangents[0].shape[0])]
+            return tuple(torch.stack(col) for col in zip(*rows))
 
         return hvp_rows

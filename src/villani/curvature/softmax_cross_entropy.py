@@ -62,6 +62,17 @@ def _row_dot(a: Tensor, b: Tensor) -> Tensor:
     return torch.bmm(a.reshape(-1, 1, v), b.reshape(-1, v, 1)).reshape(*a.shape[:-1], 1)
 
 
+def _mm_into(ws: dict | None, x: Tensor, y: Tensor, like: Tensor) -> Tensor:
+    """``x @ y`` written into the reusable buffer; a fresh tensor where ``out=`` is not
+    supported (under vmap, e.g. ``autograd.grad(..., is_grads_batched=True)``)."""
+    if ws is None:
+        return x @ y
+    try:
+        return torch.mm(x, y, out=_workspace(ws, like))
+    except RuntimeError:
+        return x @ y
+
+
 def _workspace(ws: dict | None, like: Tensor) -> Tensor:
     """An uninitialised tensor shaped like ``like``: a view of the caller's reusable flat
     buffer (grown to the largest size seen) when ``ws`` is given, else a new tensor."""
@@ -157,13 +168,12 @@ class _LinearCrossEntropyGrad(Function):
     def backward(ctx, a, b):
         hidden, W, probs, target, token_weight, coeff = ctx.saved_tensors
         c = coeff.unsqueeze(-1)
-        gbar = _workspace(ctx.ws, probs)
         if a is not None:
-            torch.mm(a, W.T, out=gbar)
+            gbar = _mm_into(ctx.ws, a, W.T, probs)
             if b is not None:
                 gbar.addmm_(hidden, b.T)
         else:
-            torch.mm(hidden, b.T, out=gbar)
+            gbar = _mm_into(ctx.ws, hidden, b.T, probs)
         row = _row_dot(probs, gbar)
         up_bar = None
         if ctx.needs_input_grad[5]:  # ∂/∂g ⟨Ḡ, g w(p − e_y)⟩
