@@ -56,12 +56,6 @@ def _softmax_stats(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tens
     return probs, lse, picked
 
 
-def _row_dot(a: Tensor, b: Tensor) -> Tensor:
-    """⟨a_n, b_n⟩ over the last dim, shape (..., 1), without an elementwise temporary."""
-    v = a.shape[-1]
-    return torch.bmm(a.reshape(-1, 1, v), b.reshape(-1, v, 1)).reshape(*a.shape[:-1], 1)
-
-
 def _mm_into(ws: dict | None, x: Tensor, y: Tensor, like: Tensor) -> Tensor:
     """``x @ y`` written into the reusable buffer; a fresh tensor where ``out=`` is not
     supported (under vmap, e.g. ``autograd.grad(..., is_grads_batched=True)``)."""
@@ -101,7 +95,7 @@ class _CrossEntropyGrad(Function):
     @once_differentiable
     def backward(ctx, grad_bar):
         probs, coeff, target, weight = ctx.saved_tensors
-        row = _row_dot(probs, grad_bar)
+        row = torch.linalg.vecdot(probs, grad_bar).unsqueeze(-1)
         up_bar = None
         if ctx.needs_input_grad[4]:  # ∂/∂g ⟨Ḡ, g w(p − e_y)⟩
             up_bar = (weight * (row.squeeze(-1) - grad_bar.gather(-1, target.unsqueeze(-1)).squeeze(-1))).sum()
@@ -174,17 +168,20 @@ class _LinearCrossEntropyGrad(Function):
                 gbar.addmm_(hidden, b.T)
         else:
             gbar = _mm_into(ctx.ws, hidden, b.T, probs)
-        row = _row_dot(probs, gbar)
         up_bar = None
-        if ctx.needs_input_grad[5]:  # ∂/∂g ⟨Ḡ, g w(p − e_y)⟩
+        if ctx.needs_input_grad[5]:  # ∂/∂g ⟨Ḡ, g w(p − e_y)⟩ = Σ w(⟨p, Ḡ⟩ − Ḡ_y)
             picked = gbar.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        gbar.mul_(probs)
+        row = gbar.sum(dim=-1, keepdim=True)  # ⟨p_n, Ḡ_n⟩
+        if ctx.needs_input_grad[5]:
             up_bar = (token_weight * (row.squeeze(-1) - picked)).sum()
-        gbar.sub_(row).mul_(probs).mul_(c)  # now z̄ = ∇²_z ℓ · Ḡ
-        h_bar = gbar @ W
-        w_bar = gbar.T @ hidden
-        if b is not None:  # + G b = c ⊙ (p b − b[y])
-            h_bar.add_(c * (probs @ b - b[target]))
-        if a is not None:  # + Gᵀ a = pᵀ(c a) − scatter of c a into rows y
+        gbar.addcmul_(probs, row, value=-1.0)  # u = p ⊙ (Ḡ − ⟨p, Ḡ⟩); z̄ = c ⊙ u
+        h_bar = gbar @ W  # z̄ W = c ⊙ (u W)  (+ G b = c ⊙ (p b − b[y]))
+        if b is not None:
+            h_bar.addmm_(probs, b).sub_(b[target])
+        h_bar.mul_(c)
+        w_bar = gbar.T @ (c * hidden)  # z̄ᵀ h = uᵀ (c ⊙ h)
+        if a is not None:  # + Gᵀ a = pᵀ(c a) − rows y of c a
             ca = c * a
             w_bar.addmm_(probs.T, ca)
             w_bar.index_add_(0, target, ca, alpha=-1.0)
