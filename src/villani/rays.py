@@ -31,7 +31,11 @@ slope splits exactly into the slopes of its parts,
     \;\underbrace{-\operatorname{tr}\nabla^2L}_{\text{trace}}
     \;(-\lambda d:\ \text{slope } 0),
 
-reported per fit, so a reader sees which term makes a slope differ from λ²/s. With θ
+reported per fit (``slope_parts``, ``dominant_part``), so a reader sees which term makes a
+slope differ from λ²/s; ``grad_term_slope`` is the slope of ‖∇F‖²/s alone (the paper's
+"slope λ²/s" is its asymptote), and ``slope_stderr_from_trace`` propagates the
+Hutchinson standard errors of the fitted points through the (linear) fit — at large radii
+the trace estimate is heavy-tailed and this is usually the largest uncertainty. With θ
 including the token embeddings, LayerNorm gains and the tied output layer, logits grow
 like ‖θ‖² along a ray, L grows like a‖θ‖² and ‖∇L‖² like c‖θ‖²: the λ = 0 curve is not
 flat and the grad_L and cross parts are not negligible unless λ² ≫ c (see
@@ -147,6 +151,10 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
                 "trace": _slope(x, -g["trace_L"].to_numpy(), fit_points),
             }
             psi_fit = sel[psi_column(s)].to_numpy()
+            xs = sel["theta_sq"].to_numpy()
+            w = (xs - xs.mean()) / float(np.sum((xs - xs.mean()) ** 2))  # slope = Σ w_i y_i
+            se_trace = float(np.sqrt(np.sum((w * sel["trace_L_stderr"].to_numpy()) ** 2)))
+            grad_term = parts["grad_L"] + parts["cross"] + parts["lam_sq"]
             change = f.slope * float(sel["theta_sq"].max() - sel["theta_sq"].min())
             fits.append({
                 "lam": float(lam), "s": s, "ray": int(ray), "kind": str(g["kind"].iloc[0]),
@@ -158,6 +166,10 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
                 "slope_parts": parts,
                 "dominant_part": max(parts, key=lambda k: abs(parts[k])),
                 "within_5pct_of_asymptote": bool(asym > 0 and abs(f.slope - asym) <= 0.05 * asym),
+                "slope_stderr_from_trace": se_trace,
+                "asymptote_within_2se": bool(abs(f.slope - asym) <= 2.0 * se_trace),
+                "grad_term_slope": grad_term,
+                "grad_term_rel_error": (grad_term - asym) / asym if asym > 0 else None,
                 "trace_stderr_max": float(sel["trace_L_stderr"].max()),
                 "psi_change_over_fit": change,
                 "relative_change": change / float(np.mean(np.abs(psi_fit))) if np.any(psi_fit != 0) else None,

@@ -47,6 +47,8 @@ def test_slope_parts_add_up(rays):
         parts = f["slope_parts"]
         assert sum(parts.values()) == pytest.approx(f["slope"], rel=1e-9, abs=1e-12)
         assert parts["lam_sq"] == pytest.approx(f["lam"] ** 2 / f["s"], rel=1e-9, abs=1e-15)
+        assert f["grad_term_slope"] == pytest.approx(parts["grad_L"] + parts["cross"] + parts["lam_sq"], rel=1e-12)
+        assert f["slope_stderr_from_trace"] >= 0.0
         if f["lam"] == 0.0:
             assert f["asymptote"] == 0.0 and f["rel_error_asymptote"] is None and parts["cross"] == 0.0
             assert np.isfinite(f["slope"]) and f["relative_change"] is not None
