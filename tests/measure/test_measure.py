@@ -278,4 +278,5 @@ def test_loaders_and_metrics(measured, micro):
     entry = m[f"lam={layout.format_lam(LAM)}"]
     assert entry["val_ppl"] == pytest.approx(row["val_ppl"]) and entry["psi_s=1.0"] == pytest.approx(row["psi_s=1.0"])
     assert entry["n_seeds"] == 1
+    assert all(v is None or np.isfinite(v) for e in m.values() for v in e.values())
     assert isinstance(pd.read_parquet(row["path"].replace(".json", ".parquet")), pd.DataFrame)

@@ -102,7 +102,7 @@ def load_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "adamw"
 
 
 def _mean(values) -> float | None:
-    vals = [float(v) for v in values if v is not None]
+    vals = [float(v) for v in values if v is not None and np.isfinite(float(v))]
     return float(np.mean(vals)) if vals else None
 
 
@@ -110,8 +110,9 @@ def measurement_metrics(params: Mapping, root=layout.RESULTS) -> dict:
     """Headline numbers per λ at the last checkpoint of the plain runs, mean over seeds.
 
     ``{"measurement": {"lam=<λ>": {val_ppl, psi_s=<s>…, trace_L, laplacian_F, lam_d,
-    lambda_max, spectral_ratio, grad_noise_sigma_sq, n_seeds}}}``; λ with no measurement yet
-    are left out.
+    lambda_max, spectral_ratio, grad_noise_sigma_sq, n_seeds}}}``: means over the seeds whose
+    value is defined (``None`` when none is, e.g. the ratio for λ_median ≤ 0); λ with no
+    measurement yet are left out.
     """
     df = load_measurements(params, root, missing_ok=True)
     out: dict = {}
