@@ -95,3 +95,12 @@ def test_arguments_checked(general_matrix):
 def test_lanczos_reproducible(general_matrix):
     a, b = lanczos(general_matrix, 20, seed=9), lanczos(general_matrix, 20, seed=9)
     assert a.alphas.tolist() == b.alphas.tolist() and a.betas.tolist() == b.betas.tolist()
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-13), (torch.float32, 5e-6)])
+def test_orthogonality_kept_after_outliers_converge(dtype, tol):
+    """Plain Lanczos loses orthogonality once Ritz values converge; ours keeps QᵀQ = I."""
+    eig = np.concatenate([[100.0, 50.0], np.linspace(0.0, 1.0, 398)])
+    A = matrix_with_spectrum(eig, seed=5).to(dtype)
+    Q = lanczos(A, 200, seed=0, keep_basis=True).basis
+    assert float((Q @ Q.T - torch.eye(200, dtype=dtype)).abs().max()) < tol

@@ -19,8 +19,9 @@ recurrence loses orthogonality as soon as a Ritz value converges (Paige 1971): t
 converged direction re-enters the basis and the same eigenvalue is found again — a
 "ghost" copy — which inflates multiplicities, breaks the Ritz residual bound, and puts
 spurious weight into SLQ densities. Every new vector is therefore re-orthogonalised
-against the whole basis, twice (classical Gram–Schmidt twice is enough to reach
-orthogonality at machine precision). This costs ``m`` stored vectors (``m × dim`` floats)
+against the whole basis by classical Gram–Schmidt, with a second pass whenever the first
+removed most of the vector (Kahan–Parlett "twice is enough": then orthogonality holds to
+machine precision). This costs ``m`` stored vectors (``m × dim`` floats)
 and :math:`O(m^2\,\text{dim})` flops, negligible next to ``m`` Hessian-vector products;
 the basis can live off the operator's device (``basis_device="cpu"``) or in a narrower
 dtype (``basis_dtype=torch.bfloat16``) for large models.
@@ -45,14 +46,18 @@ from .results import EigenResult, LanczosResult
 __all__ = ["lanczos", "top_eigenvalues"]
 
 
-def _orthogonalize(w: Tensor, basis: Tensor, passes: int = 2) -> Tensor:
-    """Remove from ``w`` its components along the rows of ``basis`` (CGS, ``passes`` times)."""
+def _orthogonalize(w: Tensor, basis: Tensor) -> Tensor:
+    """Remove from ``w`` its components along the rows of ``basis``: classical Gram–Schmidt,
+    repeated once more only when the first pass cancelled most of ``w`` (‖w'‖ < ‖w‖/√2,
+    the "twice is enough" criterion of Kahan and Parlett)."""
     if basis.shape[0] == 0:
         return w
-    for _ in range(passes):
-        wb = w.to(device=basis.device, dtype=basis.dtype)
-        coeff = basis @ wb
+    for _ in range(2):
+        before = torch.linalg.vector_norm(w)
+        coeff = basis @ w.to(device=basis.device, dtype=basis.dtype)
         w = w - (coeff @ basis).to(device=w.device, dtype=w.dtype)
+        if torch.linalg.vector_norm(w) >= 0.7071 * before:
+            break
     return w
 
 
