@@ -65,6 +65,7 @@ class PeakMemory:
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.kind = ""  # "cuda", "vmhwm" or "maxrss"
         self.source = ""
         self.base = 0
 
@@ -75,21 +76,21 @@ class PeakMemory:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
             self.base = 0
-            self.source = "torch.cuda.max_memory_allocated (model + products)"
+            self.kind, self.source = "cuda", "torch.cuda.max_memory_allocated"
         elif _proc_status() is not None and _reset_hwm():
             self.base = _proc_status()["VmRSS"]
-            self.source = "peak RSS rise on CPU (Linux VmHWM − RSS before the model)"
+            self.kind, self.source = "vmhwm", "CPU peak-RSS rise (VmHWM)"
         else:
             self.base = _maxrss_bytes()
-            self.source = "ru_maxrss rise on CPU (high-water mark, never reset)"
+            self.kind, self.source = "maxrss", "CPU ru_maxrss rise (never reset)"
         return self
 
     def peak(self) -> int:
-        if self.device.type == "cuda":
+        if self.kind == "cuda":
             torch.cuda.synchronize(self.device)
             return int(torch.cuda.max_memory_allocated(self.device))
         status = _proc_status()
-        if status is not None and self.source.startswith("peak RSS"):
+        if status is not None and self.kind == "vmhwm":
             return max(0, status["VmHWM"] - self.base)
         return max(0, _maxrss_bytes() - self.base)
 

@@ -203,8 +203,13 @@ def write_surface(root: Path, params: Mapping, lam: float) -> None:
     d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
     d.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(d / "surface.csv", index=False)
-    _write_json(d / "surface.json", {"lam": lam, "center": la["center"], "step": 0, "span": la["span"],
-                                     "grid": la["grid"], "levels": la["levels"], "theta_sq_norm": theta_sq})
+    table = pd.DataFrame(rows)
+    imin = int(table["F"].idxmin())
+    _write_json(d / "surface.json", {"lam": lam, "center": {"kind": la["center"], "variant": "adamw", "lam": lam,
+                                                            "seed": 0, "step": 0},
+                                     "span": la["span"], "grid": la["grid"], "levels": la["levels"],
+                                     "F_min": float(table["F"][imin]),
+                                     "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
 
 
 def write_cost(root: Path, params: Mapping) -> None:

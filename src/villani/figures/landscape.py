@@ -36,9 +36,10 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         frames.append(df.assign(lam=lam))
         A, B, Z = grid(df, "F")
         levels = int(meta.get("levels", la["levels"]))
-        center = meta.get("center", la["center"])
-        step = meta.get("step")
-        where = f"θ₀ = {center}" + (f" (step {step})" if step is not None else "")
+        center = meta.get("center") or {}
+        kind = center.get("kind", la["center"]) if isinstance(center, dict) else center
+        step = center.get("step") if isinstance(center, dict) else None
+        where = f"θ₀ = {kind}" + (f" (step {step})" if step is not None else "")
         ax3 = fig.add_subplot(2, len(lams), j + 1, projection="3d")
         ax3.plot_surface(A, B, Z, cmap="viridis", linewidth=0, antialiased=True, alpha=0.95)
         ax3.set(xlabel="a (along δ₁)", ylabel="b (along δ₂)", zlabel="F (nats/token)")
@@ -47,7 +48,10 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         ax2 = fig.add_subplot(2, len(lams), len(lams) + j + 1)
         cs = ax2.contourf(A, B, Z, levels=levels, cmap="viridis")
         ax2.contour(A, B, Z, levels=levels, colors="k", linewidths=0.3, alpha=0.5)
-        ax2.plot([0], [0], marker="*", color="red", ms=11, mec="white", label="θ₀")
+        ax2.plot([0], [0], marker="*", color="red", ms=11, mec="white", ls="none", label="θ₀")
+        if isinstance(meta.get("argmin"), dict):
+            ax2.plot([meta["argmin"]["a"]], [meta["argmin"]["b"]], marker="o", color="white", ms=6, mec="black",
+                     ls="none", label="grid minimum")
         fig.colorbar(cs, ax=ax2, label="F (nats/token)")
         ax2.set(xlabel="a (along δ₁, filter-normalised)", ylabel="b (along δ₂, filter-normalised)",
                 title=f"{lam_label(lam)}: {levels} iso-F levels", aspect="equal")

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.figures.style import fmt_num, lam_color, lam_label
+from villani.figures.style import fmt_num, lam_color, lam_label, value_axis
 from villani.readers import psi_column as psi_key_column
 from villani.readers import rays_table
 
@@ -55,7 +55,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     fits = slopes(slopes_json, s)
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())
-    fig, axes = plt.subplots(1, len(lams), figsize=(4.6 * len(lams), 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(lams), figsize=(4.6 * len(lams), 4.6), squeeze=False)
     for ax, lam in zip(axes[0], lams):
         d = df[df["lam"] == lam]
         for i, (ray, r) in enumerate(d.groupby("ray", sort=False)):
@@ -67,13 +67,14 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         f = fits[fits["lam"] == lam].iloc[0]
         for k, seg in enumerate(lines[lines["lam"] == lam].itertuples() if len(lines) else []):
             xs = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 20)
-            ax.plot(xs, seg.intercept + seg.slope * xs, color="0.25", lw=2.5, alpha=0.35,
+            ax.plot(xs, seg.intercept + seg.slope * xs, color="0.25", lw=1.8, alpha=0.3,
                     label="fitted line (largest radii)" if k == 0 else None)
         top = d[d["theta_sq"] == d["theta_sq"].max()]
         x_end, y_end = float(top["theta_sq"].iloc[0]), float(top[col].mean())
         xs = np.geomspace(d["theta_sq"].min(), x_end, 60)
         ax.plot(xs, y_end + f["asymptote"] * (xs - x_end), color="0.5", ls="--", lw=1, label="slope λ²/s")
         ax.set_xscale("log")
+        value_axis(ax, d[col].to_numpy(float))
         ax.set(xlabel="‖θ‖² along the ray", ylabel=f"Ψ_s = −ΔF + ‖∇F‖²/s  (s = {s:g})", title=lam_label(lam))
         ratio = "" if np.isnan(f["ratio_to_asymptote"]) else f",  mean fit / (λ²/s) = {f['ratio_to_asymptote']:.3g}"
         ck = "" if f.get("checkpoint_slope") is None or pd.isna(f.get("checkpoint_slope")) else \

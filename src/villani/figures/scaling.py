@@ -88,12 +88,11 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
                 rows.append({"series": f"{col}_extrapolated", "d": tv, "value": yv, "exponent": expo,
                              "prefactor": pre})
         ax.set(xscale="log", yscale="log", xlabel="model dimension d (parameters)")
-        ax.legend(fontsize=7, loc="upper left")
+        title = f"measured as: {cost['memory_source'].iloc[0]}" if ax is a3 and "memory_source" in cost else None
+        ax.legend(fontsize=7, loc="upper left", title=title, title_fontsize=7)
     device = str(cost["device"].iloc[0]) if "device" in cost else "?"
     a2.set(ylabel="seconds per product", title=f"Cost of one HVP and one gradient ({device})")
     a3.set(ylabel="peak memory (GiB)", title=f"Peak memory of one HVP ({device})")
-    if "memory_source" in cost:
-        note(a3, f"measured as: {cost['memory_source'].iloc[0]}", loc="lower right")
     tokens = int(cost["tokens"].iloc[0]) if "tokens" in cost else None
     if tokens:
         note(a2, f"{tokens} tokens per product,\nwidth sweep {', '.join(map(str, cost['hidden_size']))}",

@@ -28,7 +28,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         c = lam_color(lam)
         a1.scatter(e["theta_sq_norm"], e["eigenvalue"], s=9, color=c, alpha=0.35, lw=0)
         for k, (seed, d) in enumerate(m[m["lam"] == lam].groupby("seed")):
-            d = d.sort_values("theta_sq_norm")
+            d = d.sort_values("step")
             a1.errorbar(d["theta_sq_norm"], d["lambda_max"], yerr=d["lambda_max_residual"], color=c, marker="o",
                         ms=4, lw=1.3, capsize=2, label=f"{lam_label(lam)}: λ_max" if k == 0 else None)
             a2.plot(d["theta_sq_norm"], d["spectral_ratio"], color=c, marker="o", ms=4, lw=1.3,
@@ -43,7 +43,10 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     a2.set(xlabel="‖θ‖² at the checkpoint", ylabel="λ_max / λ_median", title="Spectral ratio (SLQ median)")
     a1.legend()
     a2.legend()
-    note(a2, "one line per seed", loc="upper left")
+    undefined = int(m["spectral_ratio"].isna().sum())
+    note(a2, "one line per seed, in step order" + (f"\n{undefined} checkpoint(s) with λ_median ≤ 0:\nratio undefined, "
+                                                  "not drawn" if undefined else ""), loc="upper left")
+    note(a1, "one line per seed, in step order", loc="upper left")
     fig.suptitle(f"{params['data']['name']}: Hessian spectrum of F across checkpoints (λ > 0)", y=1.02)
     fig.tight_layout()
     table = eig.merge(m[["lam", "seed", "step", "lambda_max", "lambda_median", "spectral_ratio"]],

@@ -28,6 +28,7 @@ plt.rcParams.update({
 
 ZERO_COLOR = "black"
 _LOG_RANGE = (-5.0, -1.0)
+_CMAP_RANGE = (0.0, 0.88)
 
 
 def lam_label(lam: float) -> str:
@@ -41,7 +42,7 @@ def lam_color(lam: float):
         return ZERO_COLOR
     lo, hi = _LOG_RANGE
     x = (min(max(math.log10(lam), lo), hi) - lo) / (hi - lo)
-    return plt.get_cmap("plasma")(0.05 + 0.75 * x)
+    return plt.get_cmap("plasma")(_CMAP_RANGE[0] + (_CMAP_RANGE[1] - _CMAP_RANGE[0]) * x)
 
 
 def lam_colors(lams: Iterable[float]) -> dict:
@@ -70,17 +71,43 @@ def value_axis(ax, values, axis: str = "y", *, decades: float = 1.5) -> None:
     elif np.any(v < 0) and np.any(v > 0):
         nz = np.abs(v[v != 0])
         if nz.size and np.log10(nz.max() / nz.min()) > 2 * decades:
-            setter("symlog", linthresh=float(np.quantile(nz, 0.1)))
+            linthresh = 10.0 ** np.floor(np.log10(float(np.quantile(nz, 0.1))))
+            setter("symlog", linthresh=linthresh)
+            _symlog_ticks(ax.yaxis if axis == "y" else ax.xaxis, linthresh, float(nz.max()))
 
 
 def plain_log_ticks(ax) -> None:
-    """Log axes with plain-number major labels and unlabelled minor ticks (no overlaps)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """Log axes with plain-number labels and unlabelled minor ticks (no overlaps); axes
+    spanning less than 2.5 decades get labels at 1, 2 and 5 × 10^k. Call after the limits
+    are final."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+    for axis, scale, lim in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
         if scale == "log":
+            lo, hi = sorted(lim)
+            if lo > 0 and math.log10(hi / lo) < 2.5:
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             axis.set_minor_formatter(NullFormatter())
+
+
+def _symlog_ticks(axis, linthresh: float, vmax: float, most: int = 4) -> None:
+    """At most ``most`` decades labelled on each side of 0 on a symlog axis, as ±10^k."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    k0, k1 = int(np.floor(np.log10(linthresh))), int(np.ceil(np.log10(vmax)))
+    step = max(1, int(np.ceil((k1 - k0 + 1) / most)))
+    ks = [k for k in range(k1, k0 - 1, -step) if k > k0]  # ±linthresh would crowd the 0 label
+    ticks = sorted([0.0] + [10.0**k for k in ks] + [-(10.0**k) for k in ks])
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+
+    def label(v, _):
+        if v == 0:
+            return "0"
+        return f"{'−' if v < 0 else ''}$10^{{{int(round(np.log10(abs(v))))}}}$"
+
+    axis.set_major_formatter(FuncFormatter(label))
 
 
 def note(ax, text: str, loc: str = "upper left", **kw) -> None:
