@@ -10,7 +10,8 @@ from villani.config import ParamsError, load_params, resolve, stage_digest
 
 def test_committed_params_are_valid_and_complete():
     p = load_params([REPO / "params.yaml"])
-    assert p["train"]["lambdas"] == [0.0, 0.001, 0.01]
+    assert p["train"]["lambdas"] == [0.0, 0.1, 1.0]
+    assert p["train"]["noise"]["langevin_beta"] == "table1"
     assert p["measure"]["num_probes"] >= 2
 
 

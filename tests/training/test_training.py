@@ -130,3 +130,15 @@ def test_sigkill_mid_segment_resumes_bit_identical(tmp_path, tiny_data_root):
     assert final == ref
     log = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=120))
     assert list(log["step"]) == list(range(1, 121))
+
+
+def test_langevin_temperature_rules():
+    from villani.training.loop import langevin_beta
+
+    assert langevin_beta({"langevin_beta": None, "grad_std": 0.05}, 0.01, 1e-3) == pytest.approx(100.0)
+    assert langevin_beta({"langevin_beta": None, "grad_std": 0.05}, 0.0, 1e-3) is None
+    assert langevin_beta({"langevin_beta": 7.0, "grad_std": 0.05}, 0.0, 1e-3) == 7.0
+    # Table I: β⁻¹ = ησ²/(2d), σ² = grad_std²·d  →  β = 2/(η·grad_std²); step √(2η/β) = η·grad_std
+    beta = langevin_beta({"langevin_beta": "table1", "grad_std": 0.05}, 0.01, 1e-3)
+    assert beta == pytest.approx(2 / (1e-3 * 0.05**2))
+    assert (2 * 1e-3 / beta) ** 0.5 == pytest.approx(1e-3 * 0.05)

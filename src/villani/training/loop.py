@@ -11,7 +11,9 @@ Update of one step t → t+1 on the batch B_t (see :mod:`villani.training.batche
 
 * loss: L_B(θ) (mean token cross-entropy), plus (λ/2)‖θ_dec‖² in ``coupled`` mode;
 * ``noise`` variant: ∇ ← ∇ + ξ, ξ ~ N(0, grad_std²·I), then after the optimizer step
-  θ ← θ + √(2η_t/β)·Z, Z ~ N(0, I), β = ``langevin_beta`` or 1/λ (SPEC eq. 36);
+  θ ← θ + √(2η_t/β)·Z, Z ~ N(0, I) (SPEC eq. 36), with β = ``langevin_beta``, or 1/λ
+  (null: the paper's Villani prior), or 2/(η·grad_std²) (``table1``: the paper's Table I
+  rule β⁻¹ = ησ²/(2d) with σ² = grad_std²·d, which makes the Langevin step η·grad_std);
 * AdamW step (decoupled λ) and the warm-up + cosine schedule.
 """
 
@@ -59,9 +61,13 @@ def model_for_run(params: Mapping, root, seed: int) -> torch.nn.Module:
     return build_model(params["model"], vocab, params["data"]["seq_len"], seed=seed, eos_token_id=eos)
 
 
-def langevin_beta(noise: Mapping, lam: float) -> float | None:
-    if noise.get("langevin_beta"):
-        return float(noise["langevin_beta"])
+def langevin_beta(noise: Mapping, lam: float, lr: float) -> float | None:
+    """Inverse temperature β of the Langevin term, or None for no Langevin term."""
+    beta = noise.get("langevin_beta")
+    if beta == "table1":
+        return 2.0 / (lr * noise["grad_std"] ** 2) if noise["grad_std"] > 0 else None
+    if beta:
+        return float(beta)
     return 1.0 / lam if lam > 0 else None
 
 
@@ -89,7 +95,7 @@ class _Run:
         self.ckpt_losses: list[float] = []
         use_bf16 = self.t["precision"] == "bf16" or (self.t["precision"] == "auto" and device.type == "cuda")
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16 and device.type == "cuda")
-        self.beta = langevin_beta(self.t["noise"], self.lam) if variant == "noise" else None
+        self.beta = langevin_beta(self.t["noise"], self.lam, float(self.t["lr"])) if variant == "noise" else None
 
     # ----------------------------------------------------------------- state
     def state(self) -> dict:
