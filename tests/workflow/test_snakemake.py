@@ -51,3 +51,14 @@ def test_report_gathers_figures(snakemake_done):
          "--report", "results/report.html"], cwd=snakemake_done)
     html = (snakemake_done / "results/report.html").read_text(errors="replace")
     assert "fig5_training_curves" in html
+
+
+def test_bad_params_stop_snakemake_before_any_job(snakemake_done):
+    bad = snakemake_done / "bad.yaml"
+    bad.write_text("measure:\n  s_values: [0.0]\n")
+    out = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml", str(bad),
+               "--cores", "2"], cwd=snakemake_done, check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "measure.s_values[0]: 0.0 is invalid (allowed: number > 0)" in text, text[-2000:]
+    assert not any(f"rule {r}:" in text for r in ("tokenize", "train_segment", "measure")), text[-2000:]
