@@ -129,8 +129,8 @@ MailProg=/bin/true
 ReturnToService=2
 # Reject jobs that can never fit (else they pend forever and snakemake waits forever).
 EnforcePartLimits=ALL
-# squeue-based status checks need finished jobs to stay visible for a while.
-MinJobAge=600
+# squeue-based status checks and the tests read finished jobs: keep them listed for 1 h.
+MinJobAge=3600
 SlurmctldPidFile=${PID_CTLD}
 SlurmdPidFile=${PID_SLURMD}
 StateSaveLocation=${STATE}/ctld

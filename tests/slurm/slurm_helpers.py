@@ -102,10 +102,14 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def job_env() -> dict[str, str]:
+def job_env(workdir: Path | None = None) -> dict[str, str]:
     """Environment for snakemake: the venv first on PATH, so that the SLURM jobs
-    (sbatch --export=ALL) find `villani` and `python`."""
+    (sbatch --export=ALL) find `villani` and `python`; and the copy's own src/ first on
+    PYTHONPATH, so every job runs the code of the copy (the venv's editable install points
+    at the live checkout, which may change while a long test runs)."""
     env = dict(os.environ)
+    if workdir is not None and (workdir / "src" / "villani").is_dir():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(workdir / "src"), env.get("PYTHONPATH")]))
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     if (Path(bindir) / "activate").exists():
@@ -129,25 +133,34 @@ class SnakemakeRun:
 
 def snakemake(workdir: Path, *args: str, timeout: int = 900, log_name: str = "snakemake.out",
               env: dict[str, str] | None = None, popen: bool = False):
-    """Run snakemake in workdir under `timeout -k` (snakemake may ignore SIGTERM).
+    """Run snakemake in workdir under `timeout -k` (snakemake may ignore SIGTERM); its
+    output goes to <workdir>/../<log_name>.
 
-    With popen=True returns (Popen, log path) for tests that act while it runs."""
+    With popen=True returns (Popen, log path, start time) at once, for tests that act
+    while it runs; finish with wait_run()."""
     cmd = ["timeout", "-k", "30", str(timeout), sys.executable, "-m", "snakemake", *args]
     log = workdir.parent / log_name
-    fh = open(log, "w")
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env or job_env(), stdout=fh, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    if popen:
-        return proc, log
     t0 = time.monotonic()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env or job_env(workdir), stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    if popen:
+        return proc, log, t0
+    return wait_run(proc, log, t0, timeout + 60)
+
+
+def wait_run(proc: subprocess.Popen, log: Path, t0: float, timeout: float) -> SnakemakeRun:
+    """Wait for a snakemake started with snakemake(..., popen=True); kill its process
+    group if it outlives timeout."""
     try:
-        rc = proc.wait(timeout=timeout + 60)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        fh.close()
-    return finish_run(cmd, rc, log, time.monotonic() - t0)
+    return finish_run(list(proc.args), proc.returncode, log, time.monotonic() - t0)
 
 
 def finish_run(cmd: list[str], rc: int, log: Path, seconds: float) -> SnakemakeRun:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
 
-GPU_RULES = {"train_segment", "measure", "rays", "landscape"}
-CPU_RULES = {"tokenize", "bounds", "figures", "metrics", "report"}
+GPU_RULES = {"train_segment", "measure", "rays", "landscape", "hvp_cost"}
+CPU_RULES = {"tokenize", "bounds", "figures", "metrics"}
 # flags the plugin sets itself and rejects inside slurm_extra
 FORBIDDEN_EXTRA = re.compile(r"--(gres|gpus|mem|cpus-per|partition|account|time|qos|nodes|ntasks)\b|(^|\s)-[pAtNnc]\b")
 
@@ -82,3 +84,15 @@ def test_ci_overlay_restates_what_it_must():
     assert ci["slurm-keep-successful-logs"] is True
     assert ci["retries"] >= 1
     assert "executor" not in ci and "slurm-logdir" not in ci  # inherited from the real profile
+
+
+def test_profile_rule_names_are_the_workflows():
+    """set-resources of a rule the Snakefile does not have is silently ignored: a renamed
+    rule would lose its GPU. Every rule is either a GPU rule here or a CPU rule."""
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules", "--configfile", "tests/configs/tiny.yaml"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rules = set(res.stdout.split()) - {"all"}
+    assert rules == GPU_RULES | CPU_RULES, f"profile rule lists out of date: {sorted(rules)}"
+    for profile in (REAL_PROFILE, CI_PROFILE):
+        assert set(load(profile)["set-resources"]) <= rules
