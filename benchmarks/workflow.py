@@ -45,9 +45,9 @@ def job_times(work: Path) -> dict[str, list[float]]:
         except (ValueError, OSError):
             continue
         if rec.get("starttime") and rec.get("endtime") and rec.get("rule"):
-            out[rec["rule"]].append(rec["endtime"] - rec["starttime"])
-    # metadata is per output file: a job with several outputs appears several times
-    return {r: sorted(set(round(t, 3) for t in ts)) for r, ts in out.items()}
+            # metadata is per output file: key a job by its rule, log and start time
+            out[rec["rule"]].append((tuple(rec.get("log") or ()), rec["starttime"], rec["endtime"]))
+    return {r: [e - s for _, s, e in sorted(set(jobs))] for r, jobs in out.items()}
 
 
 def tokens_per_s(work: Path) -> float:
