@@ -27,8 +27,7 @@ plt.rcParams.update({
 })
 
 ZERO_COLOR = "black"
-_LOG_RANGE = (-5.0, -1.0)
-_CMAP_RANGE = (0.0, 0.88)
+_QUALITATIVE = [plt.get_cmap("tab10")(i) for i in (0, 3, 2, 1, 4, 8, 5, 6, 9)]
 
 
 def lam_label(lam: float) -> str:
@@ -40,9 +39,9 @@ def lam_color(lam: float):
     lam = float(lam)
     if lam == 0:
         return ZERO_COLOR
-    lo, hi = _LOG_RANGE
-    x = (min(max(math.log10(lam), lo), hi) - lo) / (hi - lo)
-    return plt.get_cmap("plasma")(_CMAP_RANGE[0] + (_CMAP_RANGE[1] - _CMAP_RANGE[0]) * x)
+    # one distinct hue per half decade (tab10 minus its grey), the same λ → the same colour everywhere
+    k = int(round(2 * math.log10(lam)))
+    return _QUALITATIVE[k % len(_QUALITATIVE)]
 
 
 def lam_colors(lams: Iterable[float]) -> dict:
