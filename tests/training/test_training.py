@@ -63,7 +63,7 @@ def test_segmented_run_equals_uninterrupted(tmp_path, tiny_data_root):
 
 
 def test_checkpoint_metadata(tmp_path, tiny_data_root):
-    p = tiny_params(train={"decay_params": "matrices"})
+    p = tiny_params(train={"decay_params": "matrices", "keep_state": "all"})
     root = _root_with_data(tmp_path, tiny_data_root)
     _train_all(p, root, lam=0.01)
     for step in checkpoint_steps(p["train"]):
@@ -142,3 +142,14 @@ def test_langevin_temperature_rules():
     beta = langevin_beta({"langevin_beta": "table1", "grad_std": 0.05}, 0.01, 1e-3)
     assert beta == pytest.approx(2 / (1e-3 * 0.05**2))
     assert (2 * 1e-3 / beta) ** 0.5 == pytest.approx(1e-3 * 0.05)
+
+
+def test_state_kept_only_at_segment_ends_by_default(tmp_path, tiny_data_root):
+    p = tiny_params()
+    root = _root_with_data(tmp_path, tiny_data_root)
+    _train_all(p, root)
+    ends = set(segment_ends(p["train"]))
+    for step in checkpoint_steps(p["train"]):
+        state = layout.fmt(layout.CKPT_STATE, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=step)
+        assert state.exists() == (step in ends), step
+        read_meta(root, "tiny", "adamw", 0.01, 0, step)  # verifies whatever is there

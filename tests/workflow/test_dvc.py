@@ -40,6 +40,20 @@ def test_repro_produces_metrics_and_is_then_up_to_date(dvc_repo):
     assert _status(dvc_repo) == {}
 
 
+def test_push_and_pull_through_the_local_remote(dvc_repo):
+    run([BIN / "dvc", "push", "-q"], cwd=dvc_repo)
+    measured = dvc_repo / "results/runs/tiny/adamw/lam0.01/seed0/measure"
+    before = {f.name: f.read_bytes() for f in measured.iterdir()}
+    import shutil
+
+    shutil.rmtree(measured)
+    shutil.rmtree(dvc_repo / ".dvc" / "cache")
+    assert "measure@0.01-0" in _status(dvc_repo)
+    run([BIN / "dvc", "pull", "-q"], cwd=dvc_repo)
+    assert {f.name: f.read_bytes() for f in measured.iterdir()} == before
+    assert _status(dvc_repo) == {}
+
+
 def test_changing_one_lambda_marks_only_its_stages(dvc_repo):
     write_params(dvc_repo / "params.yaml", train={"lambdas": [0.0, 0.02], "noise": {"lambdas": [0.02]}})
     try:

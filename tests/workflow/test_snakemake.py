@@ -62,3 +62,18 @@ def test_bad_params_stop_snakemake_before_any_job(snakemake_done):
     assert out.returncode != 0
     assert "measure.s_values[0]: 0.0 is invalid (allowed: number > 0)" in text, text[-2000:]
     assert not any(f"rule {r}:" in text for r in ("tokenize", "train_segment", "measure")), text[-2000:]
+
+
+def test_new_file_times_alone_trigger_no_work(snakemake_done):
+    """What `dvc checkout`/`dvc pull` do to a results tree: same content, new mtimes in any order."""
+    import os
+    import random
+
+    files = [f for f in (snakemake_done / "results").rglob("*") if f.is_file()]
+    random.Random(0).shuffle(files)
+    now = os.stat(snakemake_done / "params.yaml").st_mtime + 1000
+    for i, f in enumerate(files):
+        os.utime(f, (now + i, now + i))
+    out = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
+               "--cores", "2", "-n"], cwd=snakemake_done)
+    assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]

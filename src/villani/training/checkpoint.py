@@ -41,13 +41,14 @@ def load_state_file(path: Path) -> dict:
         raise ValueError(f"{path}: corrupt or truncated training state ({msg[:200]})") from None
 
 
-def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mapping, meta: Mapping) -> dict:
-    """Write weights, state and (last) the JSON with their sha256; return the JSON dict."""
+def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mapping | None, meta: Mapping) -> dict:
+    """Write weights, state (unless None) and, last, the JSON with their sha256; return the JSON dict."""
     w, s, m = _paths(root, dataset, variant, lam, seed, step)
     save_weights(model, w)
-    save_state_file(s, state)
-    meta = dict(meta, step=int(step), weights_sha256=atomic.sha256_file(w), state_sha256=atomic.sha256_file(s),
-                written_at=time.time())
+    if state is not None:
+        save_state_file(s, state)
+    meta = dict(meta, step=int(step), weights_sha256=atomic.sha256_file(w),
+                state_sha256=atomic.sha256_file(s) if state is not None else None, written_at=time.time())
     atomic.write_json(m, meta)
     return meta
 
@@ -60,6 +61,8 @@ def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -
         raise ValueError(f"{m}: checkpoint metadata lacks weights_sha256 (not a villani checkpoint)")
     if verify:
         for path, key in ((w, "weights_sha256"), (s, "state_sha256")):
+            if meta.get(key) is None and key == "state_sha256":
+                continue  # optimizer state kept only at segment ends (train.keep_state)
             if not path.exists():
                 raise ValueError(f"{path}: missing although {m.name} lists it (incomplete checkpoint)")
             if atomic.sha256_file(path) != meta[key]:

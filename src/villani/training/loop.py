@@ -180,7 +180,7 @@ class _Run:
     # ----------------------------------------------------------------- checkpoints
     last_checkpoint: str = "none"
 
-    def checkpoint(self, train_loss: float) -> dict:
+    def checkpoint(self, train_loss: float, with_state: bool = True) -> dict:
         meta = {
             **{k: v for k, v in self.ident.items()}, "lam": self.lam, "tokens_seen": self.tokens,
             "wall_clock_s": self.wall, "train_loss": train_loss, "theta_sq_norm": theta_sq_norm(self.model),
@@ -191,7 +191,8 @@ class _Run:
             "precision": "bf16" if self.autocast._enabled else "fp32",
         }
         self.ckpt_losses = []
-        out = save_checkpoint(self.root, step=self.step, model=self.model, state=self.state(), meta=meta, **self.ident)
+        out = save_checkpoint(self.root, step=self.step, model=self.model, state=self.state() if with_state else None,
+                              meta=meta, **self.ident)
         self.last_checkpoint = str(layout.fmt(layout.CKPT_WEIGHTS, self.root, step=self.step, **self.ident))
         return out
 
@@ -254,11 +255,12 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     if _try_resume_work(run, work, start, end):
         resumed_from = run.step
     written = []
+    keep_all = t["keep_state"] == "all"
     if start == 0 and resumed_from is None:
         run.model.eval()
         with torch.no_grad():
             loss0 = float(run.ce(run.batch(0)))
-        written.append(run.checkpoint(loss0))
+        written.append(run.checkpoint(loss0, with_state=keep_all))
     every = int(t["save_every"])
     bar = tqdm(total=end - start, initial=run.step - start, disable=None if progress is None else not progress,
                desc=f"train λ={layout.format_lam(lam)} seed={seed} {variant}", unit="step", leave=False)
@@ -270,7 +272,7 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
             bar.set_postfix(loss=f"{row['loss']:.3f}")
             if run.step in wanted:
                 losses = run.ckpt_losses or [row["loss"]]
-                written.append(run.checkpoint(sum(losses) / len(losses)))
+                written.append(run.checkpoint(sum(losses) / len(losses), with_state=keep_all or run.step == end))
             elif run.step % every == 0:
                 _save_work(run, work)
     _write_log(layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident), run.rows)
