@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers)")
+    pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
+    pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     return parser
 
 
@@ -187,10 +189,18 @@ def cmd_metrics(args) -> None:
     print(write_metrics(_params(args), root=args.results))
 
 
+def cmd_prune(args) -> None:
+    from villani.prune import prune
+
+    files, freed = prune(_params(args), root=args.results, dry_run=args.dry_run)
+    verb = "would free" if args.dry_run else "freed"
+    print(f"{len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
+
+
 COMMANDS = {
     "validate": cmd_validate, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
     "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
-    "metrics": cmd_metrics,
+    "metrics": cmd_metrics, "prune": cmd_prune,
 }
 
 

@@ -77,3 +77,20 @@ def test_new_file_times_alone_trigger_no_work(snakemake_done):
     out = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
                "--cores", "2", "-n"], cwd=snakemake_done)
     assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
+
+
+def test_prune_frees_measured_checkpoints_without_triggering_work(snakemake_done):
+    from villani.schedule import checkpoint_steps, segment_ends
+
+    p = tiny_params()
+    out = run([BIN / "villani", "prune", "--params", "params.yaml", "--params", "tests/configs/tiny.yaml"],
+              cwd=snakemake_done)
+    assert "freed" in out.stdout
+    ckpt = snakemake_done / "results/runs/tiny/adamw/lam0.01/seed0/ckpt"
+    kept = {int(f.name[4:11]) for f in ckpt.glob("step*.safetensors")}
+    assert set(segment_ends(p["train"])) <= kept
+    assert kept < set(checkpoint_steps(p["train"]))  # something was pruned
+    assert len(list(ckpt.glob("step*.json"))) == len(checkpoint_steps(p["train"]))  # metadata always kept
+    dry = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
+               "--cores", "2", "-n"], cwd=snakemake_done)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
