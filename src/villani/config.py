@@ -122,8 +122,24 @@ def _key_of(path: Iterable) -> str:
     return out or "(top level)"
 
 
+def _describe(s: Mapping) -> str:
+    if "const" in s:
+        return json.dumps(s["const"])
+    if "enum" in s:
+        return " | ".join(map(str, s["enum"]))
+    parts = []
+    if "type" in s:
+        parts.append(" or ".join(s["type"]) if isinstance(s["type"], list) else s["type"])
+    for k, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
+        if k in s:
+            parts.append(f"{sym} {s[k]}")
+    return " ".join(parts)
+
+
 def _allowed(error: jsonschema.ValidationError) -> str:
     s = error.schema if isinstance(error.schema, Mapping) else {}
+    if "anyOf" in s:
+        return "allowed: " + ", or ".join(_describe(alt) for alt in s["anyOf"])
     if error.validator == "additionalProperties":
         return "allowed keys: " + ", ".join(sorted(s.get("properties", {})))
     if "enum" in s:
@@ -140,7 +156,10 @@ def _allowed(error: jsonschema.ValidationError) -> str:
         parts.append(f"at least {s['minItems']} item(s)")
     if s.get("uniqueItems"):
         parts.append("no duplicates")
-    return "allowed: " + " ".join(parts) if parts else (s.get("description") or "see the schema")
+    if parts:
+        return "allowed: " + " ".join(parts)
+    desc = " ".join(str(s.get("description", "")).split())
+    return (desc.split(". ")[0] if desc else "see workflow/schemas/params.schema.yaml")
 
 
 def _schema_errors(doc: dict, schema: Mapping, source: str) -> None:
