@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from villani.curvature.model_hessian import causal_lm_token_loss
+from villani.curvature import causal_lm_token_loss
 from villani.curvature.softmax_cross_entropy import (
     linear_cross_entropy,
     shifted_token_cross_entropy,

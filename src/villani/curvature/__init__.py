@@ -6,10 +6,11 @@ estimators — :func:`hutchinson`, :func:`hutchpp`, :func:`lanczos`,
 is the Hessian of a causal LM's regularised token loss. Numerics: ``docs/curvature.md``.
 """
 
+from .causal_lm_loss import causal_lm_token_loss
 from .hutchinson import hutchinson
 from .lanczos import lanczos, top_eigenvalues
 from .meyer2021hutchpp import hutchpp
-from .model_hessian import ModelHessian, causal_lm_token_loss
+from .model_hessian import ModelHessian
 from .operators import CallableOperator, DenseOperator, LinearOperator, as_operator
 from .results import EigenResult, LanczosResult, SpectralDensity, TraceEstimate
 from .slq import slq

@@ -50,10 +50,9 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .softmax_cross_entropy import linear_cross_entropy, shifted_token_cross_entropy
+from .causal_lm_loss import batch_token_loss, causal_lm_token_loss, choose_loss_path
 
 __all__ = ["ModelHessian", "causal_lm_token_loss"]
 
@@ -70,18 +69,6 @@ def _highest_matmul_precision():
         yield
     finally:
         torch.set_float32_matmul_precision(previous)
-
-
-def causal_lm_token_loss(logits: Tensor, input_ids: Tensor) -> Tensor:
-    r"""Sum over predicted tokens of the next-token cross-entropy (labels = inputs, shifted).
-
-    ``logits`` is ``(B, T, V)``; position ``t`` predicts ``input_ids[:, t+1]``, as in
-    Hugging Face's causal-LM loss, so ``B (T-1)`` tokens contribute.
-    """
-    vocab = logits.shape[-1]
-    return F.cross_entropy(
-        logits[:, :-1, :].reshape(-1, vocab), input_ids[:, 1:].reshape(-1), reduction="sum"
-    )
 
 
 def _check_attention(model: nn.Module) -> None:
@@ -216,37 +203,11 @@ class ModelHessian:
     def _split_rows(self, V: Tensor) -> list[Tensor]:
         return [c.reshape(V.shape[0], *s) for c, s in zip(torch.split(V, self._sizes, dim=-1), self._shapes)]
 
-    def _choose_loss_path(self) -> str:
-        if self.cross_entropy == "autograd":
-            return "autograd"
-        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
-        base = getattr(self.model, "base_model", None)
-        if not isinstance(head, nn.Linear) or head.bias is not None or base is None or base is self.model:
-            return "logits_closed_form"
-        x = self.batches[0][:1]
-        with torch.no_grad():
-            ref = self.model(input_ids=x, use_cache=False).logits
-            fused = base(input_ids=x, use_cache=False)[0] @ head.weight.T
-        scale = float(ref.abs().max())
-        ok = fused.shape == ref.shape and float((fused - ref).abs().max()) <= 1e-5 * max(scale, 1.0)
-        return "fused_head" if ok else "logits_closed_form"
-
     def _batch_loss(self, x: Tensor) -> Tensor:
         """Batch contribution Σ_t CE_t / N (weight n_b/N times the batch mean)."""
         if self.loss_path is None:
-            self.loss_path = self._choose_loss_path()
-        scale = 1.0 / self.num_tokens
-        if self.loss_path == "fused_head":
-            hidden = self.model.base_model(input_ids=x, use_cache=False)[0]
-            h = hidden[:, :-1, :].reshape(-1, hidden.shape[-1])
-            target = x[:, 1:].reshape(-1)
-            weight = torch.full((h.shape[0],), scale, dtype=h.dtype, device=h.device)
-            head = self.model.get_output_embeddings().weight
-            return linear_cross_entropy(h, head, target, weight, self._workspace)
-        logits = self.model(input_ids=x, use_cache=False).logits
-        if self.loss_path == "logits_closed_form":
-            return shifted_token_cross_entropy(logits, x, scale)
-        return causal_lm_token_loss(logits, x) * scale
+            self.loss_path = choose_loss_path(self.model, self.batches[0], self.cross_entropy)
+        return batch_token_loss(self.model, x, 1.0 / self.num_tokens, self.loss_path, self._workspace)
 
     def _regularizer_dir(self, v: Tensor) -> Tensor:
         return v if self._decay_mask is None else v * self._decay_mask

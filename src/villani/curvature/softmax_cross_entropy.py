@@ -162,10 +162,10 @@ class _LinearCrossEntropyGrad(Function):
     def backward(ctx, a, b):
         hidden, W, probs, target, token_weight, coeff = ctx.saved_tensors
         c = coeff.unsqueeze(-1)
-        if a is not None:
+        if a is not None and b is not None:  # Ḡ = a Wᵀ + h bᵀ = [a, h] [W, b]ᵀ, one pass over (N, V)
+            gbar = _mm_into(ctx.ws, torch.cat([a, hidden], dim=-1), torch.cat([W, b], dim=-1).T, probs)
+        elif a is not None:
             gbar = _mm_into(ctx.ws, a, W.T, probs)
-            if b is not None:
-                gbar.addmm_(hidden, b.T)
         else:
             gbar = _mm_into(ctx.ws, hidden, b.T, probs)
         up_bar = None
