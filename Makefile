@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.villani-installed
-PYTEST_ARGS ?=
+# Two workers; a test file stays on one worker so its module fixtures (a whole workflow
+# run) are built once. Slowest tests are listed at the end.
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=15
 
 .PHONY: install run test dryrun clean-results
 

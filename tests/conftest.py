@@ -13,6 +13,18 @@ TINY = REPO / "tests" / "configs" / "tiny.yaml"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One torch thread everywhere — in this process and in every `villani`/Snakemake/SLURM
+# subprocess (they inherit the variable): float reductions, hence "bit-identical", depend
+# on the thread count, and two xdist workers already use both cores.
+os.environ["OMP_NUM_THREADS"] = "1"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    import torch
+
+    torch.set_num_threads(1)
+    yield
 
 
 def tiny_params(**overrides):
