@@ -24,16 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def copy_repo(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                           capture_output=True, text=True).stdout.split()
-    for f in files:
-        src = REPO / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            (dest / f).write_bytes(src.read_bytes())
+sys.path.insert(0, str(REPO))
+from tests.conftest import copy_repo  # noqa: E402  (the one repo-copy helper, shared with the tests)
 
 
 def job_times(work: Path) -> dict[str, list[float]]:

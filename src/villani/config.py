@@ -123,27 +123,11 @@ def _key_of(path: Iterable) -> str:
 
 
 def _describe(s: Mapping) -> str:
+    """What a (sub)schema allows, in words: its const/enum, or type, bounds, pattern, sizes."""
     if "const" in s:
         return json.dumps(s["const"])
     if "enum" in s:
-        return " | ".join(map(str, s["enum"]))
-    parts = []
-    if "type" in s:
-        parts.append(" or ".join(s["type"]) if isinstance(s["type"], list) else s["type"])
-    for k, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
-        if k in s:
-            parts.append(f"{sym} {s[k]}")
-    return " ".join(parts)
-
-
-def _allowed(error: jsonschema.ValidationError) -> str:
-    s = error.schema if isinstance(error.schema, Mapping) else {}
-    if "anyOf" in s:
-        return "allowed: " + ", or ".join(_describe(alt) for alt in s["anyOf"])
-    if error.validator == "additionalProperties":
-        return "allowed keys: " + ", ".join(sorted(s.get("properties", {})))
-    if "enum" in s:
-        return "allowed: " + ", ".join(map(str, s["enum"]))
+        return ", ".join(map(str, s["enum"]))
     parts = []
     if "type" in s:
         parts.append(" or ".join(s["type"]) if isinstance(s["type"], list) else s["type"])
@@ -156,8 +140,18 @@ def _allowed(error: jsonschema.ValidationError) -> str:
         parts.append(f"at least {s['minItems']} item(s)")
     if s.get("uniqueItems"):
         parts.append("no duplicates")
+    return " ".join(parts)
+
+
+def _allowed(error: jsonschema.ValidationError) -> str:
+    s = error.schema if isinstance(error.schema, Mapping) else {}
+    if "anyOf" in s:
+        return "allowed: " + ", or ".join(_describe(alt) for alt in s["anyOf"])
+    if error.validator == "additionalProperties":
+        return "allowed keys: " + ", ".join(sorted(s.get("properties", {})))
+    parts = _describe(s)
     if parts:
-        return "allowed: " + " ".join(parts)
+        return "allowed: " + parts
     desc = " ".join(str(s.get("description", "")).split())
     return (desc.split(". ")[0] if desc else "see workflow/schemas/params.schema.yaml")
 
