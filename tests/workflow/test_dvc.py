@@ -40,6 +40,14 @@ def test_repro_produces_metrics_and_is_then_up_to_date(dvc_repo):
     assert _status(dvc_repo) == {}
 
 
+def test_plots_read_the_figure_csvs(dvc_repo):
+    out = json.loads(run([BIN / "dvc", "plots", "show", "--json"], cwd=dvc_repo).stdout)
+    text = json.dumps(out)
+    for name in ("fig5_training_curves.csv", "fig7_psi_vs_ppl.csv", "fig9_trace_cv.csv"):
+        assert name in text
+    assert "errors" not in out or not out["errors"], out.get("errors")
+
+
 def test_push_and_pull_through_the_local_remote(dvc_repo):
     run([BIN / "dvc", "push", "-q"], cwd=dvc_repo)
     measured = dvc_repo / "results/runs/tiny/adamw/lam0.01/seed0/measure"
