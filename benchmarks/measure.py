@@ -161,8 +161,8 @@ def main(argv=None) -> None:
     ap.add_argument("--slq-probes", type=int, default=4)
     ap.add_argument("--slq-steps", type=int, default=60)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--train-steps", type=int, default=100,
-                    help="AdamW steps on the batch first, so the Hessian is not that of an initialisation")
+    ap.add_argument("--train-steps", type=int, default=20,
+                    help="AdamW steps on the batch first (loss 9.0 -> 4.6), so the Hessian is not that of an initialisation")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.threads:
