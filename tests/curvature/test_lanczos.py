@@ -6,7 +6,7 @@ import torch
 
 from villani.curvature import DenseOperator, lanczos, top_eigenvalues
 
-from conftest import matrix_with_spectrum
+from .cases import matrix_with_spectrum
 
 
 def test_top_eigenvalues_well_separated(separated):

@@ -6,7 +6,7 @@ import torch
 
 from villani.curvature import ModelHessian, hutchinson, top_eigenvalues
 
-from conftest import tiny_gpt_neo, token_batches
+from .cases import tiny_gpt_neo, token_batches
 
 METHODS = ("double_backward", "fwd_over_rev")
 # (method, cross_entropy, forced loss path or None)

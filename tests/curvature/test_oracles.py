@@ -26,7 +26,7 @@ from scipy.sparse.linalg import LinearOperator as ScipyOperator, eigsh
 from villani.curvature import ModelHessian, as_operator, hutchinson, top_eigenvalues
 from villani.curvature.probes import rademacher_rows
 
-from conftest import tiny_gpt_neo, token_batches
+from .cases import tiny_gpt_neo, token_batches
 
 pytestmark = pytest.mark.oracle
 

@@ -6,7 +6,7 @@ import torch
 
 from villani.curvature import hutchinson, slq
 
-from conftest import matrix_with_spectrum
+from .cases import matrix_with_spectrum
 
 
 @pytest.fixture(scope="module")
