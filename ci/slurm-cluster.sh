@@ -193,6 +193,21 @@ cmd_start() {
   sinfo -o '%P %a %l %D %t %N %c %m %G'
 }
 
+# Processes of jobs that outlived their job (a scancelled step that ignored SIGTERM is
+# reparented away from slurmstepd; proctrack/linuxproc then loses it): they carry
+# SLURM_JOB_ID in their environment and would keep running into the next cluster.
+kill_job_leftovers() {
+  local e pid n=0
+  for e in /proc/[0-9]*/environ; do
+    pid=${e#/proc/}; pid=${pid%/environ}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    if tr '\0' '\n' 2>/dev/null < "$e" | grep -q '^SLURM_JOB_ID='; then
+      kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+    fi
+  done
+  ((n == 0)) || say "killed $n leftover job process(es)"
+}
+
 cmd_stop() {
   set +e
   if alive "$PID_CTLD"; then
@@ -206,6 +221,7 @@ cmd_stop() {
     fi
   fi
   stop_daemons
+  kill_job_leftovers
   say "stopped"
   return 0
 }

@@ -47,7 +47,7 @@ def killable(tmp_path_factory, tiny_data_root):
     ref = _data(tmp / "ref", tiny_data_root)
     for end in segment_ends(p["train"]):
         train_segment(p, end=end, root=ref, device="cpu", progress=False, variant="adamw", lam=0.01, seed=0)
-    return p, params, _final_sha(ref, p)
+    return p, params, _final_sha(ref, p), ref
 
 
 @pytest.mark.parametrize("trial", range(3))
@@ -55,7 +55,7 @@ def test_sigkill_at_random_points_then_rerun_is_bit_identical(trial, tmp_path, t
     """SIGKILL `villani train --all` after a random delay (any phase: import, step, checkpoint
     write, work-state write), up to three times, then let it finish: same final weights,
     every checkpoint verifies against its sha256, no temporary file is left behind."""
-    p, params, ref = killable
+    p, params, ref, _ = killable
     root = _data(tmp_path, tiny_data_root)
     rng = random.Random(1000 + trial)
     for _ in range(3):
@@ -73,10 +73,16 @@ def test_sigkill_at_random_points_then_rerun_is_bit_identical(trial, tmp_path, t
 
 
 def test_disk_full_mid_training_is_one_line_and_keeps_earlier_results(tmp_path, tiny_data_root, killable):
-    p, params, ref = killable
+    p, params, ref, ref_root = killable
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs", str(mnt)], capture_output=True).returncode:
+    # room for the data and about half of what the whole run writes: the disk fills mid-run
+    def du(d):
+        return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
+
+    size_kb = (du(ref_root / "data") + du(ref_root / "runs") // 2) // 1024 + 64
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root); the injected-ENOSPC test covers the I/O layer")
     try:
         root = _data(mnt / "results", tiny_data_root)

@@ -230,7 +230,8 @@ def _poison(p, root, step):
         model.transformer.h[0].mlp.c_fc.weight[0, 0] = float("inf")
     kw = dict(dataset="micro", variant="adamw", lam=LAM, seed=0)
     meta = read_meta(root, step=step, **kw)
-    state = load_state_file(layout.fmt(layout.CKPT_STATE, root, step=step, **kw))
+    state_path = layout.fmt(layout.CKPT_STATE, root, step=step, **kw)
+    state = load_state_file(state_path) if meta.get("state_sha256") else None  # kept only at segment ends
     save_checkpoint(root, step=step, model=model, state=state, meta=meta, **kw)
 
 
