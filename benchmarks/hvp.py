@@ -18,46 +18,36 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
-from transformers import GPTNeoConfig, GPTNeoForCausalLM
 
-from villani.curvature import ModelHessian, causal_lm_token_loss
-from villani.curvature.probes import rademacher_rows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.curvature.cases import ShiftedLogits, gpt_neo, shifted_targets  # noqa: E402
 
-
-def build_model(args) -> GPTNeoForCausalLM:
-    cfg = GPTNeoConfig(
-        vocab_size=args.vocab,
-        hidden_size=args.hidden,
-        num_layers=args.layers,
-        num_heads=args.heads,
-        intermediate_size=4 * args.hidden,
-        max_position_embeddings=max(args.seq, 128),
-        attention_types=[[["global", "local"], max(1, args.layers // 2)]],
-        window_size=max(1, args.seq // 2),
-        embed_dropout=0.0,
-        attention_dropout=0.0,
-        resid_dropout=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(args.seed)
-    return GPTNeoForCausalLM(cfg).to(args.device).eval()
+from villani.curvature import ModelHessian, causal_lm_token_loss  # noqa: E402
+from villani.curvature.probes import rademacher_rows  # noqa: E402
 
 
-class ShiftedLogits(torch.nn.Module):
-    """``x -> logits[:, :-1]`` flattened, for the (inputs, targets) interface of the anchors."""
+def add_model_args(ap: argparse.ArgumentParser) -> None:
+    """The GPT-Neo and batch options shared with ``measure.py``."""
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--hidden", type=int, default=96)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--seed", type=int, default=0)
 
-    def __init__(self, lm):
-        super().__init__()
-        self.lm = lm
 
-    def forward(self, x):
-        logits = self.lm(input_ids=x, use_cache=False).logits
-        return logits[:, :-1, :].reshape(-1, logits.shape[-1])
+def build_model(args):
+    """The benchmark GPT-Neo (fp32, eager, eval) on ``args.device``."""
+    return gpt_neo(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
+                   positions=max(args.seq, 128), window=max(1, args.seq // 2), seed=args.seed).to(args.device)
 
 
 def sync(device: str) -> None:
@@ -111,7 +101,7 @@ def make_methods(args, model, x, V):
         vec.matvec(V[0])
         methods[f"ours, is_grads_batched k={k}"] = (lambda: vec.matmat(V[:k]), k)
 
-    target = x[:, 1:].reshape(-1)
+    target = shifted_targets(x)
     cuda = args.device.startswith("cuda")
 
     def pyhessian():  # a fresh copy each time: PyHessian leaves graph-carrying .grad behind
@@ -135,17 +125,9 @@ def make_methods(args, model, x, V):
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--vocab", type=int, default=8192)
-    ap.add_argument("--hidden", type=int, default=96)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=8)
+    add_model_args(ap)
     ap.add_argument("--k", type=int, default=4, help="probes per batched call (0/1: no batched variants)")
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

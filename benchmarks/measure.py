@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hvp import ShiftedLogits, build_model, sync  # noqa: E402
+from hvp import ShiftedLogits, add_model_args, build_model, shifted_targets, sync  # noqa: E402
 
 from villani.curvature import CallableOperator, ModelHessian, hutchinson, lanczos  # noqa: E402
 from villani.curvature.probes import rademacher_rows  # noqa: E402
@@ -130,7 +130,7 @@ def pyhessian_measurement(args, model, x) -> dict:
         sync(args.device)
         t0 = time.perf_counter()
         ph = ph_module.hessian(ShiftedLogits(copy.deepcopy(model)), torch.nn.CrossEntropyLoss(),
-                               data=(x, x[:, 1:].reshape(-1)), cuda=args.device.startswith("cuda"))
+                               data=(x, shifted_targets(x)), cuda=args.device.startswith("cuda"))
         samples = ph.trace(maxIter=args.probes, tol=float("-inf"))
         n_trace = counter["n"]
         torch.manual_seed(0)
@@ -147,23 +147,15 @@ def pyhessian_measurement(args, model, x) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--vocab", type=int, default=8192)
-    ap.add_argument("--hidden", type=int, default=96)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=8)
+    add_model_args(ap)
     ap.add_argument("--probes", type=int, default=64)
     ap.add_argument("--top-k", type=int, default=20)
     ap.add_argument("--top-steps", type=int, default=80, help="Lanczos steps of start 0 (top-k + SLQ)")
     ap.add_argument("--reference-steps", type=int, default=250, help="Lanczos steps for reference eigenvalues")
     ap.add_argument("--slq-probes", type=int, default=4)
     ap.add_argument("--slq-steps", type=int, default=60)
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--train-steps", type=int, default=20,
                     help="AdamW steps on the batch first (loss 9.0 -> 4.6), so the Hessian is not that of an initialisation")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -22,16 +22,20 @@ def matrix_with_spectrum(eigenvalues, seed: int) -> torch.Tensor:
     return 0.5 * (A + A.T)
 
 
-def tiny_gpt_neo(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8) -> GPTNeoForCausalLM:
-    """A 2-layer GPT-Neo (one global, one local attention layer, window 4), eager, no dropout."""
+def gpt_neo(
+    *, vocab: int, hidden: int, layers: int = 2, heads: int = 2, positions: int = 16, window: int = 4,
+    seed: int = 0, dtype=torch.float32,
+) -> GPTNeoForCausalLM:
+    """A GPT-Neo with alternating global/local attention layers, eager attention, no dropout."""
+    attention = [[["global", "local"], layers // 2]] + ([[["global"], 1]] if layers % 2 else [])
     cfg = GPTNeoConfig(
         vocab_size=vocab,
         hidden_size=hidden,
-        num_layers=2,
-        num_heads=2,
-        max_position_embeddings=16,
-        attention_types=[[["global", "local"], 1]],
-        window_size=4,
+        num_layers=layers,
+        num_heads=heads,
+        max_position_embeddings=positions,
+        attention_types=attention,
+        window_size=window,
         intermediate_size=4 * hidden,
         embed_dropout=0.0,
         attention_dropout=0.0,
@@ -41,13 +45,36 @@ def tiny_gpt_neo(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: in
     )
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
-    model = GPTNeoForCausalLM(cfg).to(dtype)
-    # move away from the initialisation so every block has non-trivial curvature
+    return GPTNeoForCausalLM(cfg).to(dtype).eval()
+
+
+def tiny_gpt_neo(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8) -> GPTNeoForCausalLM:
+    """A 2-layer GPT-Neo (one global, one local attention layer, window 4), moved away from
+    its initialisation so every block has non-trivial curvature."""
+    model = gpt_neo(vocab=vocab, hidden=hidden, seed=seed, dtype=dtype)
     with torch.no_grad():
         gen = torch.Generator().manual_seed(seed + 1)
         for p in model.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=gen, dtype=dtype))
-    return model.eval()
+    return model
+
+
+class ShiftedLogits(torch.nn.Module):
+    """``x -> logits[:, :-1]`` flattened to ``(B (T−1), V)``, with the LM's parameters: the
+    ``criterion(model(x), y)`` interface of PyHessian and curvlinops, ``y = x[:, 1:]``."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, x):
+        logits = self.lm(input_ids=x, use_cache=False).logits
+        return logits[:, :-1, :].reshape(-1, logits.shape[-1])
+
+
+def shifted_targets(x: torch.Tensor) -> torch.Tensor:
+    """The targets matching :class:`ShiftedLogits`."""
+    return x[:, 1:].reshape(-1)
 
 
 def token_batches(vocab: int = 32, seed: int = 0, shapes=((3, 8), (2, 6))) -> list[torch.Tensor]:

@@ -26,27 +26,11 @@ from scipy.sparse.linalg import LinearOperator as ScipyOperator, eigsh
 from villani.curvature import ModelHessian, as_operator, hutchinson, top_eigenvalues
 from villani.curvature.probes import rademacher_rows
 
-from .cases import tiny_gpt_neo, token_batches
+from .cases import ShiftedLogits, shifted_targets, tiny_gpt_neo, token_batches
 
 pytestmark = pytest.mark.oracle
 
 VOCAB = 48
-
-
-class ShiftedLogits(torch.nn.Module):
-    """``x -> logits[:, :-1]`` flattened to ``(B (T-1), V)``; same parameters as the LM."""
-
-    def __init__(self, lm):
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, x):
-        logits = self.lm(input_ids=x, use_cache=False).logits
-        return logits[:, :-1, :].reshape(-1, logits.shape[-1])
-
-
-def _targets(x):
-    return x[:, 1:].reshape(-1)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +49,7 @@ def _rel(a, b):
 def test_hvp_matches_pyhessian_on_the_same_probes(case):
     model = copy.deepcopy(case["model"])  # PyHessian leaves graph-carrying .grad behind
     x = case["batches"][0]
-    ph = PyHessian(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), data=(x, _targets(x)), cuda=False)
+    ph = PyHessian(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), data=(x, shifted_targets(x)), cuda=False)
     ours = ModelHessian(case["model"], [x])
     sizes = [p.numel() for p in ph.params]
     assert sum(sizes) == ours.dim
@@ -85,7 +69,7 @@ def test_hvp_matches_pyhessian_on_the_same_probes(case):
 
 def test_multi_batch_hvp_and_top_eigenvalue_match_pyhessian(case):
     model = copy.deepcopy(case["model"])
-    loader = [(x, _targets(x)) for x in case["batches"]]
+    loader = [(x, shifted_targets(x)) for x in case["batches"]]
     ph = PyHessian(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), dataloader=loader, cuda=False)
     sizes = [p.numel() for p in ph.params]
     v = case["probes"][0]
@@ -104,7 +88,7 @@ def test_multi_batch_hvp_and_top_eigenvalue_match_pyhessian(case):
 def test_top_eigenvalues_match_arpack_on_pyhessian(case):
     model = copy.deepcopy(case["model"])
     x = case["batches"][0]
-    ph = PyHessian(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), data=(x, _targets(x)), cuda=False)
+    ph = PyHessian(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), data=(x, shifted_targets(x)), cuda=False)
     sizes = [p.numel() for p in ph.params]
 
     def matvec(v):
@@ -121,7 +105,7 @@ def test_top_eigenvalues_match_arpack_on_pyhessian(case):
 @pytest.fixture(scope="module")
 def curvlinops_op(case):
     params = [p for p in case["model"].parameters() if p.requires_grad]
-    data = [(x, _targets(x)) for x in case["batches"]]
+    data = [(x, shifted_targets(x)) for x in case["batches"]]
     return HessianLinearOperator(ShiftedLogits(case["model"]), torch.nn.CrossEntropyLoss(), params, data)
 
 
@@ -149,7 +133,7 @@ def test_curvlinops_layernorm_weight_rows(case, curvlinops_op):
     ours = case["ours"].matmat(V)[:, rows]
     # ours is right there: PyHessian's double backward agrees on the same rows
     model = copy.deepcopy(case["model"])
-    loader = [(x, _targets(x)) for x in case["batches"]]
+    loader = [(x, shifted_targets(x)) for x in case["batches"]]
     ph = PyHessian(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), dataloader=loader, cuda=False)
     sizes = [p.numel() for p in ph.params]
     for v, row in zip(V, ours):
