@@ -25,8 +25,12 @@ Hessian-vector products (``method``):
   ``reuse_graph=False`` the graph is rebuilt per batch per product (O(one batch)
   memory).
 - ``"fwd_over_rev"``: :math:`\nabla^2L\,v = \partial_\varepsilon \nabla L(\theta+\varepsilon
-  v)|_0` by ``torch.func.jvp`` of ``torch.func.grad``; batched products use ``vmap``.
-  Nothing is retained between products.
+  v)|_0` by ``torch.func.jvp`` of ``torch.func.grad`` (not ``jacrev``: ``jvp∘jacrev``
+  gets LayerNorm-weight rows wrong in torch 2.13, see ``docs/curvature.md``). Nothing is
+  retained between products.
+
+``vectorize=True`` applies a ``matmat`` block in one vmapped pass (``is_grads_batched``
+backward, or ``vmap`` of the jvp) instead of one product per row.
 
 For ``double_backward`` the output layer and the cross-entropy are differentiated in
 closed form by default (``cross_entropy="closed_form"``, see
@@ -54,7 +58,7 @@ from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss, causal_lm_token_loss, choose_loss_path
 
-__all__ = ["ModelHessian", "causal_lm_token_loss"]
+__all__ = ["ModelHessian"]
 
 _METHODS = ("double_backward", "fwd_over_rev")
 _CROSS_ENTROPY = ("closed_form", "autograd")
