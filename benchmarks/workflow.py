@@ -37,9 +37,12 @@ def job_times(work: Path) -> dict[str, list[float]]:
         except (ValueError, OSError):
             continue
         if rec.get("starttime") and rec.get("endtime") and rec.get("rule"):
-            # metadata is per output file: key a job by its rule, log and start time
-            out[rec["rule"]].append((tuple(rec.get("log") or ()), rec["starttime"], rec["endtime"]))
-    return {r: [e - s for _, s, e in sorted(set(jobs))] for r, jobs in out.items()}
+            # metadata is per output file; every job has its own log file, so key jobs by it
+            out[(rec["rule"], tuple(rec.get("log") or ()))].append((rec["starttime"], rec["endtime"]))
+    per_rule = defaultdict(list)
+    for (rule, _), spans in out.items():
+        per_rule[rule].append(max(e for _, e in spans) - min(s for s, _ in spans))
+    return dict(per_rule)
 
 
 def tokens_per_s(work: Path) -> float:
