@@ -55,6 +55,6 @@ def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
     """One row per checkpoint of a run, from the checkpoint JSONs."""
     from villani.training.checkpoint import read_meta
 
-    rows = [read_meta(root, step=s, verify=False, **{k: v for k, v in run.wildcards.items()})
+    rows = [read_meta(root, step=s, verify=False, **run.wildcards)
             for s in checkpoint_steps(params["train"])]
     return pd.DataFrame(rows)

@@ -182,7 +182,7 @@ class _Run:
 
     def checkpoint(self, train_loss: float, with_state: bool = True) -> dict:
         meta = {
-            **{k: v for k, v in self.ident.items()}, "lam": self.lam, "tokens_seen": self.tokens,
+            **self.ident, "lam": self.lam, "tokens_seen": self.tokens,
             "wall_clock_s": self.wall, "train_loss": train_loss, "theta_sq_norm": theta_sq_norm(self.model),
             "d": num_params(self.model), "decay_mode": self.t["decay_mode"], "decay_params": self.t["decay_params"],
             "decayed_params": sorted(self.decayed),
