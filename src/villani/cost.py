@@ -13,12 +13,15 @@ median of ``figures.cost_repeats`` runs after one warm-up:
   backward) — the cost of an isolated HVP;
 - ``seconds_grad``: one forward + backward for the gradient ∇L.
 
-``peak_memory_bytes`` is the peak while building the model and running those products:
-``torch.cuda.max_memory_allocated`` on CUDA; on CPU the rise of the process's peak
-resident set (Linux ``VmHWM`` after resetting it through ``/proc/self/clear_refs``) over
-the resident set before the model was built, or of ``ru_maxrss`` where ``/proc`` is not
-available (a high-water mark that never resets: sizes run smallest first). The column
-``memory_source`` says which. One untimed pass at the smallest size runs first. Writes ``results/cost/hvp_cost.csv``.
+``peak_memory_bytes`` is the peak of live tensor memory in a separate, untimed pass that
+builds the model and runs one product from scratch and one with the graph kept, counted
+above what was live when the pass began — on every device the same quantity:
+``torch.cuda.max_memory_allocated`` − ``memory_allocated`` at the start on CUDA; on CPU the
+running sum of torch's own allocation and free events (``torch.profiler`` with
+``profile_memory=True``), whose maximum is the peak. Torch's accounting, not the process's
+resident set: RSS counts allocator caches and background frees of other libraries and
+cannot be reset reliably. The column ``memory_source`` says which. One untimed pass at the
+smallest size runs first. Writes ``results/cost/hvp_cost.csv``.
 """
 
 from __future__ import annotations
@@ -28,10 +31,7 @@ import gc
 import hashlib
 import json
 import math
-import re
-import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Mapping
@@ -61,68 +61,68 @@ def cost_digest(params: Mapping) -> str:
 
 
 class PeakMemory:
-    """Peak memory of a code region on CUDA or CPU (see the module docstring)."""
+    """Peak of live tensor bytes allocated inside a ``with`` block, above its start.
+
+    CUDA: the allocator's own peak counter, reset on entry. CPU: every allocation and free
+    torch makes is recorded by the profiler (``profile_memory=True``); ``peak()`` (after the
+    block) is max over time of the running sum of those events. Frees of tensors allocated
+    before the block are not recorded (torch warns of each), so they count neither way.
+    """
 
     def __init__(self, device: torch.device):
         self.device = device
-        self.kind = ""  # "cuda", "vmhwm" or "maxrss"
-        self.source = ""
-        self.base = 0
+        self.kind = "cuda" if device.type == "cuda" else "cpu"
+        self.source = ("torch.cuda.max_memory_allocated" if self.kind == "cuda"
+                       else "torch allocation events (torch.profiler)")
+        self._base = 0
+        self._prof = None
+        self._peak: int | None = None
 
     def __enter__(self) -> "PeakMemory":
         gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.base = 0
-            self.kind, self.source = "cuda", "torch.cuda.max_memory_allocated"
-        elif _proc_status() is not None and _reset_hwm():
-            self.base = _proc_status()["VmRSS"]
-            self.kind, self.source = "vmhwm", "CPU peak-RSS rise (VmHWM)"
-        else:
-            self.base = _maxrss_bytes()
-            self.kind, self.source = "maxrss", "CPU ru_maxrss rise (never reset)"
-        return self
-
-    def peak(self) -> int:
         if self.kind == "cuda":
             torch.cuda.synchronize(self.device)
-            return int(torch.cuda.max_memory_allocated(self.device))
-        status = _proc_status()
-        if status is not None and self.kind == "vmhwm":
-            return max(0, status["VmHWM"] - self.base)
-        return max(0, _maxrss_bytes() - self.base)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = int(torch.cuda.memory_allocated(self.device))
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._prof.__enter__()
+        return self
 
     def __exit__(self, *exc) -> None:
+        if self.kind == "cuda":
+            torch.cuda.synchronize(self.device)
+            self._peak = max(0, int(torch.cuda.max_memory_allocated(self.device)) - self._base)
+        else:
+            self._prof.__exit__(*exc)
+            if exc[0] is None:
+                self._peak = cpu_peak_from_events(self._prof)
         return None
 
+    def peak(self) -> int:
+        """Peak bytes above the start; available once the ``with`` block has ended."""
+        if self._peak is None:
+            raise RuntimeError("PeakMemory.peak() is known only after the with-block has ended")
+        return self._peak
 
-def _proc_status() -> dict[str, int] | None:
+
+def cpu_peak_from_events(prof) -> int:
+    """max(0, max_t Σ_{events e ≤ t} nbytes(e)) over the profiler's CPU ``[memory]`` events."""
     try:
-        text = Path("/proc/self/status").read_text()
-    except OSError:
-        return None
-    out = {}
-    for key in ("VmRSS", "VmHWM"):
-        m = re.search(rf"^{key}:\s+(\d+)\s+kB", text, re.M)
-        if m is None:
-            return None
-        out[key] = int(m.group(1)) * 1024
-    return out
-
-
-def _reset_hwm() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def _maxrss_bytes() -> int:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(r) if sys.platform == "darwin" else int(r) * 1024
+        events = prof.profiler.kineto_results.events()
+    except AttributeError as err:  # a torch whose profiler keeps its results elsewhere
+        raise RuntimeError(f"torch {torch.__version__}: the profiler exposes no memory events "
+                           "(prof.profiler.kineto_results); CPU peak memory cannot be measured") from err
+    mem = sorted(((e.start_ns(), int(e.nbytes())) for e in events
+                  if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU),
+                 key=lambda t: t[0])
+    live = peak = 0
+    for _, nbytes in mem:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
 
 
 def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -152,27 +152,38 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
     lam = max(float(x) for x in params["train"]["lambdas"])
     gen = torch.Generator().manual_seed(int(hidden_size))
     batch = torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen)
-    with PeakMemory(device) as mem:
+    method = params["measure"]["hvp_method"]
+
+    def setup():
         model = build_model(model_cfg, vocab_size, seq_len, seed=0).to(device)
-        d = num_params(model)
-        H = ModelHessian(model, [batch], lam=lam, method=params["measure"]["hvp_method"])
+        H = ModelHessian(model, [batch], lam=lam, method=method)
         v = torch.randn(H.dim, generator=torch.Generator().manual_seed(1), dtype=H.dtype).to(device)
-        x = batch.to(device)
-        params_list = [p for p in model.parameters() if p.requires_grad]
+        return model, H, v
 
-        def grad_once():
-            loss = causal_lm_token_loss(model(input_ids=x, use_cache=False).logits, x)
-            return torch.autograd.grad(loss, params_list)
+    model, H, v = setup()
+    d = num_params(model)
+    x = batch.to(device)
+    params_list = [p for p in model.parameters() if p.requires_grad]
 
-        def fresh_hvp():
-            H.release()
-            return H.matvec(v)
+    def grad_once():
+        loss = causal_lm_token_loss(model(input_ids=x, use_cache=False).logits, x)
+        return torch.autograd.grad(loss, params_list)
 
-        seconds_grad = _median_seconds(grad_once, repeats, device)
-        seconds_fresh = _median_seconds(fresh_hvp, repeats, device)
-        seconds_hvp = _median_seconds(lambda: H.matvec(v), repeats, device)
-        peak = mem.peak()
-    del H, model, v, x, params_list
+    def fresh_hvp():
+        H.release()
+        return H.matvec(v)
+
+    seconds_grad = _median_seconds(grad_once, repeats, device)
+    seconds_fresh = _median_seconds(fresh_hvp, repeats, device)
+    seconds_hvp = _median_seconds(lambda: H.matvec(v), repeats, device)
+    del H, model, v, x, params_list, grad_once, fresh_hvp
+    gc.collect()
+    with PeakMemory(device) as mem:  # untimed: the profiler's bookkeeping would skew seconds
+        model, H, v = setup()
+        H.matvec(v)  # from scratch: forward, gradient graph, double backward
+        H.matvec(v)  # with the graph kept
+        del H, model, v
+    peak = mem.peak()
     gc.collect()
     cfg = model_cfg["config"]
     return {

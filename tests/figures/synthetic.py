@@ -218,7 +218,7 @@ def write_cost(root: Path, params: Mapping) -> None:
         d = 512 * h + 64 * h + 2 * (12 * h * h + 13 * h) + 2 * h
         rows.append({"hidden_size": h, "num_layers": 2, "d": d, "seconds_hvp": 2e-7 * d ** 0.95,
                      "seconds_grad": 7e-8 * d ** 0.95, "peak_memory_bytes": 40.0 * d + 3e6,
-                     "memory_source": "vmhwm", "device": "cpu", "method": "double_backward", "repeats": 3,
+                     "memory_source": "torch allocation events (torch.profiler)", "device": "cpu", "method": "double_backward", "repeats": 3,
                      "tokens": 16 * 64})
     path = layout.fmt(layout.COST_CSV, root)
     path.parent.mkdir(parents=True, exist_ok=True)
