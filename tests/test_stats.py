@@ -155,3 +155,26 @@ def test_r_squared():
     assert S.r_squared([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == 1.0
     assert S.r_squared([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-3.0)  # 1 − 8/2
     assert S.r_squared([2.0, 2.0], [1.0, 3.0]) is None
+
+
+def test_fit_cost_model_recovers_affine_cost_exactly():
+    d = np.array([4.4e4, 1.4e5, 4.7e5, 1.7e6])
+    fit = S.fit_cost_model(d, 0.03 + 2e-7 * d)
+    assert fit.fixed == pytest.approx(0.03, rel=1e-9)
+    assert fit.per_unit == pytest.approx(2e-7, rel=1e-9)
+    assert fit.max_rel_residual < 1e-9
+    assert fit(1e9) == pytest.approx(0.03 + 200.0)
+
+
+def test_fit_cost_model_keeps_both_terms_non_negative():
+    # a cost that falls with size cannot have a negative per-parameter term
+    fit = S.fit_cost_model([1.0, 2.0, 3.0], [3.0, 2.0, 1.0])
+    assert fit.per_unit == 0.0 and fit.fixed > 0
+    # pure proportional cost: the overhead is clamped at zero, not negative
+    fit = S.fit_cost_model([1.0, 2.0, 4.0], [1.9, 4.1, 8.0])
+    assert fit.fixed >= 0.0 and fit.per_unit == pytest.approx(2.0, rel=0.05)
+
+
+def test_fit_cost_model_needs_two_distinct_sizes():
+    with pytest.raises(ValueError, match="at least 2 distinct"):
+        S.fit_cost_model([5.0, 5.0], [1.0, 2.0])

@@ -6,7 +6,9 @@
   Hutchinson estimate *should* be, from ‖A‖_F² (SPEC §5; the paper's eq. 57 and its
   √(2d/M) claim are wrong);
 - :func:`fit_slope`, :func:`r_squared` — least-squares line (linear or log–log space),
-  optionally over the largest x only (Fig 2's slope of Ψ_s vs ‖θ‖²), and R².
+  optionally over the largest x only (Fig 2's slope of Ψ_s vs ‖θ‖²), and R²;
+- :func:`fit_cost_model` — y ≈ a + b·x with a, b ≥ 0 in relative error (Fig 10's cost of
+  one HVP vs model dimension).
 
 Undefined quantities (a std of one value, a CV of a zero mean) are ``None``, as in
 :mod:`villani.bounds`.
@@ -31,6 +33,8 @@ __all__ = [
     "predicted_cv",
     "fit_slope",
     "r_squared",
+    "CostFit",
+    "fit_cost_model",
 ]
 
 
@@ -276,3 +280,52 @@ def r_squared(y: Any, y_pred: Any) -> float | None:
     if ss_tot == 0.0:
         return None
     return 1.0 - float(np.sum((yt - yp) ** 2)) / ss_tot
+
+
+@dataclass(frozen=True)
+class CostFit:
+    """y ≈ ``fixed`` + ``per_unit``·x, both ≥ 0; ``max_rel_residual`` = max |ŷ/y − 1| over
+    the ``n`` fitted points."""
+
+    fixed: float
+    per_unit: float
+    max_rel_residual: float
+    n: int
+
+    def __call__(self, x: Any) -> np.ndarray:
+        return self.fixed + self.per_unit * np.asarray(x, dtype=float)
+
+
+def fit_cost_model(x: Any, y: Any) -> CostFit:
+    r"""Fit y ≈ a + b·x with a, b ≥ 0, minimising the *relative* error Σ((a + b·xᵢ)/yᵢ − 1)².
+
+    The model of a cost (seconds, bytes) of one product at fixed tokens vs the parameter
+    count x = d: each parameter enters a fixed number of multiply-adds per token in the
+    forward, backward and double backward, and θ, ∇F, v and Hv are d-vectors, so the cost
+    is asymptotically linear in d; ``a`` absorbs per-call overhead and fixed-size buffers,
+    which dominate tiny models. A power law fitted to sizes where ``a`` dominates returns
+    an exponent < 1 and extrapolates below the physical floor (for memory, 16 bytes per
+    parameter in fp32). Relative weights keep the small sizes from being ignored;
+    non-negativity is enforced with :func:`scipy.optimize.nnls`.
+
+    >>> f = fit_cost_model([1.0, 2.0, 4.0], [3.0, 5.0, 9.0])    # exactly 1 + 2x
+    >>> round(f.fixed, 9), round(f.per_unit, 9)
+    (1.0, 2.0)
+    """
+    from scipy.optimize import nnls
+
+    xs, ys = _as_1d(x), _as_1d(y)
+    if xs.shape != ys.shape:
+        raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
+    ok = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
+    xs, ys = xs[ok], ys[ok]
+    if xs.size < 2 or float(np.ptp(xs)) == 0.0:
+        raise ValueError(f"a cost model needs at least 2 distinct positive x, got {xs.size} usable points")
+    # scale x to O(1) so the two columns are comparably sized
+    scale = float(xs.max())
+    design = np.column_stack([1.0 / ys, (xs / scale) / ys])
+    (a, b_scaled), _ = nnls(design, np.ones_like(ys))
+    b = float(b_scaled) / scale
+    fitted = a + b * xs
+    return CostFit(fixed=float(a), per_unit=b, max_rel_residual=float(np.max(np.abs(fitted / ys - 1.0))),
+                   n=int(xs.size))

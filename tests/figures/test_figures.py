@@ -14,6 +14,7 @@ from tests.figures.conftest import figure_params
 from tests.figures.synthetic import build_results
 from villani import layout
 from villani.bounds import c_ls_upper
+from villani.stats import fit_cost_model
 from villani.figures import CAPTIONS, REGISTRY, figure_outputs, render_all
 from villani.figures.style import lam_color, middle_lam, save_figure
 from villani.runs import Run
@@ -165,6 +166,16 @@ def test_fig10_csv_bound_and_extrapolation(rendered):
     cost = pd.read_csv(layout.fmt(layout.COST_CSV, root))
     meas = df[df["series"] == "seconds_hvp_measured"]
     np.testing.assert_allclose(meas["value"], cost["seconds_hvp"])
+    # the extrapolation is the affine cost model fitted to the measured sweep
+    fit = fit_cost_model(cost["d"], cost["seconds_hvp"])
+    np.testing.assert_allclose(ext.sort_values("d")["value"], fit(np.array([1.25e8, 1e9])), rtol=1e-9)
+    # memory in GiB, never below the fp32 floor of 16 bytes per parameter
+    mem = df[df["series"] == "peak_memory_gib_measured"]
+    np.testing.assert_allclose(mem["value"], cost["peak_memory_bytes"] / 2**30)
+    mem_ext = df[df["series"] == "peak_memory_gib_extrapolated"].sort_values("d")
+    floor = df[df["series"] == "peak_memory_gib_floor"].sort_values("d")
+    assert (mem_ext["value"].to_numpy() >= floor["value"].to_numpy()).all()
+    np.testing.assert_allclose(floor["value"], 16 * floor["d"] / 2**30)
 
 
 def test_table1_says_undefined_for_lambda_zero(rendered):

@@ -5,10 +5,15 @@ Left: C_LS(F) ≤ (s/λ)(1 + d/(λs)) (:func:`villani.bounds.c_ls_upper`) for d 
 log–log; vertical lines mark the measured model and GPT-Neo-125M / 1B. λ = 0 has no bound.
 Middle and right: seconds per Hessian-vector product (and per gradient) and peak memory of
 one HVP, measured on the model-size sweep ``results/cost/hvp_cost.csv`` (``villani cost``,
-hidden sizes ``figures.model_sizes``), fitted by a power law in d (log–log least squares)
-and extrapolated to d = 1.25e8 and 1e9 (open markers). The extrapolation scales the
-sweep's architecture (layers, sequence length, batch) by width only: an order-of-magnitude
-guide, not a prediction for GPT-Neo-125M's 12 layers and 2048 tokens.
+hidden sizes ``figures.model_sizes``), fitted by cost = a + b·d with a, b ≥ 0
+(:func:`villani.stats.fit_cost_model`: per-call overhead plus a per-parameter cost, the
+asymptotically linear growth at fixed tokens) and extrapolated to d = 1.25e8 and 1e9 (open
+markers). The memory panel also draws the floor 16 bytes per parameter (θ, ∇F, v and Hv
+in fp32) that no extrapolation may undercut — a power law fitted to tiny models, where the
+overhead a dominates, does (exponent ≈ 0.45). The extrapolation scales the sweep's
+architecture (layers, sequence length, batch) by width only, where activations grow ∝ h
+but d ∝ h²: an order-of-magnitude guide (memory errs high), not a prediction for
+GPT-Neo-125M's 12 layers and 2048 tokens.
 """
 
 from __future__ import annotations
@@ -22,18 +27,27 @@ import pandas as pd
 from villani.bounds import c_ls_upper
 from villani.figures.style import fmt_num, lam_color, lam_label, note
 from villani.readers import cost_table, measurements
-from villani.stats import fit_slope
+from villani.stats import fit_cost_model
 
 TARGETS = {"GPT-Neo-125M": 1.25e8, "1B": 1e9}
 
 
-def power_fit(d: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
-    """(exponent, prefactor) of y ≈ prefactor · d^exponent, or None with < 2 usable points."""
-    ok = np.isfinite(d) & np.isfinite(y) & (d > 0) & (y > 0)
-    if ok.sum() < 2 or np.ptp(d[ok]) == 0:
+FP32_FLOOR_BYTES_PER_PARAM = 16  # θ, ∇F (kept for the double backward), v, Hv
+
+
+def cost_fit(d: np.ndarray, y: np.ndarray):
+    """:func:`fit_cost_model` of y on d, or None with < 2 usable points."""
+    try:
+        return fit_cost_model(d, y)
+    except ValueError:
         return None
-    fit = fit_slope(d[ok], y[ok], space="loglog")
-    return fit.slope, 10.0 ** fit.intercept
+
+
+def fit_label(label: str, fit, unit: str) -> str:
+    """Legend text of a fit: a + b·d with b per million parameters (seconds) or per parameter (bytes)."""
+    if unit == "GiB":
+        return f"{label}: fit {fmt_num(fit.fixed / 2**20, 2)} MiB + {fmt_num(fit.per_unit, 3)} B/param"
+    return f"{label}: fit {fmt_num(fit.fixed, 2)} s + {fmt_num(fit.per_unit * 1e6, 2)} s per 1M params"
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
@@ -63,33 +77,40 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
 
     d = cost["d"].to_numpy(float)
     d_ext = np.geomspace(d.min(), max(TARGETS.values()) * 1.3, 80)
-    for ax, cols, unit, scale in ((a2, [("seconds_hvp", "HVP"), ("seconds_grad", "gradient")], "seconds", 1.0),
-                                  (a3, [("peak_memory_bytes", "HVP peak memory")], "GiB", 2.0**30)):
-        for k, (col, label) in enumerate(cols):
+    for ax, cols, unit, scale in ((a2, [("seconds_hvp", "HVP", "seconds_hvp"), ("seconds_grad", "gradient", "seconds_grad")],
+                                   "seconds", 1.0),
+                                  (a3, [("peak_memory_bytes", "HVP peak memory", "peak_memory_gib")], "GiB", 2.0**30)):
+        for k, (col, label, series) in enumerate(cols):
             if col not in cost:
                 continue
-            y = cost[col].to_numpy(float) / scale
+            y_raw = cost[col].to_numpy(float)
+            y = y_raw / scale
             color = f"C{k}"
             ax.scatter(d, y, color=color, zorder=3, label=f"{label} (measured)")
-            rows += [{"series": f"{col}_measured", "d": x, "value": v, "hidden_size": h}
+            rows += [{"series": f"{series}_measured", "d": x, "value": v, "hidden_size": h}
                      for x, v, h in zip(d, y, cost["hidden_size"])]
-            fit = power_fit(d, y)
+            fit = cost_fit(d, y_raw)
             if fit is None:
                 continue
-            expo, pre = fit
-            ax.plot(d_ext, pre * d_ext**expo, color=color, ls="--", lw=1,
-                    label=f"{label}: fit ∝ d^{expo:.2f}")
+            ax.plot(d_ext, fit(d_ext) / scale, color=color, ls="--", lw=1, label=fit_label(label, fit, unit))
             for tl, tv in TARGETS.items():
-                yv = pre * tv**expo
+                yv = float(fit(tv)) / scale
                 ax.scatter([tv], [yv], facecolors="none", edgecolors=color, s=50, zorder=3)
-                ax.annotate(f"{tl}: {fmt_num(yv, 2)} {unit}", (tv, yv), textcoords="offset points",
+                ax.annotate(f"{tl}: {fmt_num(yv, 3)} {unit}", (tv, yv), textcoords="offset points",
                             xytext=(-7, 5) if k == 0 else (7, -11), ha="right" if k == 0 else "left",
                             fontsize=7, color=color)
-                rows.append({"series": f"{col}_extrapolated", "d": tv, "value": yv, "exponent": expo,
-                             "prefactor": pre})
+                rows.append({"series": f"{series}_extrapolated", "d": tv, "value": yv, "fixed": fit.fixed,
+                             "per_unit": fit.per_unit, "max_rel_residual": fit.max_rel_residual})
+        if unit == "GiB":
+            floor = FP32_FLOOR_BYTES_PER_PARAM * d_ext / scale
+            ax.plot(d_ext, floor, color="0.5", ls=":", lw=1,
+                    label=f"floor: {FP32_FLOOR_BYTES_PER_PARAM} B/param (θ, ∇F, v, Hv in fp32)")
+            rows += [{"series": "peak_memory_gib_floor", "d": tv, "value": FP32_FLOOR_BYTES_PER_PARAM * tv / scale}
+                     for tv in TARGETS.values()]
         ax.set(xscale="log", yscale="log", xlabel="model dimension d (parameters)")
         title = f"measured as: {cost['memory_source'].iloc[0]}" if ax is a3 and "memory_source" in cost else None
-        ax.legend(fontsize=7, loc="upper left", title=title, title_fontsize=7)
+        # memory: the empty corner below the floor line; time: above the measured points
+        ax.legend(fontsize=7, loc="lower right" if ax is a3 else "upper left", title=title, title_fontsize=7)
     device = str(cost["device"].iloc[0]) if "device" in cost else "?"
     a2.set(ylabel="seconds per product", title=f"Cost of one HVP and one gradient ({device})")
     a3.set(ylabel="peak memory (GiB)", title=f"Peak memory of one HVP ({device})")
