@@ -10,12 +10,15 @@ configfile: "params.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
+include: "workflow/rules/tokenize.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/measure.smk"
+include: "workflow/rules/rays.smk"
 include: "workflow/rules/landscape.smk"
 include: "workflow/rules/bounds.smk"
+include: "workflow/rules/cost.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/metrics.smk"
 
 
 rule all:

@@ -26,7 +26,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.curvature.cases import ShiftedLogits, gpt_neo, shifted_targets  # noqa: E402
-
 from villani.curvature import ModelHessian, causal_lm_token_loss  # noqa: E402
 from villani.curvature.probes import rademacher_rows  # noqa: E402
 

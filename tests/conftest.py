@@ -29,7 +29,7 @@ def _one_torch_thread():
 
 def tiny_params(**overrides):
     """params.yaml overlaid with tests/configs/tiny.yaml and then ``overrides`` (group → dict)."""
-    from villani.config import deep_merge, read_yaml, resolve
+    from villani.plan.config import deep_merge, read_yaml, resolve
 
     doc = deep_merge(read_yaml(REPO / "params.yaml"), read_yaml(TINY))
     return resolve(deep_merge(doc, overrides), source="tiny")
@@ -38,8 +38,8 @@ def tiny_params(**overrides):
 @pytest.fixture(scope="session")
 def tiny_data_root(tmp_path_factory) -> Path:
     """A results root with the tiny corpus tokenized (shared, read-only for tests)."""
-    from villani import layout
     from villani.data import tokenize
+    from villani.plan import layout
 
     root = tmp_path_factory.mktemp("tiny-results")
     p = tiny_params()

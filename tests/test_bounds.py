@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from villani import bounds as B
+from villani import psi
+from villani.bounds import table as T
+from villani.bounds import theory as B
 
 # --------------------------------------------------------------------------- C_LS, C_P
 
@@ -198,7 +200,7 @@ def test_lam_zero_is_undefined_everywhere():
     assert pb.kl_clamped is None and pb.vacuous is None
     g = B.guideline_checks(1e-4, 0.0, 1.0, 5e4, 10.8)
     assert g["eta_limit"] is None and g["eta_max"] is None and g["eta_ok"] is None
-    assert B.format_value(None) == "undefined"
+    assert T.format_value(None) == "undefined"
 
 
 def test_negative_or_nonfinite_lam_is_an_error():
@@ -229,9 +231,9 @@ def test_guideline_checks_hand_values():
 
 
 def test_psi_slope_reference():
-    ref = B.psi_slope_reference(1e-2, s=2.0)
+    ref = psi.psi_slope_reference(1e-2, s=2.0)
     assert ref["asymptote"] == pytest.approx(1e-4 / 2) and ref["lemma4_lower"] == pytest.approx(1e-4 / 4)
-    assert B.psi_slope_reference(0.0) == {"asymptote": 0.0, "lemma4_lower": 0.0}
+    assert psi.psi_slope_reference(0.0) == {"asymptote": 0.0, "lemma4_lower": 0.0}
 
 
 # --------------------------------------------------------------------------- table rows
@@ -247,7 +249,7 @@ def _measure(step, lam, F, **extra):
 
 
 def test_bounds_row_values():
-    row = B.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_star=4.0, smoothness_L=20.0, **PARAMS)
+    row = T.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_star=4.0, smoothness_L=20.0, **PARAMS)
     assert row["status"] == "ok" and row["step"] == 10 and row["dataset"] == "tiny"
     # C_LS: s = 1: 100(1 + 1e5) ; s = 2: 200(1 + 1000/0.02) = 200(1 + 5e4)
     assert row["c_ls_s1"] == pytest.approx(100.0 * (1 + 1e5))
@@ -268,19 +270,19 @@ def test_bounds_row_values():
 
 
 def test_bounds_row_lam_zero_prints_undefined():
-    row = B.bounds_row(_measure(10, 0.0, 4.1), f0=6.0, f_star=4.0, smoothness_L=20.0, **PARAMS)
+    row = T.bounds_row(_measure(10, 0.0, 4.1), f0=6.0, f_star=4.0, smoothness_L=20.0, **PARAMS)
     assert row["status"] == "undefined"
     for key in ("c_ls", "c_p", "c_ls_s1", "c_ls_s2", "c_ls_gibbs", "eta_max", "eta_ok", "steps_required",
                 "steps_required_eq33", "envelope", "envelope_consistent", "pb_risk_bound", "pb_ppl_bound",
                 "pb_kl_raw", "pb_kl_used", "pb_ppl_ratio"):  # fmt: skip
         assert row[key] is None, key
-    text = B.format_row(row)
+    text = T.format_row(row)
     assert text["c_ls"] == "undefined" and text["pb_ppl_bound"] == "undefined"
     assert text["pb_undefined"] == "true" and text["status"] == "undefined"
 
 
 def test_bounds_row_without_run_inputs_leaves_theorem2_undefined():
-    row = B.bounds_row(_measure(10, 1e-2, 4.1), **PARAMS)
+    row = T.bounds_row(_measure(10, 1e-2, 4.1), **PARAMS)
     assert row["steps_required"] is None and row["envelope"] is None
     assert row["c_ls"] is not None and row["pb_risk_bound"] is not None
 
@@ -288,7 +290,7 @@ def test_bounds_row_without_run_inputs_leaves_theorem2_undefined():
 def test_bounds_row_computes_F_when_missing():
     m = _measure(0, 1e-2, 4.1)
     del m["F"]
-    row = B.bounds_row(m, **PARAMS)
+    row = T.bounds_row(m, **PARAMS)
     assert row["F"] == pytest.approx(4.0 + 0.5 * 1e-2 * 200.0)
 
 
@@ -296,17 +298,17 @@ def test_run_bounds_picks_f0_fstar_and_L():
     ms = [_measure(20, 1e-2, 4.0, top_eigenvalues=[30.0, 5.0]),
           _measure(0, 1e-2, 7.0, top_eigenvalues=[10.0]),
           _measure(10, 1e-2, 4.5, top_eigenvalues=[50.0, 2.0])]  # fmt: skip
-    rows = B.run_bounds(ms, **PARAMS)
+    rows = T.run_bounds(ms, **PARAMS)
     assert [r["step"] for r in rows] == [0, 10, 20]
     assert all(r["f0"] == 7.0 and r["f_star"] == 4.0 and r["smoothness_L"] == 50.0 for r in rows)
     assert rows[0]["envelope"] == pytest.approx(1e-2 * 3.0 + 1e-4 * 50.0 * 1.0 / 4)
-    assert B.run_bounds([], **PARAMS) == []
+    assert T.run_bounds([], **PARAMS) == []
 
 
 def test_format_value():
-    assert B.format_value(True) == "true" and B.format_value(np.bool_(False)) == "false"
-    assert B.format_value(1.23456789) == "1.23457"
-    assert B.format_value(math.inf) == "inf"
-    assert B.format_value(3) == "3"
+    assert T.format_value(True) == "true" and T.format_value(np.bool_(False)) == "false"
+    assert T.format_value(1.23456789) == "1.23457"
+    assert T.format_value(math.inf) == "inf"
+    assert T.format_value(3) == "3"
     with pytest.raises(ValueError):
-        B.format_value(math.nan)
+        T.format_value(math.nan)

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from tests.conftest import tiny_params
-from villani import layout
-from villani.bounds_table import run_sigma_sq, write_bounds
-from villani.runs import Run
+from villani.bounds.table import run_sigma_sq, write_bounds
+from villani.plan import layout
+from villani.plan.runs import Run
 
 
 def _params(lambdas):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO, tiny_params
-from villani.config import ParamsError, load_params, resolve, stage_digest
+from villani.plan.config import ParamsError, load_params, resolve
+from villani.plan.digest import stage_digest
 
 
 def test_committed_params_are_valid_and_complete():

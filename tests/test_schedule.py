@@ -1,6 +1,12 @@
 """Checkpoint schedule and segments are a static function of params."""
 
-from villani.schedule import checkpoint_steps, checkpoints_in_segment, segment_ends, segment_for, segment_start
+from villani.plan.schedule import (
+    checkpoint_steps,
+    checkpoints_in_segment,
+    segment_ends,
+    segment_for,
+    segment_start,
+)
 
 
 def _t(**kw):

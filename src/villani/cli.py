@@ -13,7 +13,6 @@ import argparse
 import errno
 import os
 import sys
-from pathlib import Path
 
 
 def _common() -> argparse.ArgumentParser:
@@ -27,12 +26,10 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
-def _run_args(p: argparse.ArgumentParser, step: bool = False) -> None:
+def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", default="adamw", choices=["adamw", "noise"], help="run variant")
     p.add_argument("--lam", type=float, required=True, help="weight decay λ of the run")
     p.add_argument("--seed", type=int, required=True, help="seed of the run")
-    if step:
-        p.add_argument("--step", type=int, required=True, help="checkpoint step")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[common])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    v = sub.add_parser("validate", parents=[common], help="validate parameter files and print the DAG size")
+    v = sub.add_parser("validate", parents=[common], help="validate parameter files; print the runs, segments and checkpoints they define")
     v.add_argument("--print", action="store_true", help="print the complete parameters with defaults")
 
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
@@ -70,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _params(args) -> dict:
-    from villani.config import load_params
+    from villani.plan.config import load_params
 
     return load_params(args.params or ["params.yaml"])
 
@@ -78,17 +75,17 @@ def _params(args) -> dict:
 def cmd_validate(args) -> None:
     import json
 
-    from villani import atomic, layout
-    from villani.runs import runs
-    from villani.schedule import checkpoint_steps, segment_ends
+    from villani.io.results import data_stats
+    from villani.plan import layout
+    from villani.plan.runs import runs
+    from villani.plan.schedule import checkpoint_steps, segment_ends
 
     p = _params(args)
     rs = list(runs(p))
     print(f"ok: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
           f"{len(checkpoint_steps(p['train']))} checkpoints per run")
-    stats_path = layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"])
-    if stats_path.exists():
-        blocks = atomic.read_json(stats_path, "data stats")["splits"]["train"]["blocks"]
+    if layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"]).exists():
+        blocks = data_stats(p, args.results)["splits"]["train"]["blocks"]
         t = p["train"]
         print(f"train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
               f"of {blocks} train blocks (batch {t['batch_size']})")
@@ -97,8 +94,8 @@ def cmd_validate(args) -> None:
 
 
 def cmd_tokenize(args) -> None:
-    from villani import layout
     from villani.data import tokenize
+    from villani.plan import layout
 
     p = _params(args)
     out = layout.fmt(layout.DATA_DIR, args.results, dataset=p["data"]["name"])
@@ -107,7 +104,7 @@ def cmd_tokenize(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from villani.schedule import segment_ends
+    from villani.plan.schedule import segment_ends
     from villani.training import train_segment
 
     p = _params(args)
@@ -122,14 +119,14 @@ def cmd_train(args) -> None:
 
 
 def _segment_done(p, args, end) -> bool:
-    from villani import layout
+    from villani.plan import layout
 
     return layout.fmt(layout.SEGMENT, args.results, dataset=p["data"]["name"], variant=args.variant,
                       lam=args.lam, seed=args.seed, step=end).exists()
 
 
 def _check_run(p, args) -> None:
-    from villani.config import ParamsError
+    from villani.plan.config import ParamsError
 
     lams = p["train"]["lambdas"] if args.variant == "adamw" else p["train"]["noise"]["lambdas"]
     key = "train.lambdas" if args.variant == "adamw" else "train.noise.lambdas"
@@ -141,7 +138,7 @@ def _check_run(p, args) -> None:
 
 def cmd_measure(args) -> None:
     from villani.measure import measure_checkpoint
-    from villani.schedule import checkpoint_steps
+    from villani.plan.schedule import checkpoint_steps
 
     p = _params(args)
     _check_run(p, args)
@@ -153,25 +150,25 @@ def cmd_measure(args) -> None:
 
 
 def cmd_rays(args) -> None:
-    from villani.rays import run_rays
+    from villani.measure.rays import run_rays
 
     print(run_rays(_params(args), root=args.results, device=args.device))
 
 
 def cmd_landscape(args) -> None:
-    from villani.landscape import run_landscape
+    from villani.measure.landscape import run_landscape
 
     print(run_landscape(_params(args), lam=args.lam, root=args.results, device=args.device))
 
 
 def cmd_bounds(args) -> None:
-    from villani.bounds_table import write_bounds
+    from villani.bounds.table import write_bounds
 
     print(write_bounds(_params(args), root=args.results))
 
 
 def cmd_cost(args) -> None:
-    from villani.cost import run_hvp_cost
+    from villani.measure.hvp_cost import run_hvp_cost
 
     print(run_hvp_cost(_params(args), root=args.results, device=args.device))
 
@@ -184,13 +181,13 @@ def cmd_figures(args) -> None:
 
 
 def cmd_metrics(args) -> None:
-    from villani.metrics import write_metrics
+    from villani.figures.metrics import write_metrics
 
     print(write_metrics(_params(args), root=args.results))
 
 
 def cmd_prune(args) -> None:
-    from villani.prune import prune
+    from villani.dag.prune import prune
 
     files, freed = prune(_params(args), root=args.results, dry_run=args.dry_run)
     verb = "would free" if args.dry_run else "freed"
@@ -215,7 +212,7 @@ def _one_line(e: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from villani.config import ParamsError
+    from villani.plan.config import ParamsError
     from villani.training import TrainingDiverged
 
     if args.threads:

@@ -1,4 +1,5 @@
-"""The GPT-Neo causal LM: build it from params, save and load its weights.
+"""The GPT-Neo causal LM: build it from params (:func:`model_for_run` for a run's dataset),
+choose its device, save and load its weights.
 
 The model is always ``transformers.GPTNeoForCausalLM`` with
 ``attn_implementation="eager"``: flash/SDPA attention kernels support neither double
@@ -76,6 +77,22 @@ def build_model(model_cfg: Mapping, vocab_size: int, seq_len: int, *, seed: int,
     return model.float()
 
 
+def pick_device(device: str | None = None) -> torch.device:
+    """``device`` if given, else ``cuda`` when available, else ``cpu``."""
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def model_for_run(params: Mapping, root, seed: int) -> torch.nn.Module:
+    """A freshly initialised model of the params' architecture with the vocabulary (size
+    and EOS id) of the tokenized dataset under ``root``; the init is seeded by ``seed``."""
+    from villani.io.results import data_stats, vocabulary
+
+    vocab, eos = vocabulary(data_stats(params, root))
+    return build_model(params["model"], vocab, params["data"]["seq_len"], seed=seed, eos_token_id=eos)
+
+
 def assert_eager(model: torch.nn.Module) -> None:
     impl = getattr(model.config, "_attn_implementation", None)
     if impl != EAGER:
@@ -97,7 +114,7 @@ def save_weights(model: torch.nn.Module, path: str | Path) -> None:
     """Write safetensors weights atomically (shared tensors stored once)."""
     from safetensors.torch import save_model
 
-    from villani.atomic import write_with
+    from villani.io.atomic import write_with
 
     write_with(path, lambda tmp: save_model(model, str(tmp)))
 

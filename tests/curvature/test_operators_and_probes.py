@@ -3,7 +3,13 @@
 import pytest
 import torch
 
-from villani.curvature import CallableOperator, DenseOperator, LinearOperator, as_operator, hutchinson
+from villani.curvature import (
+    CallableOperator,
+    DenseOperator,
+    LinearOperator,
+    as_operator,
+    hutchinson,
+)
 from villani.curvature.operators import apply_rows
 from villani.curvature.probes import ProbeStream, rademacher_rows
 

@@ -21,7 +21,8 @@ import torch
 from curvlinops import HessianLinearOperator
 from pyhessian import hessian as PyHessian
 from pyhessian.utils import hessian_vector_product
-from scipy.sparse.linalg import LinearOperator as ScipyOperator, eigsh
+from scipy.sparse.linalg import LinearOperator as ScipyOperator
+from scipy.sparse.linalg import eigsh
 
 from villani.curvature import ModelHessian, as_operator, hutchinson, top_eigenvalues
 from villani.curvature.probes import rademacher_rows

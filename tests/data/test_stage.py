@@ -14,9 +14,10 @@ import pytest
 import torch
 
 import villani
-from villani.data import load_blocks, load_tokenizer, read_stats, tokenize
+from villani.data import load_blocks, load_tokenizer, tokenize
 from villani.data.sources import read_splits
 from villani.data.tokenizer import encode_documents
+from villani.io.results import read_stats
 
 SPLITS = ("train", "validation", "test")
 OUTPUTS = ("tokenizer.json", "train.parquet", "validation.parquet", "test.parquet", "stats.json")

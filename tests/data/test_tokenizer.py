@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from transformers import PreTrainedTokenizerFast
 
-from villani.data import load_blocks, load_tokenizer, read_stats, tokenize
+from villani.data import load_blocks, load_tokenizer, tokenize
 from villani.data.tokenizer import EOS_TOKEN, train_bpe
+from villani.io.results import read_stats
 
 
 def test_byte_level_bpe_round_trips_any_text(pydoc_out, sample_text):

@@ -16,7 +16,7 @@ def figure_params():
 @pytest.fixture(scope="session")
 def rendered(tmp_path_factory):
     """(params, root, written paths): bounds table and every registered figure/table rendered."""
-    from villani.bounds_table import write_bounds
+    from villani.bounds.table import write_bounds
     from villani.figures import render_all
 
     p = figure_params()

@@ -20,9 +20,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from villani import layout
-from villani.runs import runs
-from villani.schedule import checkpoint_steps, segment_ends
+from villani.plan import layout
+from villani.plan.runs import runs
+from villani.plan.schedule import checkpoint_steps, segment_ends
 from villani.stats import fit_slope, predicted_cv, sample_stats
 
 D = 136_832

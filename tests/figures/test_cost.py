@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from tests.conftest import tiny_params
-from villani import layout
-from villani.cost import PeakMemory, cost_digest, run_hvp_cost, sized_config
+from villani.measure.hvp_cost import PeakMemory, run_hvp_cost, sized_config
+from villani.plan.digest import stage_digest
+from villani.plan import layout
 
 
 def test_sized_config_scales_width_only():
@@ -43,8 +44,8 @@ def test_digest_follows_the_keys_it_reads():
     p = tiny_params()
     q = tiny_params(figures={"model_sizes": [8]})
     r = tiny_params(train={"lr": 0.5})
-    assert cost_digest(p) != cost_digest(q)
-    assert cost_digest(p) == cost_digest(r)
+    assert stage_digest(p, "cost") != stage_digest(q, "cost")
+    assert stage_digest(p, "cost") == stage_digest(r, "cost")
 
 
 MB160 = 40_000_000 * 4  # bytes of torch.ones(40_000_000), float32

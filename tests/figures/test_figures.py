@@ -12,13 +12,13 @@ import pytest
 
 from tests.figures.conftest import figure_params
 from tests.figures.synthetic import build_results
-from villani import layout
-from villani.bounds import c_ls_upper
-from villani.stats import fit_cost_model
+from villani.bounds.theory import c_ls_upper
 from villani.figures import CAPTIONS, REGISTRY, figure_outputs, render_all
 from villani.figures.style import lam_color, middle_lam, save_figure
-from villani.runs import Run
-from villani.schedule import checkpoint_steps
+from villani.plan import layout
+from villani.plan.runs import Run
+from villani.plan.schedule import checkpoint_steps
+from villani.stats import fit_cost_model
 
 
 def _csv(root, name, kind="figures") -> pd.DataFrame:
@@ -209,7 +209,9 @@ def test_efficiency_default_target_is_reached_by_every_run(rendered):
 
 def test_lam_colours_are_fixed_per_value():
     assert lam_color(0.0) == "black"
-    assert lam_color(1e-3) == lam_color(0.001)
-    assert lam_color(1e-4) != lam_color(1e-2)
+    # one hue per half decade: the paper's λ (and the default's 0.1, 1) never share a colour
+    paper_and_default = [1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0]
+    assert len({lam_color(x) for x in paper_and_default}) == len(paper_and_default)
+    assert lam_color(0.1) == lam_color(0.11)  # a value, not a list position, picks the colour
     assert middle_lam([0.0, 1e-4, 1e-3, 1e-2]) == 1e-3
     assert middle_lam([0.0, 0.01, 0.02, 0.05]) == 0.02

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_repo, tiny_params
-from villani import layout
-from villani.config import dump_yaml
-from villani.schedule import segment_ends
+from villani.plan import layout
+from villani.plan.config import dump_yaml
+from villani.plan.schedule import segment_ends
 from villani.training import train_segment
 
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
@@ -51,7 +51,7 @@ def test_killed_measurement_leaves_no_json_and_rerun_completes(trained):
     assert not out_json.exists(), "a killed measurement must not leave its completion marker"
     assert not list(root.rglob("*.tmp"))
     subprocess.run(_measure_cmd(params, root), check=True, capture_output=True)
-    from villani.atomic import read_json
+    from villani.io.atomic import read_json
 
     rec = read_json(out_json)
     assert rec["step"] == 24 and rec["trace_L"]["num_probes"] == p["measure"]["num_probes"]
@@ -92,9 +92,9 @@ def test_corrupt_measure_json_is_named_in_one_line(damage, trained, tmp_path):
     path = layout.fmt(layout.MEASURE_JSON, root, step=12, **RUN)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 3] if damage == "truncate" else b"\x00\x01not json")
-    from villani.measure.summary import load_measurements
+    from villani.io.results import measurements
 
     with pytest.raises(ValueError) as e:
-        load_measurements(p, root, missing_ok=True)
+        measurements(p, root, missing_ok=True)
     msg = str(e.value)
     assert "\n" not in msg and str(path) in msg and "corrupt" in msg

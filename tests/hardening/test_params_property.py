@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO, TINY
-from villani import targets
-from villani.config import ParamsError, deep_merge, dump_yaml, read_yaml, resolve
+from villani.dag import targets
 from villani.figures import figure_outputs
-from villani.runs import runs
-from villani.schedule import checkpoint_steps, segment_ends
+from villani.plan.config import ParamsError, deep_merge, dump_yaml, read_yaml, resolve
+from villani.plan.runs import runs
+from villani.plan.schedule import checkpoint_steps, segment_ends
 
 BASE = deep_merge(read_yaml(REPO / "params.yaml"), read_yaml(TINY))
 

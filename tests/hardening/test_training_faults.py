@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_params
-from villani import layout
-from villani.atomic import sha256_file
-from villani.config import dump_yaml
-from villani.schedule import checkpoint_steps, segment_ends
+from villani.io.atomic import sha256_file
+from villani.plan import layout
+from villani.plan.config import dump_yaml
+from villani.plan.schedule import checkpoint_steps, segment_ends
 from villani.training import train_segment
 from villani.training.checkpoint import read_meta
 
@@ -108,7 +108,7 @@ def test_injected_enospc_in_atomic_write_leaves_old_file(tmp_path, monkeypatch):
     import errno
     import os
 
-    from villani import atomic
+    from villani.io import atomic
 
     target = tmp_path / "x.json"
     atomic.write_json(target, {"a": 1})
@@ -186,7 +186,7 @@ def test_nonfinite_skip_mode_finishes(tmp_path, tiny_data_root, monkeypatch):
 
     p = tiny_params(train={"nonfinite": "skip", "segments": 1})
     root = _data(tmp_path / "results", tiny_data_root)
-    real_ce = loop._Run.ce
+    real_ce = loop._SegmentState.ce
     calls = {"n": 0}
 
     def flaky(self, x):
@@ -194,7 +194,7 @@ def test_nonfinite_skip_mode_finishes(tmp_path, tiny_data_root, monkeypatch):
         out = real_ce(self, x)
         return out * float("nan") if calls["n"] == 5 else out
 
-    monkeypatch.setattr(loop._Run, "ce", flaky)
+    monkeypatch.setattr(loop._SegmentState, "ce", flaky)
     train_segment(p, end=24, root=root, device="cpu", progress=False, variant="adamw", lam=0.01, seed=0)
     log = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, root, step=24, **RUN))
     assert log["skipped"].sum() == 1

@@ -32,7 +32,7 @@ MICRO = {
 
 def micro_params(**overrides) -> dict:
     """tiny_params with the micro overlay, then ``overrides`` (group → dict)."""
-    from villani.config import deep_merge
+    from villani.plan.config import deep_merge
 
     doc = MICRO
     for group, values in overrides.items():
@@ -43,9 +43,9 @@ def micro_params(**overrides) -> dict:
 @pytest.fixture(scope="session")
 def micro(tmp_path_factory) -> tuple[dict, Path]:
     """(params, results root) with the micro corpus tokenized and runs λ ∈ {0, 0.01}, seed 0, trained."""
-    from villani import layout
     from villani.data import tokenize
-    from villani.schedule import segment_ends
+    from villani.plan import layout
+    from villani.plan.schedule import segment_ends
     from villani.training import train_segment
 
     torch.set_num_threads(1)
@@ -62,7 +62,7 @@ def micro(tmp_path_factory) -> tuple[dict, Path]:
 def measured(micro) -> dict:
     """measure_checkpoint run on every checkpoint of the λ = 0.01 run and step 12 of λ = 0: {(λ, step): json path}."""
     from villani.measure import measure_checkpoint
-    from villani.schedule import checkpoint_steps
+    from villani.plan.schedule import checkpoint_steps
 
     p, root = micro
     out = {}
@@ -76,8 +76,8 @@ def load_micro_model(p: dict, root: Path, lam: float, step: int, dtype=torch.flo
     """The checkpoint's model, loaded with safetensors directly (not through villani's loader)."""
     from safetensors.torch import load_file
 
-    from villani import layout
     from villani.model import build_model
+    from villani.plan import layout
 
     stats = __import__("json").loads(layout.fmt(layout.DATA_STATS, root, dataset="micro").read_text())
     model = build_model(p["model"], stats["vocab_size"], p["data"]["seq_len"], seed=0, eos_token_id=stats.get("eos_token_id"))

@@ -10,9 +10,13 @@ import pytest
 import torch
 
 from tests.measure.conftest import load_micro_model, set_ids
-from villani import layout
 from villani.data import load_blocks
-from villani.landscape import filter_normalized_direction, run_landscape, surface
+from villani.measure.landscape import (
+    filter_normalized_direction,
+    run_landscape,
+    surface,
+)
+from villani.plan import layout
 
 
 def test_directions_are_filter_normalised(micro):

@@ -18,11 +18,13 @@ import torch
 from torch.func import functional_call, grad, jacrev
 
 from tests.measure.conftest import load_micro_model, micro_params, set_ids
-from villani import layout
-from villani.config import ParamsError
 from villani.curvature.probes import rademacher_rows
 from villani.data import load_blocks
-from villani.measure import load_measurements, load_samples, measure_checkpoint, measurement_metrics
+from villani.figures.metrics import measurement_metrics
+from villani.io.results import measure_samples, measurements
+from villani.measure import measure_checkpoint
+from villani.plan import layout
+from villani.plan.config import ParamsError
 
 LAM, STEP = 0.01, 12
 
@@ -98,10 +100,10 @@ def test_trace_within_ci_and_samples_exact(rec, reference, micro):
     V = rademacher_rows(M, d, rec["trace_L"]["probe_seed"])
     HV = V @ H
     scale = float((V * HV).sum(1).abs().max())
-    samples = load_samples(p, root, lam=LAM, seed=0, step=STEP, kind="trace_L").sort_values("probe")
+    samples = measure_samples(p, root, lam=LAM, seed=0, step=STEP, kind="trace_L").sort_values("probe")
     np.testing.assert_allclose(samples["value"].to_numpy(), (V * HV).sum(1).numpy(), atol=1e-4 * scale)
     assert rec["trace_L"]["mean"] == pytest.approx(float((V * HV).sum(1).mean()), abs=1e-4 * scale)
-    frob = load_samples(p, root, lam=LAM, seed=0, step=STEP, kind="frob_sq_L").sort_values("probe")
+    frob = measure_samples(p, root, lam=LAM, seed=0, step=STEP, kind="frob_sq_L").sort_values("probe")
     np.testing.assert_allclose(frob["value"].to_numpy(), HV.square().sum(1).numpy(), rtol=1e-3)
     # ‖H‖_F² is estimated unbiasedly; with 16 probes it is within a factor 2 of the truth here
     assert 0.5 < rec["trace_L"]["frob_sq"] / float(H.square().sum()) < 2.0
@@ -132,7 +134,7 @@ def test_group_traces_exact_per_probe(rec, reference, micro):
     V = rademacher_rows(rec["trace_L"]["num_probes"], d, rec["trace_L"]["probe_seed"])
     D = V * (V @ H)
     bounds = np.cumsum([0] + reference["sizes"])
-    gs = load_samples(p, root, lam=LAM, seed=0, step=STEP, kind="group_trace")
+    gs = measure_samples(p, root, lam=LAM, seed=0, step=STEP, kind="group_trace")
     scale = float(D.sum(1).abs().max())
     for g in groups:
         cols = [j for j, n in enumerate(reference["names"]) if parameter_group(n) == g]
@@ -154,9 +156,9 @@ def test_spectrum_of_hessian_F(rec, reference, micro):
     assert ev[0] <= rec["lambda_median"] <= ev[-1]
     assert rec["spectral_ratio"] == (rec["lambda_max"] / rec["lambda_median"] if rec["lambda_median"] > 0 else None)
     # SLQ start j is Hutchinson probe j: d·α₁ reproduces the trace_F samples
-    tf = load_samples(p, root, lam=LAM, seed=0, step=STEP, kind="trace_F").sort_values("probe")["value"].to_numpy()
+    tf = measure_samples(p, root, lam=LAM, seed=0, step=STEP, kind="trace_F").sort_values("probe")["value"].to_numpy()
     np.testing.assert_allclose(rec["slq"]["trace_F_samples"], tf[: rec["slq"]["num_probes"]], rtol=1e-4)
-    nodes = load_samples(p, root, lam=LAM, seed=0, step=STEP, kind="slq_node")
+    nodes = measure_samples(p, root, lam=LAM, seed=0, step=STEP, kind="slq_node")
     for _, g in nodes.groupby("probe"):
         assert g["weight"].sum() == pytest.approx(1.0, abs=1e-6)
     assert rec["hvp_count"] == 16 + 12 + 8
@@ -208,7 +210,7 @@ def test_json_keys_and_provenance(rec, micro):
 
 
 def test_parquet_first_json_last(micro, monkeypatch, tmp_path):
-    from villani import atomic
+    from villani.io import atomic
 
     p, root = micro
     order = []
@@ -268,11 +270,11 @@ def test_step_must_be_a_checkpoint(micro):
 
 def test_loaders_and_metrics(measured, micro):
     p, root = micro
-    df = load_measurements(p, root, missing_ok=True)
+    df = measurements(p, root, missing_ok=True)
     assert len(df) == len(measured)
     assert {"psi_s=1.0", "psi_s=2.0", "trace_L_mean", "trace_L_ci95_lo", "block:embeddings", "top_eigenvalues"} <= set(df.columns)
     with pytest.raises(ValueError, match="measurement not found"):
-        load_measurements(p, root)
+        measurements(p, root)
     m = measurement_metrics(p, root)["measurement"]
     assert set(m) == {"lam=0.0", "lam=0.01"} or set(m) == {f"lam={layout.format_lam(x)}" for x in (0.0, 0.01)}
     row = df[(df["lam"] == LAM) & (df["step"] == STEP)].iloc[0]

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from villani import layout
-from villani.rays import run_rays
+from villani.measure.rays import run_rays
+from villani.plan import layout
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +91,8 @@ def test_checkpoint_ray_and_provenance(rays, micro):
 
 
 def test_directions_are_seeded_unit_vectors(micro):
-    from villani.rays import ray_directions
-    from villani.training.loop import model_for_run
+    from villani.measure.rays import ray_directions
+    from villani.model import model_for_run
 
     p, root = micro
     m = model_for_run(p, root, 0)

@@ -22,7 +22,7 @@ import pytest
 # The helpers live next to this file; make them importable whatever pytest's import mode.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from slurm_helpers import bounded, active_jobs, cluster_problem  # noqa: E402
+from slurm_helpers import active_jobs, bounded, cluster_problem  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -14,15 +14,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from slurm_helpers import (
     bounded,
     job_info,
     read_json,
     slurm_logs,
     slurm_profiles,
-    submitted_by_rule,
     snakemake,
+    submitted_by_rule,
     wait_job,
 )
 
@@ -84,7 +83,7 @@ TOY_SNAKEFILE = textwrap.dedent('''\
         output: "out/tokenize.json"
         shell: PR
 
-    rule train_segment:
+    rule train:
         input: "out/tokenize.json"
         output: "out/train_{seg}.json"
         params: extra=lambda wc: "--fail-once state/train_" + wc.seg if wc.seg == "2" else ""
@@ -111,10 +110,10 @@ def test_toy_workflow_through_profiles(slurm, tmp_path):
     run = snakemake(wf, *slurm_profiles(), timeout=300)
     assert run.returncode == 0, run.tail()
 
-    # every non-local job went through sbatch: tokenize, 2 x train_segment (+1 retry), measure, report
+    # every non-local job went through sbatch: tokenize, 2 x train (+1 retry), measure, report
     by_rule = submitted_by_rule(run, wf)
     assert {r: sum(map(len, ws.values())) for r, ws in by_rule.items()} == {
-        "tokenize": 1, "train_segment": 3, "measure": 1, "report": 1}, run.tail()
+        "tokenize": 1, "train": 3, "measure": 1, "report": 1}, run.tail()
 
     outs = {p.stem: read_json(p) for p in (wf / "out").glob("*.json")}
     assert set(outs) == {"tokenize", "train_1", "train_2", "measure", "report"}
@@ -134,7 +133,7 @@ def test_toy_workflow_through_profiles(slurm, tmp_path):
     assert (outs["tokenize"]["runtime"], outs["tokenize"]["mem_mb"]) == (10, 1000)
     assert (outs["train_1"]["runtime"], outs["train_1"]["mem_mb"]) == (15, 2000)
     assert (outs["train_2"]["runtime"], outs["train_2"]["mem_mb"]) == (30, 4000)  # attempt 2
-    first, retry = sorted(by_rule["train_segment"]["2"], key=int)
+    first, retry = sorted(by_rule["train"]["2"], key=int)
     assert job_info(first)["TimeLimit"] == "00:15:00" and job_info(first)["JobState"] == "FAILED"
     assert job_info(retry)["TimeLimit"] == "00:30:00" and job_info(retry)["JobState"] == "COMPLETED"
     assert job_info(retry)["MinMemoryNode"] == "4000M"

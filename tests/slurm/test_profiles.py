@@ -8,10 +8,9 @@ import sys
 
 import pytest
 import yaml
-
 from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
 
-GPU_RULES = {"train_segment", "measure", "rays", "landscape", "hvp_cost"}
+GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 CPU_RULES = {"tokenize", "bounds", "figures", "metrics"}
 # flags the plugin sets itself and rejects inside slurm_extra
 FORBIDDEN_EXTRA = re.compile(r"--(gres|gpus|mem|cpus-per|partition|account|time|qos|nodes|ntasks)\b|(^|\s)-[pAtNnc]\b")

@@ -6,7 +6,7 @@ plus the CI overlay:
 
 (a) every rule (but the local `all`) goes through sbatch, and the results are those of a
     local run: identical checkpoint weights (sha256) and measurement numbers;
-(b) preemption: a running `train_segment` job is scancel'ed mid-way, snakemake's retry
+(b) preemption: a running `train` job is scancel'ed mid-way, snakemake's retry
     resumes it from its work state, and the final weights are an uninterrupted run's.
 
 Each run happens in its own copy of the repository, so results/ is isolated.
@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from slurm_helpers import (
     SLURM_LOGDIR,
     bounded,
@@ -37,7 +36,7 @@ from slurm_helpers import (
 pytestmark = pytest.mark.slurm
 
 TINY = "tests/configs/tiny.yaml"
-GPU_RULES = {"train_segment", "measure", "rays", "landscape", "hvp_cost"}
+GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 # fields that legitimately differ between two runs of the same computation
 VOLATILE = re.compile(r"time|wall|clock|seconds|elapsed|per_s|duration|host|date|device|peak|rss|"
                       r"memory|created|version|path|pid|resumed_from", re.I)
@@ -79,7 +78,7 @@ def assert_same_numbers(a, b, where: str) -> None:
 
 
 def weights_digests(results: Path) -> dict[str, str]:
-    from villani.atomic import sha256_file
+    from villani.io.atomic import sha256_file
 
     return {str(p.relative_to(results)): sha256_file(p) for p in sorted(results.glob("runs/**/ckpt/*.safetensors"))}
 
@@ -145,7 +144,7 @@ RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
 
 
 def _preempt_setup(wd: Path) -> tuple[list[str], Path]:
-    from villani import layout
+    from villani.plan import layout
 
     (wd / "preempt.yaml").write_text(json.dumps(PREEMPT))
     final = layout.fmt(layout.SEGMENT, "results", step=PREEMPT["train"]["steps"], **RUN)
@@ -156,7 +155,7 @@ def _running_train_job() -> tuple[str, str] | None:
     res = bounded(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"])
     for line in res.stdout.split():
         jobid, _, comment = line.partition("|")
-        if comment.startswith("rule_train_segment"):
+        if comment.startswith("rule_train"):
             return jobid, comment
     return None
 
@@ -179,7 +178,7 @@ def _log_rows(csv: Path) -> list[dict]:
 
 
 def test_scancel_mid_segment_retry_resumes_bit_identical(slurm, tmp_path):
-    from villani import layout
+    from villani.plan import layout
 
     end = PREEMPT["train"]["steps"]
     wd = copy_repo(tmp_path / "slurm" / "repo")
@@ -202,7 +201,7 @@ def test_scancel_mid_segment_retry_resumes_bit_identical(slurm, tmp_path):
             assert bounded(["scancel", victim]).returncode == 0
             break
         time.sleep(0.1)
-    assert victim, ("no train_segment job was caught RUNNING with a saved work state; make PREEMPT longer\n"
+    assert victim, ("no train job was caught RUNNING with a saved work state; make PREEMPT longer\n"
                     + log.read_text()[-3000:])
 
     ref_run = wait_run(ref_proc, ref_log, ref_t0, 900)
@@ -214,7 +213,7 @@ def test_scancel_mid_segment_retry_resumes_bit_identical(slurm, tmp_path):
     # SLURM's view: the victim was cancelled, the same rule+wildcards resubmitted and completed
     assert job_info(victim)["JobState"] == "CANCELLED"
     by_rule = submitted_by_rule(run, wd)
-    retried = [ids for ids in by_rule["train_segment"].values() if victim in ids]
+    retried = [ids for ids in by_rule["train"].values() if victim in ids]
     assert retried and retried[0] == sorted(retried[0], key=int) and len(retried[0]) == 2, by_rule
     retry = retried[0][1]
     assert job_info(retry)["JobState"] == "COMPLETED"

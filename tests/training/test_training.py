@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from tests.conftest import tiny_params
-from villani import layout
-from villani.atomic import sha256_file
-from villani.schedule import checkpoint_steps, segment_ends
+from villani.io.atomic import sha256_file
+from villani.plan import layout
+from villani.plan.schedule import checkpoint_steps, segment_ends
 from villani.training import TrainingDiverged, train_segment
 from villani.training.checkpoint import read_meta
 
@@ -104,7 +104,7 @@ def test_nonfinite_loss_stops_with_step_and_checkpoint(tmp_path, tiny_data_root,
 
 def test_sigkill_mid_segment_resumes_bit_identical(tmp_path, tiny_data_root):
     """Kill `villani train` after a work state is saved, rerun: same final weights."""
-    from villani.config import dump_yaml
+    from villani.plan.config import dump_yaml
 
     p = tiny_params(train={"steps": 120, "segments": 1, "save_every": 10, "checkpoints": {"count": 1}})
     params = tmp_path / "p.yaml"

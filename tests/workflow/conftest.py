@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, copy_repo, tiny_params
+from tests.conftest import copy_repo, tiny_params
 
 BIN = Path(sys.executable).parent
 
@@ -30,7 +30,7 @@ def run(cmd, cwd, check=True, timeout=1200) -> subprocess.CompletedProcess:
 
 def write_params(path: Path, **overrides) -> dict:
     """Write a complete params.yaml: the tiny set plus overrides (DVC reads only this file)."""
-    from villani.config import dump_yaml
+    from villani.plan.config import dump_yaml
 
     p = tiny_params(**overrides)
     dump_yaml(p, path)

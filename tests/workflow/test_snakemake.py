@@ -9,8 +9,9 @@ import pytest
 
 from tests.conftest import tiny_params
 from tests.workflow.conftest import BIN, run
-from villani import layout, targets
+from villani.dag import targets
 from villani.figures import figure_outputs
+from villani.plan import layout
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +62,7 @@ def test_bad_params_stop_snakemake_before_any_job(snakemake_done):
     text = out.stdout + out.stderr
     assert out.returncode != 0
     assert "measure.s_values[0]: 0.0 is invalid (allowed: number > 0)" in text, text[-2000:]
-    assert not any(f"rule {r}:" in text for r in ("tokenize", "train_segment", "measure")), text[-2000:]
+    assert not any(f"rule {r}:" in text for r in ("tokenize", "train", "measure")), text[-2000:]
 
 
 def test_new_file_times_alone_trigger_no_work(snakemake_done):
@@ -80,7 +81,7 @@ def test_new_file_times_alone_trigger_no_work(snakemake_done):
 
 
 def test_prune_frees_measured_checkpoints_without_triggering_work(snakemake_done):
-    from villani.schedule import checkpoint_steps, segment_ends
+    from villani.plan.schedule import checkpoint_steps, segment_ends
 
     p = tiny_params()
     out = run([BIN / "villani", "prune", "--params", "params.yaml", "--params", "tests/configs/tiny.yaml"],

@@ -6,11 +6,11 @@ rule bounds:
         table=targets.pattern(layout.BOUNDS_DIR) + "/bounds.csv",
         summary=targets.pattern(layout.BOUNDS_DIR) + "/bounds.json",
     params:
-        digest=lambda wc: stage_digest(P, "bounds"),
+        digest=digest("bounds"),
     log:
         LOGS + "/bounds/{dataset}.log",
     resources:
-        runtime=lambda wc, attempt: runtime_minutes(P, "bounds", attempt),
+        runtime=lambda wc, attempt: runtime_minutes("bounds", attempt),
     threads: 1
     shell:
         "villani bounds --threads {threads} {PARAMS} > {log} 2>&1"

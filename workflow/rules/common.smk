@@ -1,18 +1,19 @@
 # Parameters, validation and shared helpers. Everything computed here comes from
-# functions in src/villani (config, layout, targets) that the tests exercise directly.
-import json
-from pathlib import Path
-
-from villani import layout, targets
-from villani.config import ParamsError, resolve, stage_digest
-from villani.workflow_support import params_args, runtime_minutes
+# functions in src/villani (plan.config, plan.layout, dag.targets, dag.jobs) that the
+# tests exercise directly.
+from villani.dag import targets
+from villani.dag.jobs import params_args, runtime_minutes
+from villani.figures import CAPTIONS, figure_outputs
+from villani.plan import layout
+from villani.plan.config import ParamsError, resolve
+from villani.plan.digest import stage_digest
 
 try:
     P = resolve(config, source=", ".join(map(str, workflow.configfiles)) or "config")
 except ParamsError as e:
     raise WorkflowError(str(e)) from None
 
-PARAMS = params_args(workflow, config)
+PARAMS = params_args(workflow)
 DATASET = P["data"]["name"]
 METRICS = str(layout.fmt(layout.METRICS, targets.ROOT))
 LOGS = targets.ROOT + "/logs"
@@ -29,3 +30,9 @@ wildcard_constraints:
 def digest(stage):
     """A rule param that changes exactly when a parameter the job reads changes."""
     return lambda wc: stage_digest(P, stage, wc.get("variant", "adamw"))
+
+
+def report_outputs():
+    """Every figure and table file, wrapped for `snakemake --report` with its caption."""
+    files = figure_outputs(P, targets.ROOT)
+    return [report(f, caption=CAPTIONS[n], category=c) for n, c, f in files]

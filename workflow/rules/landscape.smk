@@ -1,21 +1,3 @@
-rule rays:
-    input:
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
-        checkpoint=lambda wc: targets.rays_checkpoint(P),
-    output:
-        samples=targets.pattern(layout.RAYS_DIR) + "/rays.csv",
-        fits=targets.pattern(layout.RAYS_DIR) + "/slopes.json",
-    params:
-        digest=digest("rays"),
-    log:
-        LOGS + "/rays/{dataset}.log",
-    resources:
-        runtime=lambda wc, attempt: runtime_minutes(P, "rays", attempt),
-    threads: 1
-    shell:
-        "villani rays --threads {threads} {PARAMS} > {log} 2>&1"
-
-
 rule landscape:
     input:
         data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
@@ -28,7 +10,7 @@ rule landscape:
     log:
         LOGS + "/landscape/{dataset}/lam{lam}.log",
     resources:
-        runtime=lambda wc, attempt: runtime_minutes(P, "landscape", attempt),
+        runtime=lambda wc, attempt: runtime_minutes("landscape", attempt),
     threads: 1
     shell:
         "villani landscape --threads {threads} {PARAMS} --lam {wildcards.lam} > {log} 2>&1"

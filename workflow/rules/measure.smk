@@ -11,7 +11,7 @@ rule measure:
     log:
         LOGS + "/measure/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.log",
     resources:
-        runtime=lambda wc, attempt: runtime_minutes(P, "measure", attempt),
+        runtime=lambda wc, attempt: runtime_minutes("measure", attempt),
     threads: 1
     shell:
         "villani measure --threads {threads} {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "

@@ -1,4 +1,4 @@
-rule train_segment:
+rule train:
     input:
         data=lambda wc: [targets.data_files(P)["train"], targets.data_files(P)["stats"]],
         previous=lambda wc: targets.previous_segment(P, wc),
@@ -11,7 +11,7 @@ rule train_segment:
     log:
         LOGS + "/train/{dataset}/{variant}/lam{lam}/seed{seed}/seg{step}.log",
     resources:
-        runtime=lambda wc, attempt: runtime_minutes(P, "train_segment", attempt),
+        runtime=lambda wc, attempt: runtime_minutes("train", attempt),
     threads: 1
     shell:
         "villani train --threads {threads} {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "

@@ -11,7 +11,13 @@ from .hutchinson import hutchinson
 from .lanczos import lanczos, top_eigenvalues
 from .meyer2021hutchpp import hutchpp
 from .model_hessian import ModelHessian
-from .operators import CallableOperator, DenseOperator, LinearOperator, as_operator
+from .operators import (
+    CallableOperator,
+    DenseOperator,
+    LinearOperator,
+    ShiftedOperator,
+    as_operator,
+)
 from .results import EigenResult, LanczosResult, SpectralDensity, TraceEstimate
 from .slq import slq
 
@@ -19,6 +25,7 @@ __all__ = [
     "LinearOperator",
     "DenseOperator",
     "CallableOperator",
+    "ShiftedOperator",
     "as_operator",
     "hutchinson",
     "hutchpp",

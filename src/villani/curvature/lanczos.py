@@ -153,6 +153,7 @@ def lanczos(
         basis=basis[:steps] if keep_basis else None,
         restarts=restarts,
         breakdown=breakdown,
+        start_seed=int(seed) if v0 is None else None,
     )
 
 
@@ -173,6 +174,11 @@ def top_eigenvalues(
     norms :math:`\beta_m|s_{m,i}|`. Extreme, well-separated eigenvalues converge first;
     a residual small compared to the gap to the next Ritz value means the value is
     accurate to about residual²/gap.
+
+    The run starts from the first Rademacher probe of ``seed`` and is returned as
+    ``.lanczos``: its :math:`T_m` is also the Gauss quadrature of the spectral measure at
+    that start, so ``slq(op, p, m', seed=seed, first=result.lanczos)`` reuses it as SLQ's
+    first start — one Lanczos run serves both the top-k and the density.
 
     Args:
         op: a linear operator, square tensor, or ``(callable, dim)`` pair.
@@ -201,4 +207,5 @@ def top_eigenvalues(
     if return_vectors:
         coeffs = torch.as_tensor(s[:, order].T.copy(), dtype=res.basis.dtype, device=res.basis.device)
         vectors = coeffs @ res.basis
-    return EigenResult(values=theta[order].copy(), residuals=residuals, num_matvecs=res.num_matvecs, vectors=vectors)
+    return EigenResult(values=theta[order].copy(), residuals=residuals, num_matvecs=res.num_matvecs, vectors=vectors,
+                       lanczos=res)

@@ -201,9 +201,6 @@ class ModelHessian:
             ]
         )
 
-    def _split(self, v: Tensor) -> list[Tensor]:
-        return [c.view(s) for c, s in zip(torch.split(v, self._sizes, dim=-1), self._shapes)]
-
     def _split_rows(self, V: Tensor) -> list[Tensor]:
         return [c.reshape(V.shape[0], *s) for c, s in zip(torch.split(V, self._sizes, dim=-1), self._shapes)]
 

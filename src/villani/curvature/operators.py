@@ -35,6 +35,7 @@ __all__ = [
     "LinearOperator",
     "DenseOperator",
     "CallableOperator",
+    "ShiftedOperator",
     "as_operator",
     "apply_rows",
     "operator_dtype",
@@ -119,6 +120,43 @@ class CallableOperator:
         if self._matmat is not None:
             return self._matmat(V)
         return torch.stack([self._fn(v) for v in V])
+
+
+class ShiftedOperator:
+    r"""The shifted operator :math:`A + \sigma I`.
+
+    Its eigenvectors are those of :math:`A` with every eigenvalue moved by :math:`\sigma`,
+    and :math:`\operatorname{tr}(A+\sigma I) = \operatorname{tr}A + \sigma\,\text{dim}`.
+    The Hessian of :math:`F = L + \frac\lambda2\|\theta\|^2` is the Hessian of
+    :math:`L` shifted by :math:`\lambda`, so its spectrum is measured on
+    ``ShiftedOperator(hessian_of_L, lam)``.
+
+    Args:
+        op: a linear operator (``dim`` + ``matvec``, optionally ``matmat``), square
+            tensor, or ``(callable, dim)`` pair.
+        shift: :math:`\sigma`.
+
+    Example:
+        >>> import torch
+        >>> op = ShiftedOperator(torch.eye(2, dtype=torch.float64), 3.0)
+        >>> op.matvec(torch.ones(2, dtype=torch.float64)).tolist()
+        [4.0, 4.0]
+    """
+
+    def __init__(self, op, shift: float):
+        self.base = as_operator(op)
+        self.shift = float(shift)
+        self.dim = self.base.dim
+        self.dtype = operator_dtype(self.base)
+        self.device = operator_device(self.base)
+
+    def matvec(self, v: Tensor) -> Tensor:
+        r"""Return :math:`Av + \sigma v`."""
+        return self.base.matvec(v) + self.shift * v
+
+    def matmat(self, V: Tensor) -> Tensor:
+        r"""Return the rows :math:`Av_i + \sigma v_i` of a ``(k, dim)`` block."""
+        return apply_rows(self.base, V) + self.shift * V
 
 
 def as_operator(op, dim: int | None = None, **kwargs) -> LinearOperator:

@@ -116,6 +116,9 @@ class LanczosResult:
         basis: the orthonormal Lanczos vectors ``(m, dim)`` if kept, else None.
         restarts: how many breakdowns were continued with a fresh random vector.
         breakdown: True when the run stopped early on an invariant subspace.
+        start_seed: when the run started from the first Rademacher probe of a seed
+            (``v0`` not given), that seed — so :func:`~villani.curvature.slq` can reuse the
+            run as its first start vector; None for a caller-given ``v0``.
     """
 
     alphas: np.ndarray
@@ -125,6 +128,7 @@ class LanczosResult:
     basis: Tensor | None = None
     restarts: int = 0
     breakdown: bool = False
+    start_seed: int | None = None
 
     @property
     def num_steps(self) -> int:
@@ -159,12 +163,16 @@ class EigenResult:
             of an eigenvalue of the operator.
         num_matvecs: operator applications spent.
         vectors: Ritz vectors ``(k, dim)`` when requested, else None.
+        lanczos: the Lanczos run the values come from (its :math:`T_m` is also a Gauss
+            quadrature of the spectral measure at the start vector, see
+            :func:`~villani.curvature.slq`'s ``first``).
     """
 
     values: np.ndarray
     residuals: np.ndarray
     num_matvecs: int
     vectors: Tensor | None = None
+    lanczos: LanczosResult | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,7 +191,9 @@ class SpectralDensity:
         trace_samples: per start vector, :math:`v_j^\top A v_j = n\,\alpha_1^{(j)}`,
             a free Hutchinson sample.
         dim: n, the operator dimension.
-        num_matvecs: operator applications spent.
+        num_matvecs: operator applications spent by the call (a reused run not counted).
+        breakdown: True when some start's Krylov space became invariant (its quadrature
+            is then exact; a reused run may have restarted, adding zero-weight nodes).
     """
 
     nodes: tuple[np.ndarray, ...]
@@ -191,6 +201,7 @@ class SpectralDensity:
     trace_samples: np.ndarray
     dim: int
     num_matvecs: int
+    breakdown: bool = False
 
     @property
     def num_probes(self) -> int:

@@ -23,6 +23,13 @@ Each start also yields a free Hutchinson sample :math:`v^\top Av = n\,\alpha_1`
 Full re-orthogonalisation matters here: ghost copies of converged outliers would add
 spurious quadrature weight at the outliers. On breakdown (an invariant Krylov space) the
 quadrature is already exact for that start and the run for it stops.
+
+**Reusing a top-k run.** :func:`~villani.curvature.top_eigenvalues` starts from the first
+probe of its seed, so its Lanczos run (``EigenResult.lanczos``) *is* SLQ's start 0 for the
+same seed, possibly with more steps; ``first=`` reuses it instead of running start 0
+again. If that run restarted after a breakdown, :math:`T` is block-diagonal and the
+eigenvectors of the later blocks have zero first component: their nodes carry zero
+weight, and the quadrature is still that of the start vector.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import torch
 from .lanczos import lanczos
 from .operators import as_operator, operator_device, operator_dtype
 from .probes import ProbeStream
-from .results import SpectralDensity
+from .results import LanczosResult, SpectralDensity
 
 __all__ = ["slq"]
 
@@ -46,6 +53,7 @@ def slq(
     seed: int = 0,
     basis_device: torch.device | str | None = None,
     basis_dtype: torch.dtype | None = None,
+    first: LanczosResult | None = None,
 ) -> SpectralDensity:
     """Stochastic Lanczos quadrature from ``num_probes`` Rademacher starts.
 
@@ -55,6 +63,9 @@ def slq(
         num_steps: Lanczos steps per start vector.
         seed: seed of the start vectors (start ``j`` is Hutchinson probe ``j``).
         basis_device, basis_dtype: where/how the Lanczos basis is stored.
+        first: a Lanczos run of ``op`` from the first probe of ``seed`` (e.g.
+            ``top_eigenvalues(op, k, num_steps=m, seed=seed).lanczos``), used as start 0
+            with its own step count; its products are not counted again.
 
     Returns:
         A :class:`SpectralDensity` with per-start nodes and weights.
@@ -62,20 +73,27 @@ def slq(
     op = as_operator(op)
     if num_probes < 1:
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
+    if first is not None and first.start_seed != int(seed):
+        raise ValueError(f"first: the run started from seed {first.start_seed}'s first probe, not seed {seed}'s")
     stream = ProbeStream(op.dim, seed, dtype=operator_dtype(op), device=operator_device(op))
-    nodes, weights, traces, matvecs = [], [], [], 0
-    for _ in range(num_probes):
+    nodes, weights, traces, matvecs, breakdown = [], [], [], 0, False
+    for j in range(num_probes):
         v = stream.next(1)[0]
-        res = lanczos(op, num_steps, v0=v, basis_device=basis_device, basis_dtype=basis_dtype)
+        if j == 0 and first is not None:
+            res = first
+        else:
+            res = lanczos(op, num_steps, v0=v, basis_device=basis_device, basis_dtype=basis_dtype)
+            matvecs += res.num_matvecs
         theta, s = res.ritz()
         nodes.append(theta)
         weights.append(s[0, :] ** 2)
         traces.append(op.dim * float(res.alphas[0]))
-        matvecs += res.num_matvecs
+        breakdown |= res.breakdown or res.restarts > 0
     return SpectralDensity(
         nodes=tuple(nodes),
         weights=tuple(weights),
         trace_samples=np.asarray(traces, dtype=np.float64),
         dim=op.dim,
         num_matvecs=matvecs,
+        breakdown=breakdown,
     )

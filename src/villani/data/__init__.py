@@ -6,13 +6,12 @@
   ``{split}.parquet`` and ``stats.json`` to ``out_dir``; return the stats.
 - ``load_blocks(path) -> torch.LongTensor (N, seq_len)``: read one split's blocks.
 - ``load_tokenizer(out_dir) -> transformers.PreTrainedTokenizerFast``: the saved tokenizer.
-- ``read_stats(out_dir) -> dict``: the saved statistics.
 
-Details per module: ``sources`` (text per split), ``tokenizer``, ``blocks``, ``stage``.
+The stats are read back with :func:`villani.io.results.read_stats`. Details per module: ``sources`` (text per split), ``tokenizer``, ``blocks``, ``stage``.
 """
 
 from villani.data.blocks import load_blocks
-from villani.data.stage import read_stats, tokenize
+from villani.data.stage import tokenize
 from villani.data.tokenizer import load_tokenizer
 
-__all__ = ["tokenize", "load_blocks", "load_tokenizer", "read_stats"]
+__all__ = ["tokenize", "load_blocks", "load_tokenizer"]

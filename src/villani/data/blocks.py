@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from villani.atomic import write_with
+from villani.io.atomic import write_with
 
 COLUMN = "input_ids"
 _ROW_GROUP = 65536

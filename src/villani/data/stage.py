@@ -33,16 +33,21 @@ stages never need the hub), ``train.parquet``, ``validation.parquet``, ``test.pa
 from __future__ import annotations
 
 import logging
-from importlib import metadata
 import platform
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from villani.atomic import read_json, sha256_file, write_json, write_text
 from villani.data.blocks import cut_blocks, write_blocks
 from villani.data.sources import SPLITS, read_splits
-from villani.data.tokenizer import EOS_TOKEN, encode_documents, load_pretrained, train_bpe
+from villani.data.tokenizer import (
+    EOS_TOKEN,
+    encode_documents,
+    load_pretrained,
+    train_bpe,
+)
+from villani.io.atomic import read_json, sha256_file, write_json, write_text
 
 log = logging.getLogger(__name__)
 

@@ -89,7 +89,7 @@ def load_tokenizer(out_dir: str | Path):
     """The saved tokenizer of a data folder as a ``PreTrainedTokenizerFast`` (EOS set)."""
     from transformers import PreTrainedTokenizerFast
 
-    from villani.atomic import read_json
+    from villani.io.atomic import read_json
 
     out_dir = Path(out_dir)
     path = out_dir / "tokenizer.json"

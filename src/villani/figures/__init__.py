@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from villani import layout
 from villani.figures import (
     landscape,
     pac_bayes,
@@ -29,6 +28,7 @@ from villani.figures import (
     trace_histograms,
     training_curves,
 )
+from villani.plan import layout
 
 REPORT_DIR = Path(__file__).resolve().parents[3] / "workflow" / "report"
 

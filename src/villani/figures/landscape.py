@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from villani.figures.style import lam_label
-from villani.readers import landscape_surface
+from villani.io.results import landscape_surface
 
 
 def grid(df: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,11 +14,10 @@ from typing import Callable, Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 
-from villani import layout
 from villani.figures.style import fmt_num, lam_color, lam_label, note, plain_log_ticks
-from villani.readers import bounds_frame, bounds_summary
+from villani.io.results import bounds_frame, bounds_summary
+from villani.plan import layout
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:

@@ -14,8 +14,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.figures.style import fmt_num, lam_color, lam_label, plain_log_ticks, value_axis
-from villani.readers import measurements, psi_column
+from villani.figures.style import (
+    fmt_num,
+    lam_color,
+    lam_label,
+    plain_log_ticks,
+    value_axis,
+)
+from villani.io.results import measurements
+from villani.psi import psi_column
 from villani.stats import fit_slope
 
 

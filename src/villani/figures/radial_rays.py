@@ -18,14 +18,15 @@ import numpy as np
 import pandas as pd
 
 from villani.figures.style import fmt_num, lam_color, lam_label, value_axis
-from villani.readers import psi_column as psi_key_column
-from villani.readers import rays_table
+from villani.io.results import rays_table
+from villani.psi import psi_column
 
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
 
 
-def psi_column(df: pd.DataFrame, s: float) -> str:
-    col = psi_key_column(s)
+def _require_psi_column(df: pd.DataFrame, s: float) -> str:
+    """The Ψ_s column of rays.csv; a one-line ValueError when the file lacks it."""
+    col = psi_column(s)
     if col not in df.columns:
         raise ValueError(f"rays.csv: no column {col} (columns: {', '.join(df.columns)})")
     return col
@@ -51,7 +52,7 @@ def fit_segments(slopes_json: Mapping, s: float) -> pd.DataFrame:
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
     s = float(params["measure"]["s_values"][0])
-    col = psi_column(df, s)
+    col = _require_psi_column(df, s)
     fits = slopes(slopes_json, s)
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())

@@ -24,9 +24,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.bounds import c_ls_upper
+from villani.bounds.theory import c_ls_upper
 from villani.figures.style import fmt_num, lam_color, lam_label, note
-from villani.readers import cost_table, measurements
+from villani.io.results import cost_table, measurements
 from villani.stats import fit_cost_model
 
 TARGETS = {"GPT-Neo-125M": 1.25e8, "1B": 1e9}

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from villani.figures.style import lam_color, lam_label, note, value_axis
-from villani.readers import eigen_frame, measurements
+from villani.io.results import eigen_frame, measurements
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:

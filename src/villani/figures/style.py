@@ -1,8 +1,9 @@
 """Shared figure style and the one function that writes a figure and its numbers.
 
 Colours are fixed per λ value across every figure (:func:`lam_color`): λ = 0 is black,
-λ > 0 runs along ``plasma`` by log₁₀ λ from 1e-5 (dark) to 1e-1 (orange), so the same λ
-has the same colour in Fig 2 (the ray λs) and Fig 5 (the training λs).
+and each half decade of λ > 0 has its own hue from matplotlib's qualitative ``tab10``
+(grey left out), so the same λ has the same colour in Fig 2 (the ray λs) and Fig 5 (the
+training λs), and neighbouring decades are easy to tell apart.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from villani import atomic, layout  # noqa: E402
+from villani.io import atomic  # noqa: E402
+from villani.plan import layout  # noqa: E402
 
 plt.rcParams.update({
     "figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10, "axes.titlesize": 11,
@@ -42,10 +44,6 @@ def lam_color(lam: float):
     # one distinct hue per half decade (tab10 minus its grey), the same λ → the same colour everywhere
     k = int(round(2 * math.log10(lam)))
     return _QUALITATIVE[k % len(_QUALITATIVE)]
-
-
-def lam_colors(lams: Iterable[float]) -> dict:
-    return {float(x): lam_color(x) for x in lams}
 
 
 def middle_lam(lams: Iterable[float], prefer: float = 1e-3) -> float:

@@ -12,7 +12,7 @@
   (see :func:`efficiency`).
 
 Undefined entries (every bound-derived value at λ = 0) read ``undefined``
-(:func:`villani.bounds.format_value`), never a number.
+(:func:`villani.bounds.table.format_value`), never a number.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from typing import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from villani.bounds import format_row, format_value, guideline_checks
-from villani.readers import data_stats, measurements, run_records, train_tokens
-from villani.schedule import checkpoint_steps
+from villani.bounds.table import format_row, format_value
+from villani.bounds.theory import guideline_checks
+from villani.io.results import data_stats, measurements, run_records, train_tokens
+from villani.plan.schedule import checkpoint_steps
 
 
 def _fmt_frame(rows: list[dict]) -> pd.DataFrame:

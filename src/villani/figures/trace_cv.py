@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from villani.figures.style import lam_color, lam_label, plain_log_ticks
-from villani.readers import measurements
+from villani.io.results import measurements
 from villani.stats import predicted_cv
 
 PAPER_CLAIM = 0.049

@@ -19,9 +19,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from villani.figures.style import fmt_num, lam_color, lam_label, middle_lam, note
-from villani.readers import measurements, trace_samples
-from villani.runs import Run
-from villani.schedule import checkpoint_steps
+from villani.io.results import measurements, trace_samples
+from villani.plan.runs import Run
+from villani.plan.schedule import checkpoint_steps
 from villani.stats import sample_stats
 
 

@@ -4,7 +4,7 @@ Left: training loss vs step, mean ± s.e.m. over seeds. Per-step losses are smoo
 a centred moving average of ``max(1, T/40)`` steps before averaging over seeds; the band
 is ±1 s.e.m. across seeds (sd/√n, n seeds). Noise-injection runs (variant ``noise``) are
 dashed. Middle: ‖θ‖² vs step. Right (λ > 0): the measured F(θ_t) − F* at the checkpoints
-(F on the measurement set, F* the smallest F of the run — ``villani.bounds.run_bounds``)
+(F on the measurement set, F* the smallest F of the run — ``villani.bounds.table.run_bounds``)
 and the envelope of eq. (41) with β = 1/λ from :func:`villani.bounds.envelope`, as printed
 (``form="paper"``, solid) and as eqs. (38)+(40) give it (``form="consistent"``, dotted),
 with each run's C_LS(F), η, L and σ² from ``bounds.json``, averaged over seeds. The printed
@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.bounds import envelope
+from villani.bounds.theory import envelope
 from villani.figures.style import lam_color, lam_label, note
-from villani.readers import bounds_frame
-from villani.runs import runs, training_log
+from villani.io.results import bounds_frame, training_log
+from villani.plan.runs import runs
 
 
 def _sem(x) -> float:

@@ -1,16 +1,17 @@
-"""Per-checkpoint measurement (SPEC §2) and readers of its results.
+"""Measurements at trained parameters — every stage that evaluates a model's curvature.
 
-- :func:`measure_checkpoint` — one checkpoint → ``measure/step{step}.json`` + ``.parquet``
-  (:mod:`.checkpoint_measure`; keys documented in ``docs/measurements.md``);
+- :mod:`.checkpoint` — ``villani measure``: one checkpoint → ``measure/step{step}.json`` +
+  ``.parquet`` (keys documented in ``docs/measurements.md``);
 - :mod:`.measurement_set` — the fixed measurement set, parameter groups, exact losses;
-- :mod:`.spectrum` — top-k eigenvalues and SLQ from one set of Lanczos runs;
 - :mod:`.grad_noise` — the minibatch gradient-noise σ² of Table I;
-- :mod:`.summary` — :func:`load_measurements` (a DataFrame for figures) and
-  :func:`measurement_metrics` (headline numbers for ``results/metrics.json``).
+- :mod:`.rays` — ``villani rays``: Ψ_s along radial rays (Fig 2);
+- :mod:`.landscape` — ``villani landscape``: a 2-D loss surface (Fig 3);
+- :mod:`.hvp_cost` — ``villani cost``: HVP time and memory vs model size (Fig 10).
+
+Ψ_s itself is defined in :mod:`villani.psi`; results are read back through
+:mod:`villani.io.results`.
 """
 
-from villani.measure.checkpoint_measure import measure_checkpoint, psi_key, read_measure
-from villani.measure.summary import load_measurements, load_samples, measurement_metrics
+from villani.measure.checkpoint import measure_checkpoint
 
-__all__ = ["measure_checkpoint", "psi_key", "read_measure", "load_measurements", "load_samples",
-           "measurement_metrics"]
+__all__ = ["measure_checkpoint"]

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from villani import layout
-from villani.config import ParamsError
+from villani.plan import layout
+from villani.plan.config import ParamsError
 
 __all__ = [
     "measurement_block_ids",

@@ -15,8 +15,11 @@ from typing import Any, Mapping
 
 import torch
 
-from villani import atomic, layout
-from villani.model import load_weights, save_weights
+from villani.io import atomic
+from villani.io.results import read_checkpoint_meta
+from villani.model import load_weights, model_for_run, pick_device, save_weights
+from villani.plan import layout
+from villani.plan.runs import Run
 
 
 def _paths(root, dataset, variant, lam, seed, step) -> tuple[Path, Path, Path]:
@@ -56,9 +59,7 @@ def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mappi
 def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -> dict:
     """The checkpoint JSON; with ``verify`` the weights and state must match their sha256."""
     w, s, m = _paths(root, dataset, variant, lam, seed, step)
-    meta = atomic.read_json(m, "checkpoint metadata")
-    if not isinstance(meta, dict) or "weights_sha256" not in meta:
-        raise ValueError(f"{m}: checkpoint metadata lacks weights_sha256 (not a villani checkpoint)")
+    meta = read_checkpoint_meta(m)
     if verify:
         for path, key in ((w, "weights_sha256"), (s, "state_sha256")):
             if meta.get(key) is None and key == "state_sha256":
@@ -76,3 +77,14 @@ def load_checkpoint(root, dataset, variant, lam, seed, step, model, *, with_stat
     meta = read_meta(root, dataset, variant, lam, seed, step)
     load_weights(model, w)
     return meta, (load_state_file(s) if with_state else None)
+
+
+def load_run_model(params: Mapping, root, run: Run, step: int, device: str | None = None
+                   ) -> tuple[torch.nn.Module, dict]:
+    """(model, checkpoint metadata): the model of ``run`` at checkpoint ``step`` — built for
+    the run's dataset vocabulary, its files verified against their sha256 and loaded, in
+    float32 and eval mode on ``device`` (default: cuda if available) — for every stage that
+    evaluates a trained model (measure, rays, landscape)."""
+    model = model_for_run(params, root, run.seed)
+    meta, _ = load_checkpoint(root, step=step, model=model, **run.wildcards)
+    return model.float().to(pick_device(device)).eval(), meta

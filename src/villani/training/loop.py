@@ -29,36 +29,30 @@ from typing import Mapping
 import torch
 from tqdm import tqdm
 
-from villani import atomic, layout
-from villani.config import stage_digest
-from villani.model import build_model, num_params, theta_sq_norm
-from villani.schedule import checkpoints_in_segment, segment_start
+from villani.io import atomic
+from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
+from villani.plan import layout
+from villani.plan.digest import run_digest
+from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.training.batches import batch_indices
-from villani.training.checkpoint import load_checkpoint, load_state_file, save_checkpoint, save_state_file
-from villani.training.optim import decayed_parameter_names, l2_penalty, make_optimizer, make_scheduler
+from villani.training.checkpoint import (
+    load_checkpoint,
+    load_state_file,
+    save_checkpoint,
+    save_state_file,
+)
+from villani.training.optim import (
+    decayed_parameter_names,
+    l2_penalty,
+    make_optimizer,
+    make_scheduler,
+)
 
 LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "theta_sq_norm", "tokens_per_s", "wall_clock_s", "skipped")
 
 
 class TrainingDiverged(RuntimeError):
     """A non-finite loss with ``train.nonfinite: stop``; the message names the step and last good checkpoint."""
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def data_vocab(root, dataset: str) -> tuple[int, int | None]:
-    """Vocabulary size and EOS id from the data stage's stats.json."""
-    stats = atomic.read_json(layout.fmt(layout.DATA_STATS, root, dataset=dataset), "data stats")
-    return int(stats["vocab_size"]), stats.get("eos_token_id")
-
-
-def model_for_run(params: Mapping, root, seed: int) -> torch.nn.Module:
-    vocab, eos = data_vocab(root, params["data"]["name"])
-    return build_model(params["model"], vocab, params["data"]["seq_len"], seed=seed, eos_token_id=eos)
 
 
 def langevin_beta(noise: Mapping, lam: float, lr: float) -> float | None:
@@ -71,8 +65,9 @@ def langevin_beta(noise: Mapping, lam: float, lr: float) -> float | None:
     return 1.0 / lam if lam > 0 else None
 
 
-class _Run:
-    """The mutable training state of one segment."""
+class _SegmentState:
+    """The mutable state of one training segment (model, optimizer, schedule, RNG streams,
+    step and token counters, log rows) — the run's identity is :class:`villani.plan.runs.Run`."""
 
     def __init__(self, params: Mapping, root, dataset: str, variant: str, lam: float, seed: int, device):
         from villani.data import load_blocks
@@ -81,7 +76,7 @@ class _Run:
         self.lam, self.seed, self.device = float(lam), int(seed), device
         self.t = params["train"]
         self.ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
-        self.digest = f"{stage_digest(params, 'train', variant)}:{layout.format_lam(lam)}:{seed}"
+        self.digest = run_digest(params, variant, lam, seed)
         self.blocks = load_blocks(layout.fmt(layout.SPLIT, root, dataset=dataset, split="train"))
         self.model = model_for_run(params, root, seed).to(device)
         self.decayed = set(decayed_parameter_names(self.model, self.t["decay_params"]))
@@ -201,14 +196,14 @@ def _work_path(root, ident) -> Path:
     return layout.fmt(layout.WORK_DIR, root, **ident) / "state.pt"
 
 
-def _save_work(run: _Run, path: Path) -> None:
+def _save_work(run: _SegmentState, path: Path) -> None:
     state = run.state()
     state["model"] = {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
     state["rows"] = [dict(r) for r in run.rows]
     save_state_file(path, state)
 
 
-def _try_resume_work(run: _Run, path: Path, start: int, end: int) -> bool:
+def _try_resume_work(run: _SegmentState, path: Path, start: int, end: int) -> bool:
     if not path.exists():
         return False
     try:
@@ -240,7 +235,7 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     dataset = params["data"]["name"]
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
-    run = _Run(params, root, dataset, variant, lam, seed, pick_device(device))
+    run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device))
     ident = run.ident
     resumed_from = None
     if start > 0:

@@ -10,7 +10,7 @@ rule tokenize:
     log:
         LOGS + "/tokenize/{dataset}.log",
     resources:
-        runtime=lambda wc, attempt: runtime_minutes(P, "tokenize", attempt),
+        runtime=lambda wc, attempt: runtime_minutes("tokenize", attempt),
     threads: 1
     shell:
         "villani tokenize --threads {threads} {PARAMS} > {log} 2>&1"

@@ -1,8 +1,9 @@
 """The bounds of section V of the paper, as pure functions (numpy only).
 
 Every function here evaluates a formula of the paper for given numbers; nothing is
-measured. ``docs/bounds.md`` states each formula as implemented, where the paper is
-inconsistent, and what is computed instead.
+measured (the table built from measurements is :mod:`villani.bounds.table`).
+``docs/bounds.md`` states each formula as implemented, where the paper is inconsistent,
+and what is computed instead.
 
 **Undefined is ``None``.** Every bound needs λ > 0 (the paper's Theorems 1–3 assume it).
 For λ = 0 each bound function returns ``None`` — never ``inf``, ``nan`` or 0 — so that
@@ -25,12 +26,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 __all__ = [
     "UNDEFINED",
+    "positive_lam",
     "PacBayes",
     "c_ls_upper",
     "c_p_upper",
@@ -43,17 +45,12 @@ __all__ = [
     "pac_bayes_bound",
     "pac_bayes",
     "guideline_checks",
-    "psi_slope_reference",
-    "bounds_row",
-    "run_bounds",
-    "format_value",
-    "format_row",
 ]
 
 UNDEFINED = "undefined"
 
 
-def _positive_lam(lam: float) -> bool:
+def positive_lam(lam: float) -> bool:
     """True for λ > 0, False for λ = 0; a negative or non-finite λ is a ValueError."""
     lam = float(lam)
     if not math.isfinite(lam) or lam < 0:
@@ -83,7 +80,7 @@ def c_ls_upper(lam: float, d: float | np.ndarray, s: float = 1.0) -> float | np.
     16.0
     """
     s = _require_positive("s", s)
-    if not _positive_lam(lam):
+    if not positive_lam(lam):
         return None
     lam = float(lam)
     value = (s / lam) * (1.0 + np.asarray(d, dtype=float) / (lam * s))
@@ -122,7 +119,7 @@ def eta_max(lam: float, sigma_sq: float) -> float | None:
     >>> eta_max(1e-3, 0.5)             # min(1, 1e-3 / 2)
     0.0005
     """
-    if not _positive_lam(lam):
+    if not positive_lam(lam):
         return None
     sigma_sq = float(sigma_sq)
     if not sigma_sq >= 0:
@@ -200,7 +197,7 @@ def envelope(
     >>> envelope([0, 1], 2.0, 10.0, 0.5, 1.0, 1.0, 0.5).round(12).tolist()  # ρ = 2·0.5/(0.5·10) = 0.2
     [1.125, 0.925]
     """
-    if not _positive_lam(lam) or c_ls is None:
+    if not positive_lam(lam) or c_ls is None:
         return None
     lam = float(lam)
     eta = _require_positive("eta", eta)
@@ -251,7 +248,7 @@ def kl_upper(
     >>> round(kl_upper(2.0, 2.0, 1.0), 12) == round(2.0 + math.log(2) + math.log(1 / (2 * math.pi)), 12)
     True
     """
-    if not _positive_lam(lam):
+    if not positive_lam(lam):
         return None
     lam = float(lam)
     F_hat, d = float(F_hat), float(d)
@@ -389,7 +386,7 @@ def guideline_checks(
     check has no meaning (Theorem 2 needs λ > 0): ``eta_limit``, ``eta_max``, ``eta_ok``
     are ``None``; the λ‖θ₀‖² check is still evaluated (0, not ok).
     """
-    lam_ok = _positive_lam(lam)
+    lam_ok = positive_lam(lam)
     sigma_sq = float(sigma_sq)
     if not sigma_sq >= 0:
         raise ValueError(f"sigma_sq must be >= 0, got {sigma_sq!r}")
@@ -412,159 +409,3 @@ def guideline_checks(
         "lam_theta0_ratio": lam_theta0 / ten_L0 if ten_L0 > 0 else None,
         "lam_theta0_ok": lam_theta0 >= ten_L0,
     }
-
-
-def psi_slope_reference(lam: float, s: float = 1.0) -> dict[str, float]:
-    r"""Reference slopes of Ψ_s against ‖θ‖² (Fig 2).
-
-    ``asymptote`` = λ²/s — the large-‖θ‖ slope of ‖∇F‖²/s ≈ ‖λθ‖²/s, which the paper
-    quotes; ``lemma4_lower`` = λ²/(2s) — what Lemma 4 (eq. 19) actually proves, as a lower
-    bound. Both are 0 for λ = 0 (a prediction, not an undefined bound).
-    """
-    _positive_lam(lam)
-    s = _require_positive("s", s)
-    return {"asymptote": float(lam) ** 2 / s, "lemma4_lower": float(lam) ** 2 / (2.0 * s)}
-
-
-# --------------------------------------------------------------------------- table rows
-
-_ID_KEYS = ("dataset", "variant", "lam", "seed", "step")
-_COPY_KEYS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl")
-
-
-def _s_label(s: float) -> str:
-    return f"c_ls_s{float(s):g}"
-
-
-def _objective(measure: Mapping[str, Any]) -> float:
-    if measure.get("F") is not None:
-        return float(measure["F"])
-    return float(measure["loss"]) + 0.5 * float(measure["lam"]) * float(measure["theta_sq_norm"])
-
-
-def bounds_row(
-    measure: Mapping[str, Any],
-    *,
-    n_train_tokens: int,
-    delta: float,
-    s: float | Sequence[float],
-    eta: float,
-    sigma_sq: float,
-    vocab_size: int,
-    f0: float | None = None,
-    f_star: float | None = None,
-    eps: float = 0.01,
-    smoothness_L: float | None = None,
-    beta: float | None = None,
-) -> dict[str, Any]:
-    """One row of the bounds table for one checkpoint's measurement dict.
-
-    ``measure`` needs ``lam``, ``d``, ``loss`` and ``F`` (or ``theta_sq_norm``); ``step``,
-    ``seed``, ``dataset``, ``variant``, ``val_loss``, ``val_ppl`` are copied when present.
-    ``s`` is one value or a list; the first is the primary s, used for ``c_ls``,
-    ``c_ls_gibbs``, ``steps_required`` and the envelope; every s gets a ``c_ls_s{s}`` column
-    (C_P has the same bound: ``c_p = c_ls``). ``n_train_tokens`` is the PAC-Bayes n.
-
-    Theorem 2 columns (``steps_required``, ``steps_required_eq33``) need ``f0`` and
-    ``f_star``; envelope columns (``envelope``, ``envelope_consistent`` at this step) also
-    need ``smoothness_L``; they are ``None`` otherwise. :func:`run_bounds` supplies all
-    three per run. PAC-Bayes columns are ``pb_*`` (fields of :class:`PacBayes`) and
-    ``pb_ppl_ratio`` = ppl_bound / val_ppl (Fig 6's tightness). ``status`` is
-    ``"undefined"`` for λ = 0, else ``"ok"``. Every bound is ``None`` when undefined.
-    """
-    lam = float(measure["lam"])
-    d = float(measure["d"])
-    s_list = [float(s)] if np.ndim(s) == 0 else [float(x) for x in s]  # type: ignore[arg-type]
-    if not s_list:
-        raise ValueError("s must hold at least one value")
-    row: dict[str, Any] = {k: measure[k] for k in _ID_KEYS if k in measure}
-    row.update({k: measure.get(k) for k in _COPY_KEYS})
-    F = _objective(measure)
-    row["F"] = F
-    row["status"] = "ok" if _positive_lam(lam) else UNDEFINED
-    row["s"] = s_list[0]
-    for sv in s_list:
-        row[_s_label(sv)] = c_ls_upper(lam, d, sv)
-    c_ls = row[_s_label(s_list[0])]
-    row["c_ls"] = c_ls
-    row["c_p"] = c_ls
-    row["c_ls_gibbs"] = c_ls_gibbs(lam, d, s_list[0], beta)
-    row["eta"] = float(eta)
-    row["sigma_sq"] = float(sigma_sq)
-    row["eta_max"] = eta_max(lam, sigma_sq)
-    row["eta_ok"] = None if row["eta_max"] is None else float(eta) <= row["eta_max"]
-    row.update(f0=f0, f_star=f_star, eps=float(eps), smoothness_L=smoothness_L)
-    have_gap = f0 is not None and f_star is not None
-    gap = float(f0) - float(f_star) if have_gap else None  # type: ignore[arg-type]
-    row["steps_required"] = steps_required(c_ls, eta, gap, eps) if have_gap else None
-    row["steps_required_eq33"] = steps_required(c_ls, eta, gap, eps, eps_split=False) if have_gap else None
-    row["envelope"] = row["envelope_consistent"] = None
-    if have_gap and smoothness_L is not None and c_ls is not None and "step" in measure:
-        for key, form in (("envelope", "paper"), ("envelope_consistent", "consistent")):
-            env = envelope([float(measure["step"])], gap, c_ls, eta, smoothness_L, sigma_sq, lam, form=form)
-            row[key] = float(env[0])  # type: ignore[index]
-    pb = pac_bayes(
-        float(measure["loss"]), F, d, lam,
-        n=n_train_tokens, delta=delta, vocab_size=vocab_size, beta=beta,
-    )  # fmt: skip
-    row.update({f"pb_{k}": v for k, v in pb.to_dict().items()})
-    val_ppl = measure.get("val_ppl")
-    row["pb_ppl_ratio"] = (
-        pb.ppl_bound / float(val_ppl) if pb.ppl_bound is not None and val_ppl is not None else None
-    )
-    return row
-
-
-def _max_top_eigenvalue(measures: Iterable[Mapping[str, Any]]) -> float | None:
-    tops = [max(m["top_eigenvalues"]) for m in measures if m.get("top_eigenvalues")]
-    return float(max(tops)) if tops else None
-
-
-def run_bounds(
-    measures: Sequence[Mapping[str, Any]],
-    *,
-    smoothness_L: float | None = None,
-    **kwargs: Any,
-) -> list[dict[str, Any]]:
-    """Rows of :func:`bounds_row` for every checkpoint of one run (one dataset, λ, seed).
-
-    Run-level inputs, chosen here and recorded in each row:
-
-    - F₀ = F at the earliest checkpoint;
-    - F* = the smallest F over the run's checkpoints. The true global minimum is unknown
-      and at most this, so F₀ − F* is under-estimated and ``steps_required`` and the
-      envelope are optimistic (smaller) — they favour the paper;
-    - L (smoothness) = ``smoothness_L`` if given, else the largest of all
-      ``top_eigenvalues`` over the run (the Hessian's top eigenvalue at visited points:
-      a local value, at most the global L, again optimistic).
-
-    Other keyword arguments go to :func:`bounds_row`. Rows are sorted by step.
-    """
-    if not measures:
-        return []
-    ordered = sorted(measures, key=lambda m: m.get("step", 0))
-    fs = [_objective(m) for m in ordered]
-    L = smoothness_L if smoothness_L is not None else _max_top_eigenvalue(ordered)
-    return [bounds_row(m, f0=fs[0], f_star=min(fs), smoothness_L=L, **kwargs) for m in ordered]
-
-
-def format_value(value: Any, fmt: str = "{:.6g}") -> str:
-    """How a table prints a value: ``None`` (an undefined bound) is ``"undefined"``.
-
-    Booleans are ``true``/``false``, floats use ``fmt`` (``inf`` stays ``inf``); NaN is
-    refused, since no function here produces one — it would be a bug upstream.
-    """
-    if value is None:
-        return UNDEFINED
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            raise ValueError("NaN in a bounds table: undefined bounds must be None")
-        return fmt.format(float(value))
-    return str(value)
-
-
-def format_row(row: Mapping[str, Any], fmt: str = "{:.6g}") -> dict[str, str]:
-    """:func:`format_value` applied to every value of a row."""
-    return {k: format_value(v, fmt) for k, v in row.items()}

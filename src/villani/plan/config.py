@@ -15,7 +15,6 @@ strings; :func:`resolve` converts numeric strings where the schema asks for a nu
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import re
@@ -25,7 +24,9 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 from ruamel.yaml import YAML
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "params.schema.yaml"
+from villani.plan.schedule import checkpoint_steps
+
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "params.schema.yaml"
 
 _NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -177,7 +178,6 @@ def _fail(source: str, key: str, value: Any, allowed: str) -> None:
 
 
 def _cross_checks(p: dict, source: str) -> None:
-    from villani.schedule import checkpoint_steps  # local import: schedule imports nothing heavy
 
     d, m, t, me, r, la = p["data"], p["model"], p["train"], p["measure"], p["rays"], p["landscape"]
     for key, lams in (("train.lambdas", t["lambdas"]), ("train.noise.lambdas", t["noise"]["lambdas"]),
@@ -248,41 +248,6 @@ def _without_defaults(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_without_defaults(v) for v in schema]
     return schema
-
-
-# --------------------------------------------------------------------------- digests
-# The keys each job reads. A job's digest changes exactly when one of them changes, so
-# Snakemake's params rerun trigger re-runs only the jobs whose inputs changed (editing one
-# λ re-runs that λ's branch) and DVC stage `params:` lists the same keys.
-_RUN_LISTS = ("lambdas", "seeds")
-
-
-def _train_keys(p: Mapping, variant: str) -> dict:
-    t = {k: v for k, v in p["train"].items() if k not in _RUN_LISTS and k != "noise"}
-    if variant == "noise":
-        t["noise"] = {k: v for k, v in p["train"]["noise"].items() if k != "lambdas"}
-    return t
-
-
-def stage_inputs(p: Mapping, stage: str, variant: str = "adamw") -> dict:
-    """The parameter subset a job of ``stage`` reads (λ, seed and step come from wildcards)."""
-    data = p["data"]
-    if stage == "tokenize":
-        return {"data": data}
-    if stage == "train":
-        return {"data": data, "model": p["model"], "train": _train_keys(p, variant)}
-    if stage == "measure":
-        return {"data": data, "model": p["model"], "train": _train_keys(p, variant), "measure": p["measure"]}
-    if stage in ("rays", "landscape"):
-        return {"data": data, "model": p["model"], "train": _train_keys(p, variant),
-                "measure": p["measure"], stage: p[stage]}
-    return dict(p)
-
-
-def stage_digest(p: Mapping, stage: str, variant: str = "adamw") -> str:
-    """sha256 (16 hex) of :func:`stage_inputs` — used as a Snakemake rule param."""
-    blob = json.dumps(stage_inputs(p, stage, variant), sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def dump_yaml(p: Mapping, path: str | Path) -> None:

@@ -7,7 +7,7 @@ no drift from repeated in-place updates — without gradients; ‖θ‖² in flo
 
 Centre θ₀: the step-0 checkpoint (``landscape.center: init``) or the last checkpoint
 (``final``) of (adamw, λ if λ ∈ ``train.lambdas`` else ``train.lambdas[0]``,
-``train.seeds[0]``) — :func:`villani.targets.landscape_run`.
+``train.seeds[0]``) — :func:`villani.plan.runs.landscape_center`.
 
 Directions (Li et al. 2018, "Visualizing the loss landscape of neural nets"): δ = Gaussian
 draws (seeded by ``landscape.seed``, δ₁ then δ₂, tensor by tensor in parameter order),
@@ -27,9 +27,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from villani import atomic, layout
-from villani.measure.checkpoint_measure import check_finite
+from villani.io import atomic
+from villani.io.finite import check_finite
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
+from villani.plan import layout
+from villani.plan.runs import landscape_center
+from villani.training.checkpoint import load_run_model
 
 __all__ = ["run_landscape", "filter_normalized_direction", "surface"]
 
@@ -72,18 +75,12 @@ def surface(model: torch.nn.Module, batches, theta0: Mapping[str, torch.Tensor],
 
 def run_landscape(params: Mapping, lam: float, root="results", device: str | None = None) -> str:
     """Compute the surface of F for λ = ``lam``; write surface.csv then surface.json; return the folder."""
-    from villani.targets import landscape_run
-    from villani.training.checkpoint import load_checkpoint
-    from villani.training.loop import model_for_run, pick_device
-
     t0 = time.perf_counter()
     la, me, ds = params["landscape"], params["measure"], params["data"]["name"]
     lam = float(lam)
-    run, step = landscape_run(params, lam)
-    dev = pick_device(device)
-    model = model_for_run(params, root, run.seed)
-    meta, _ = load_checkpoint(root, run.dataset, run.variant, run.lam, run.seed, step, model)
-    model = model.float().to(dev).eval()
+    run, step = landscape_center(params, lam)
+    model, meta = load_run_model(params, root, run, step, device)
+    dev = next(model.parameters()).device
     theta0 = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     gen = torch.Generator().manual_seed(int(la["seed"]))
     d1 = filter_normalized_direction(theta0, gen)

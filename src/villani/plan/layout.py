@@ -35,7 +35,6 @@ FIGURES_DIR = "{root}/figures"
 TABLES_DIR = "{root}/tables"
 COST_CSV = "{root}/cost/hvp_cost.csv"
 METRICS = "{root}/metrics.json"
-LOGS_DIR = "{root}/logs"
 
 VARIANTS = ("adamw", "noise")
 SPLITS = ("train", "validation", "test")
@@ -58,6 +57,3 @@ def fmt(pattern: str, root: str | Path = RESULTS, **wc) -> Path:
         wc["step"] = format_step(wc["step"])
     return Path(pattern.format(root=root, **wc))
 
-
-def run_dir(root, dataset, variant, lam, seed) -> Path:
-    return fmt(RUN_DIR, root, dataset=dataset, variant=variant, lam=lam, seed=seed)

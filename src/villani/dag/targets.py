@@ -2,16 +2,21 @@
 
 The Snakefile and its rule files only call these functions, so every input function of
 the DAG is unit-testable without Snakemake. Paths are relative to the working directory
-(``results/…``); steps and λ are canonicalised by :mod:`villani.layout`.
+(``results/…``); steps and λ are canonicalised by :mod:`villani.plan.layout`.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from villani import layout
-from villani.runs import Run, runs
-from villani.schedule import checkpoint_steps, segment_ends, segment_for, segment_start
+from villani.plan import layout
+from villani.plan.runs import Run, landscape_center, rays_center, runs
+from villani.plan.schedule import (
+    checkpoint_steps,
+    segment_ends,
+    segment_for,
+    segment_start,
+)
 
 ROOT = layout.RESULTS
 
@@ -39,10 +44,14 @@ def previous_segment(params: Mapping, wc) -> list[str]:
     return [] if start == 0 else [str(_run(params, wc).path(layout.SEGMENT, ROOT, step=start))]
 
 
+def _certifying_segment(params: Mapping, run: Run, step: int) -> str:
+    """The segment manifest that certifies checkpoint ``step`` of ``run`` is complete."""
+    return str(run.path(layout.SEGMENT, ROOT, step=segment_for(params["train"], step)))
+
+
 def segment_of_checkpoint(params: Mapping, wc) -> str:
     """The segment manifest that certifies checkpoint ``wc.step`` is complete."""
-    end = segment_for(params["train"], int(wc["step"]))
-    return str(_run(params, wc).path(layout.SEGMENT, ROOT, step=end))
+    return _certifying_segment(params, _run(params, wc), int(wc["step"]))
 
 
 def segments(params: Mapping, variants=layout.VARIANTS) -> list[str]:
@@ -54,11 +63,6 @@ def measurements(params: Mapping) -> list[str]:
     """measure.json of every checkpoint of every plain (adamw) run."""
     return [str(r.path(layout.MEASURE_JSON, ROOT, step=s)) for r in runs(params, ("adamw",))
             for s in checkpoint_steps(params["train"])]
-
-
-def last_checkpoint_segment(params: Mapping, variant: str, lam: float, seed: int) -> str:
-    r = Run(params["data"]["name"], variant, float(lam), int(seed))
-    return str(r.path(layout.SEGMENT, ROOT, step=params["train"]["steps"]))
 
 
 def lam_values(params: Mapping) -> list[str]:
@@ -75,23 +79,12 @@ def wildcard_regex(values) -> str:
 
 def rays_checkpoint(params: Mapping) -> list[str]:
     """The segment certifying the checkpoint a ray goes through (rays.through_checkpoint)."""
-    if not params["rays"]["through_checkpoint"]:
-        return []
-    t = params["train"]
-    return [last_checkpoint_segment(params, "adamw", t["lambdas"][0], t["seeds"][0])]
-
-
-def landscape_run(params: Mapping, lam: float) -> tuple[Run, int]:
-    """The run and step at the centre of the λ surface: step 0 (``init``) or the last (``final``)."""
-    t = params["train"]
-    run_lam = float(lam) if float(lam) in [float(x) for x in t["lambdas"]] else float(t["lambdas"][0])
-    step = 0 if params["landscape"]["center"] == "init" else int(t["steps"])
-    return Run(params["data"]["name"], "adamw", run_lam, int(t["seeds"][0])), step
+    return [_certifying_segment(params, *rays_center(params))] if params["rays"]["through_checkpoint"] else []
 
 
 def landscape_checkpoint(params: Mapping, wc) -> str:
-    run, step = landscape_run(params, float(wc["lam"]))
-    return str(run.path(layout.SEGMENT, ROOT, step=segment_for(params["train"], step)))
+    """The segment certifying the checkpoint the λ surface is centred on."""
+    return _certifying_segment(params, *landscape_center(params, float(wc["lam"])))
 
 
 def rays_outputs(params: Mapping) -> list[str]:

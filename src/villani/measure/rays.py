@@ -21,7 +21,7 @@ every point and for every λ) — and every λ of ``rays.lambdas`` is assembled 
 **Slopes.** For each λ, s and ray, :func:`villani.stats.fit_slope` fits Ψ_s against ‖θ‖²
 (linear space) over the ``rays.fit_points`` largest radii, and sets it beside λ²/s (the
 asymptote of ‖λθ‖²/s the paper quotes) and λ²/(2s) (what Lemma 4 proves,
-:func:`villani.bounds.psi_slope_reference`). Because a line fit is linear in y, the
+:func:`villani.psi.psi_slope_reference`). Because a line fit is linear in y, the
 slope splits exactly into the slopes of its parts,
 
 .. math::
@@ -52,19 +52,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from villani import atomic, layout
-from villani.bounds import psi_slope_reference
 from villani.curvature import ModelHessian, hutchinson
-from villani.measure.checkpoint_measure import check_finite, psi_key
+from villani.io import atomic
+from villani.io.finite import check_finite
 from villani.measure.measurement_set import measurement_batches
+from villani.model import model_for_run, pick_device
+from villani.plan import layout
+from villani.plan.runs import rays_center
+from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
 from villani.stats import fit_slope
+from villani.training.checkpoint import load_run_model
 
-__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes", "psi_column"]
-
-
-def psi_column(s: float) -> str:
-    """Column of Ψ_s in rays.csv: ``psi_s=<str(float(s))>``."""
-    return f"psi_s={psi_key(s)}"
+__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes"]
 
 
 def _flat(model: torch.nn.Module) -> torch.Tensor:
@@ -82,17 +81,12 @@ def ray_directions(params: Mapping, root, model: torch.nn.Module) -> tuple[list[
         out.append({"ray": i, "kind": "random", "u": u / u.norm()})
     ckpt = None
     if r["through_checkpoint"]:
-        from villani.training.checkpoint import load_checkpoint
-        from villani.training.loop import model_for_run
-
-        t = params["train"]
-        lam, seed, step = float(t["lambdas"][0]), int(t["seeds"][0]), int(t["steps"])
-        m = model_for_run(params, root, seed)
-        meta, _ = load_checkpoint(root, params["data"]["name"], "adamw", lam, seed, step, m)
+        run, step = rays_center(params)
+        m, meta = load_run_model(params, root, run, step, device="cpu")
         theta = _flat(m)
         out.append({"ray": len(out), "kind": "checkpoint", "u": theta / theta.norm()})
-        ckpt = {"variant": "adamw", "lam": lam, "seed": seed, "step": step, "theta_sq_norm": float(theta.square().sum()),
-                "weights_sha256": meta["weights_sha256"]}
+        ckpt = {"variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
+                "theta_sq_norm": float(theta.square().sum()), "weights_sha256": meta["weights_sha256"]}
     return out, ckpt
 
 
@@ -117,10 +111,9 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
             for lam in lambdas:
                 lam = float(lam)
                 gF_sq = float((gL + lam * theta).square().sum())
-                lap = est.mean + lam * H.dim
                 row = dict(base, lam=lam, F=base["loss"] + 0.5 * lam * base["theta_sq"], lam_d=lam * H.dim,
-                           laplacian_F=lap, grad_F_sq=gF_sq)
-                row.update({psi_column(s): -lap + gF_sq / float(s) for s in s_values})
+                           laplacian_F=laplacian_F(est.mean, lam, H.dim), grad_F_sq=gF_sq)
+                row.update({psi_column(s): psi_s(est.mean, gF_sq, lam, H.dim, s) for s in s_values})
                 rows.append(row)
     cols = ["ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
             "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq"] + [psi_column(s) for s in s_values]
@@ -200,8 +193,6 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
 
 def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
     """Compute every ray, write rays.csv then slopes.json; return the directory."""
-    from villani.training.loop import model_for_run, pick_device
-
     t0 = time.perf_counter()
     r, me, ds = params["rays"], params["measure"], params["data"]["name"]
     dev = pick_device(device)

@@ -14,20 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from villani import layout, targets
-from villani.runs import runs
-from villani.schedule import checkpoint_steps, segment_ends
+from villani.plan import layout
+from villani.plan.runs import landscape_center, rays_center, runs
+from villani.plan.schedule import checkpoint_steps, segment_ends
 
 
 def protected(params: Mapping) -> set[tuple[str, float, int, int]]:
     """(variant, λ, seed, step) whose files must stay."""
     t = params["train"]
     keep = {(r.variant, r.lam, r.seed, e) for r in runs(params) for e in segment_ends(t)}
-    if params["rays"]["through_checkpoint"]:
-        keep.add(("adamw", float(t["lambdas"][0]), int(t["seeds"][0]), int(t["steps"])))
-    for lam in params["landscape"]["lambdas"]:
-        run, step = targets.landscape_run(params, lam)
-        keep.add((run.variant, run.lam, run.seed, step))
+    centres = [rays_center(params)] if params["rays"]["through_checkpoint"] else []
+    centres += [landscape_center(params, lam) for lam in params["landscape"]["lambdas"]]
+    keep |= {(run.variant, run.lam, run.seed, step) for run, step in centres}
     return keep
 
 

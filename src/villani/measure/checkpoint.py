@@ -12,8 +12,11 @@ measurement set (:mod:`villani.measure.measurement_set`):
 - from the same products: per-tensor and per-group traces v_bᵀ(∇²L v)_b, the unbiased
   ‖∇²L‖_F² (mean ‖∇²L v‖²) and Σ(∇²L)_ii², hence the predicted CV (SPEC §5);
 - Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
-- the spectrum of ∇²F = ∇²L + λI: top-k Ritz values with residuals and the SLQ density
-  (:mod:`villani.measure.spectrum`), λ_median, λ_max/λ_median;
+- the spectrum of ∇²F = ∇²L + λI (:class:`~villani.curvature.ShiftedOperator`): the
+  top-k Ritz values with residuals from one Lanczos run of ``measure.lanczos_steps`` from
+  probe 0 (:func:`~villani.curvature.top_eigenvalues`), which is also the first start of
+  the SLQ density (:func:`~villani.curvature.slq` with ``first=``; starts
+  1..``slq_probes``−1 run ``slq_steps`` each); λ_median, λ_max/λ_median;
 - at the first and the last checkpoint only: the minibatch gradient-noise σ²
   (:mod:`villani.measure.grad_noise`).
 
@@ -27,56 +30,44 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 import torch
 
-from villani import atomic, layout
-from villani.curvature import CallableOperator, ModelHessian, hutchinson
+from villani.curvature import (
+    ModelHessian,
+    ShiftedOperator,
+    hutchinson,
+    slq,
+    top_eigenvalues,
+)
+from villani.data import load_blocks
+from villani.io import atomic
+from villani.io.finite import check_finite
+from villani.io.results import data_stats, vocabulary
 from villani.measure.grad_noise import gradient_noise
-from villani.measure.measurement_set import group_columns, mean_token_loss, measurement_batches, train_blocks
-from villani.measure.spectrum import lanczos_spectrum
-from villani.schedule import checkpoint_steps
+from villani.measure.measurement_set import (
+    group_columns,
+    mean_token_loss,
+    measurement_batches,
+    train_blocks,
+)
+from villani.model import num_params
+from villani.plan import layout
+from villani.plan.runs import Run
+from villani.plan.schedule import checkpoint_steps
+from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
+from villani.training.checkpoint import load_run_model
 
-__all__ = ["measure_checkpoint", "psi_key", "check_finite", "shifted", "SCHEMA_VERSION", "NOTE"]
+__all__ = ["measure_checkpoint", "SCHEMA_VERSION", "NOTE"]
 
 SCHEMA_VERSION = "villani.measure/1"
 NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson, Rademacher probes); "
         "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
         "grad_F_sq_norm/s; top_eigenvalues, lambda_median and the SLQ nodes are of ∇²F = ∇²L + λI")
-
-
-def psi_key(s: float) -> str:
-    """Key of Ψ_s in ``psi_s`` (and column ``psi_s=<key>`` in rays.csv): ``str(float(s))``."""
-    return str(float(s))
-
-
-def check_finite(obj: Any, where: str, key: str = "") -> None:
-    """Raise ``ValueError('<where>: non-finite <key> (<value>)…')`` for any NaN/inf in ``obj``."""
-    if isinstance(obj, Mapping):
-        for k, v in obj.items():
-            check_finite(v, where, f"{key}.{k}" if key else str(k))
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            check_finite(v, where, f"{key}[{i}]")
-    elif isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
-        bad = np.flatnonzero(~np.isfinite(obj))
-        if bad.size:
-            raise ValueError(f"{where}: non-finite {key or 'value'} ({obj.ravel()[bad[0]]} at index {bad[0]}, "
-                             f"{bad.size} of {obj.size}); nothing written")
-    elif isinstance(obj, float) and not math.isfinite(obj):
-        raise ValueError(f"{where}: non-finite {key or 'value'} ({obj}); nothing written")
-
-
-def shifted(H: ModelHessian, lam: float) -> CallableOperator:
-    """The operator ∇²F = ∇²L + λI from a ModelHessian of L (built with λ = 0)."""
-    lam = float(lam)
-    return CallableOperator(lambda v: H.matvec(v) + lam * v, H.dim, dtype=H.dtype, device=H.device,
-                            matmat=lambda V: H.matmat(V) + lam * V)
 
 
 def _trace_block(est, names: list[str]) -> tuple[dict, dict, dict, np.ndarray, list[str]]:
@@ -90,7 +81,7 @@ def _trace_block(est, names: list[str]) -> tuple[dict, dict, dict, np.ndarray, l
     return tensor, means, errs, gs, gnames
 
 
-def _samples_frame(est, gs, gnames, spec, lam_d: float, noise: dict | None) -> pd.DataFrame:
+def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | None) -> pd.DataFrame:
     rows: list[dict] = []
     M = est.num_probes
 
@@ -113,11 +104,11 @@ def _samples_frame(est, gs, gnames, spec, lam_d: float, noise: dict | None) -> p
     tn = list(est.block_names)
     add("tensor_trace", est.block_samples.ravel(), probe=np.repeat(np.arange(M), len(tn)),
         block=np.tile(np.asarray(tn, dtype=object), M))
-    for j, (nodes, w) in enumerate(zip(spec.density.nodes, spec.density.weights)):
+    for j, (nodes, w) in enumerate(zip(density.nodes, density.weights)):
         add("slq_node", nodes, probe=np.full(len(nodes), j), index=np.arange(len(nodes)), weight=w)
-    add("slq_trace_F", spec.density.trace_samples)
-    add("top_eigenvalue", spec.top_eigenvalues, probe=np.zeros(len(spec.top_eigenvalues), dtype=np.int64),
-        index=np.arange(len(spec.top_eigenvalues)), weight=spec.top_residuals)
+    add("slq_trace_F", density.trace_samples)
+    add("top_eigenvalue", top.values, probe=np.zeros(len(top.values), dtype=np.int64),
+        index=np.arange(len(top.values)), weight=top.residuals)
     if noise is not None:
         add("grad_noise_batch_sq_norm", noise["grad_sq_norms"])
     df = pd.concat(rows, ignore_index=True)
@@ -129,19 +120,15 @@ def _samples_frame(est, gs, gnames, spec, lam_d: float, noise: dict | None) -> p
 def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root="results",
                        device: str | None = None) -> str:
     """Measure one checkpoint; write its Parquet then its JSON; return the JSON path."""
-    from villani.model import num_params
-    from villani.training.checkpoint import load_checkpoint
-    from villani.training.loop import data_vocab, model_for_run, pick_device
-
     t_start = time.perf_counter()
     me, ds = params["measure"], params["data"]["name"]
     lam, seed, step = float(lam), int(seed), int(step)
+    run = Run(ds, variant, lam, seed)
     ident = dict(dataset=ds, variant=variant, lam=lam, seed=seed)
     steps = checkpoint_steps(params["train"])
     if step not in steps:
         raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
-    dev = pick_device(device)
-    ckpt = layout.fmt(layout.CKPT_WEIGHTS, root, step=step, **ident)
+    ckpt = run.path(layout.CKPT_WEIGHTS, root, step=step)
     where = f"{ckpt}"
     timing: dict[str, float] = {}
 
@@ -151,14 +138,11 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         return t1
 
     t = time.perf_counter()
-    model = model_for_run(params, root, seed)
-    meta, _ = load_checkpoint(root, step=step, model=model, **ident)
-    model = model.float().to(dev).eval()
+    model, meta = load_run_model(params, root, run, step, device)
+    dev = next(model.parameters()).device
     train = train_blocks(params, root)
     ids, batches = measurement_batches(params, root, dev, train=train)
     t = lap("load", t)
-
-    from villani.data import load_blocks
 
     val = load_blocks(layout.fmt(layout.SPLIT, root, dataset=ds, split="validation"))
     val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
@@ -181,8 +165,9 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     est = hutchinson(H, int(me["num_probes"]), seed=int(me["probe_seed"]), blocks=H.param_blocks())
     check_finite(est.samples, where, "trace_L samples")
     t = lap("hutchinson", t)
-    spec = lanczos_spectrum(shifted(H, lam), top_k=int(me["top_k"]), lanczos_steps=int(me["lanczos_steps"]),
-                            slq_probes=int(me["slq_probes"]), slq_steps=int(me["slq_steps"]), seed=int(me["probe_seed"]))
+    hessian_F = ShiftedOperator(H, lam)
+    top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=int(me["probe_seed"]))
+    density = slq(hessian_F, int(me["slq_probes"]), int(me["slq_steps"]), seed=int(me["probe_seed"]), first=top.lanczos)
     t = lap("lanczos_slq", t)
     H.release()
 
@@ -195,9 +180,10 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     lam_d = lam * d
     lap_F = st.mean + lam_d
     tensor_tr, group_tr, group_err, gs, gnames = _trace_block(est, H.names)
-    lam_max = float(spec.top_eigenvalues[0])
-    lam_med = float(spec.lambda_median)
-    vocab, _ = data_vocab(root, ds)
+    lam_max = float(top.values[0])
+    lam_med = float(density.quantile(0.5))
+    vocab, _ = vocabulary(data_stats(params, root))
+    gF_sq = first["grad_F_sq_norm"]
     rec: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "dataset": ds, "variant": variant, "lam": lam, "seed": seed, "step": step,
@@ -223,10 +209,9 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         "lam_d": lam_d,
         "laplacian_F": lap_F,
         "laplacian_F_ci95": None if st.ci95 is None else [st.ci95[0] + lam_d, st.ci95[1] + lam_d],
-        "psi_s": {psi_key(s): -lap_F + first["grad_F_sq_norm"] / float(s) for s in me["s_values"]},
+        "psi_s": {psi_key(s): psi_s(st.mean, gF_sq, lam, d, s) for s in me["s_values"]},
         "psi_s_ci95": None if st.ci95 is None else {
-            psi_key(s): [-(st.ci95[1] + lam_d) + first["grad_F_sq_norm"] / float(s),
-                         -(st.ci95[0] + lam_d) + first["grad_F_sq_norm"] / float(s)] for s in me["s_values"]},
+            psi_key(s): psi_s_interval(st.ci95, gF_sq, lam, d, s) for s in me["s_values"]},
         "block_traces": group_tr,
         "block_traces_stderr": group_err,
         "tensor_traces": tensor_tr,
@@ -234,15 +219,15 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
                                      None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
         "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
         "spectrum_of": "hessian_F",
-        "top_eigenvalues": spec.top_eigenvalues.tolist(),
-        "top_residuals": spec.top_residuals.tolist(),
+        "top_eigenvalues": top.values.tolist(),
+        "top_residuals": top.residuals.tolist(),
         "lambda_max": lam_max,
         "lambda_median": lam_med,
         "spectral_ratio": lam_max / lam_med if lam_med > 0 else None,
         "slq": {"num_probes": int(me["slq_probes"]), "steps_first": int(me["lanczos_steps"]),
-                "steps": int(me["slq_steps"]), "trace_F_samples": spec.density.trace_samples.tolist(),
-                "breakdown": bool(spec.breakdown)},
-        "hvp_count": int(est.num_matvecs + spec.num_matvecs),
+                "steps": int(me["slq_steps"]), "trace_F_samples": density.trace_samples.tolist(),
+                "breakdown": bool(density.breakdown)},
+        "hvp_count": int(est.num_matvecs + top.num_matvecs + density.num_matvecs),
         "hvp_method": me["hvp_method"],
         "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],
         "grad_noise": None if noise is None else {k: noise[k] for k in ("num_batches", "batch_size", "mean_grad_sq_norm")},
@@ -250,7 +235,7 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         "torch_version": torch.__version__,
         "note": NOTE,
     }
-    frame = _samples_frame(est, gs, gnames, spec, lam_d, noise)
+    frame = _samples_frame(est, gs, gnames, top, density, lam_d, noise)
     check_finite(rec, where)
     check_finite(frame["value"].to_numpy(), where, "samples")
     timing["total_before_write"] = round(time.perf_counter() - t_start, 4)
@@ -262,7 +247,3 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     atomic.write_json(out_json, rec)
     return str(out_json)
 
-
-def read_measure(path: str | Path) -> dict:
-    """A measure JSON (one-line ValueError when missing or corrupt)."""
-    return atomic.read_json(path, "measurement")

@@ -1,4 +1,4 @@
-"""Helpers the Snakefile calls: the ``--params`` arguments of every job and job runtimes.
+"""What every job of the Snakefile is given: its ``--params`` arguments and its runtime.
 
 Jobs re-read the parameters from the same files Snakemake loaded: ``params.yaml`` first,
 then each ``--configfile`` in order (Snakemake's own precedence). Values given with
@@ -14,17 +14,18 @@ import shlex
 from pathlib import Path
 from typing import Mapping
 
-from villani import atomic
+from villani.io import atomic
 
 # Minutes per attempt; SLURM retries get attempt × this (a time limit that killed a job
 # once is doubled on the retry). Local runs ignore runtime.
 BASE_RUNTIME_MIN = {
-    "tokenize": 60, "train_segment": 240, "measure": 120, "rays": 120, "landscape": 60,
-    "bounds": 20, "hvp_cost": 30, "figures": 30, "metrics": 10,
+    "tokenize": 60, "train": 240, "measure": 120, "rays": 120, "landscape": 60,
+    "bounds": 20, "cost": 30, "figures": 30, "metrics": 10,
 }
 
 
-def runtime_minutes(params: Mapping, rule: str, attempt: int) -> int:
+def runtime_minutes(rule: str, attempt: int) -> int:
+    """Minutes a job of ``rule`` may run at its ``attempt``-th try."""
     return BASE_RUNTIME_MIN[rule] * int(attempt)
 
 
@@ -44,7 +45,9 @@ def overrides_file(overrides: Mapping, root: str = "results") -> str | None:
     return str(path)
 
 
-def params_args(workflow, config=None) -> str:
+def params_args(workflow) -> str:
+    """``--params FILE …`` for a job's shell line: the workflow's parameter files in
+    Snakemake's order, then the ``--config`` overrides (quoted)."""
     files = params_files(workflow)
     extra = overrides_file(getattr(workflow.config_settings, "config", None) or {})
     if extra:

@@ -4,8 +4,9 @@ For every hidden size h in ``figures.model_sizes`` a GPT-Neo is built from
 ``model.config`` with ``hidden_size = h``, ``intermediate_size = 4h`` and the largest head
 count ≤ ``num_heads`` dividing h (layers, vocabulary — from the data stats — and
 ``data.seq_len`` unchanged), on one batch of ``measure.batch_size`` random token blocks.
-With :class:`villani.curvature.ModelHessian` (``measure.hvp_method``) it times, each the
-median of ``figures.cost_repeats`` runs after one warm-up:
+With :class:`villani.curvature.ModelHessian` (``measure.hvp_method``, λ = 1: the
+regulariser adds one axpy, the same for any λ > 0) it times, each the median of
+``figures.cost_repeats`` runs after one warm-up:
 
 - ``seconds_hvp``: one product with the gradient graph kept between products — what each
   further Hutchinson probe or Lanczos step of a measurement costs;
@@ -28,19 +29,18 @@ from __future__ import annotations
 
 import copy
 import gc
-import hashlib
-import json
 import math
 import statistics
 import time
-from pathlib import Path
 from typing import Callable, Mapping
 
 import pandas as pd
 import torch
 
-from villani import atomic, layout
-from villani.readers import data_stats
+from villani.io import atomic
+from villani.io.results import data_stats
+from villani.model import pick_device
+from villani.plan import layout
 
 
 def sized_config(model_cfg: Mapping, hidden_size: int) -> dict:
@@ -50,14 +50,6 @@ def sized_config(model_cfg: Mapping, hidden_size: int) -> dict:
     heads = max(k for k in range(1, int(cfg.get("num_heads", 1)) + 1) if h % k == 0)
     cfg.update(hidden_size=h, intermediate_size=4 * h, num_heads=heads)
     return {**{k: v for k, v in model_cfg.items() if k != "config"}, "config": cfg, "init": "scratch", "name": None}
-
-
-def cost_digest(params: Mapping) -> str:
-    """sha256 (16 hex) of the keys the cost sweep reads (a Snakemake rule param)."""
-    keys = {"model": params["model"], "seq_len": params["data"]["seq_len"],
-            "measure": {k: params["measure"][k] for k in ("batch_size", "hvp_method")},
-            "figures": {k: params["figures"].get(k) for k in ("model_sizes", "cost_repeats")}}
-    return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class PeakMemory:
@@ -149,7 +141,7 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
     model_cfg = sized_config(params["model"], hidden_size)
     seq_len = int(params["data"]["seq_len"])
     batch_size = int(params["measure"]["batch_size"])
-    lam = max(float(x) for x in params["train"]["lambdas"])
+    lam = 1.0  # ∇²F·v = ∇²L·v + λv: any λ > 0 costs the same (one added axpy)
     gen = torch.Generator().manual_seed(int(hidden_size))
     batch = torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen)
     method = params["measure"]["hvp_method"]
@@ -198,7 +190,7 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
 
 def run_hvp_cost(params: Mapping, root=layout.RESULTS, device: str | None = None) -> str:
     """Run the sweep over ``figures.model_sizes`` (smallest first); write the CSV; return its path."""
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = pick_device(device)
     sizes = sorted({int(h) for h in params["figures"]["model_sizes"]})
     if not sizes:
         raise ValueError("figures.model_sizes is empty: nothing to sweep")

@@ -1,0 +1,7 @@
+"""The bounds of the paper's section V.
+
+- :mod:`.theory` — the formulas as pure functions of numbers (C_LS, C_P, Theorem 2's η and
+  step count, the eq. 41 envelope, the PAC-Bayes bound, Table I's guideline checks);
+- :mod:`.table` — ``villani bounds``: one row per checkpoint from the measurements,
+  ``bounds.csv`` and ``bounds.json``.
+"""

@@ -1,0 +1,273 @@
+"""The one reader of what the stages wrote: data stats, checkpoints' metadata, training
+logs, measurements, rays, landscapes, bounds and the cost sweep.
+
+Each reader takes the params and the results root (or a folder), finds its files through
+:mod:`villani.plan.layout` and :mod:`villani.plan.runs`, and returns plain dicts or
+DataFrames. A missing or corrupt file is a one-line ``ValueError`` naming it (the CLI
+prints it).
+
+**Measurements.** :func:`measurements` returns one row per measured checkpoint with flat
+columns, built by :func:`measurement_row` from a measure JSON (keys documented in
+``docs/measurements.md``):
+
+- identity: ``dataset, variant, lam, seed, step, path``;
+- every scalar of :data:`MEASURE_SCALARS` (numbers; ``None`` becomes NaN) and
+  :data:`MEASURE_LABELS` (text);
+- ``trace_L_<field>`` for the fields of :data:`TRACE_FIELDS` and ``trace_L_ci95_lo/hi``;
+- ``psi_s=<s>`` (:func:`villani.psi.psi_column`) and ``psi_s=<s>_ci95_lo/hi``;
+- ``block:<group>`` per parameter group (mean block trace);
+- list columns ``top_eigenvalues`` and ``top_residuals`` (largest first), with ``top_k``
+  and ``lambda_max_residual`` (the Ritz residual of λ_max).
+
+:func:`measure_samples` reads a checkpoint's Parquet (raw Hutchinson samples, SLQ nodes,
+…), optionally one ``kind``; :func:`run_records` the raw JSON dicts grouped by run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from villani.io import atomic
+from villani.plan import layout
+from villani.plan.runs import Run, runs
+from villani.plan.schedule import checkpoint_steps, segment_ends
+from villani.psi import psi_column
+
+__all__ = [
+    "MEASURE_SCALARS", "MEASURE_LABELS", "TRACE_FIELDS",
+    "read_stats", "data_stats", "train_tokens", "vocabulary",
+    "read_checkpoint_meta", "checkpoint_table", "training_log",
+    "measure_paths", "read_measure", "measurement_row", "measurements", "measure_samples", "run_records",
+    "eigen_frame", "trace_samples",
+    "rays_table", "landscape_surface", "bounds_summary", "bounds_frame", "cost_table",
+]
+
+# --------------------------------------------------------------------------- data stats
+
+
+def read_stats(data_dir: str | Path) -> dict[str, Any]:
+    """The ``stats.json`` of a data folder (written by :func:`villani.data.tokenize`)."""
+    return atomic.read_json(Path(data_dir) / "stats.json", "data stats")
+
+
+def data_stats(params: Mapping, root) -> dict[str, Any]:
+    """``results/data/{dataset}/stats.json`` of the params' dataset."""
+    return read_stats(layout.fmt(layout.DATA_DIR, root, dataset=params["data"]["name"]))
+
+
+def train_tokens(stats: Mapping) -> int:
+    """Tokens in the train split (the PAC-Bayes n)."""
+    try:
+        return int(stats["splits"]["train"]["tokens"])
+    except (KeyError, TypeError):
+        raise ValueError("data stats lack splits.train.tokens") from None
+
+
+def vocabulary(stats: Mapping) -> tuple[int, int | None]:
+    """(vocabulary size, EOS token id or None) of a tokenized dataset."""
+    return int(stats["vocab_size"]), stats.get("eos_token_id")
+
+
+# --------------------------------------------------------------------------- training
+
+
+def read_checkpoint_meta(path: str | Path) -> dict:
+    """A checkpoint's JSON metadata (not verified against its files: see
+    :func:`villani.training.checkpoint.read_meta`)."""
+    meta = atomic.read_json(path, "checkpoint metadata")
+    if not isinstance(meta, dict) or "weights_sha256" not in meta:
+        raise ValueError(f"{path}: checkpoint metadata lacks weights_sha256 (not a villani checkpoint)")
+    return meta
+
+
+def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
+    """One row per checkpoint of a run, from the checkpoint JSONs."""
+    return pd.DataFrame([read_checkpoint_meta(run.path(layout.CKPT_META, root, step=s))
+                         for s in checkpoint_steps(params["train"])])
+
+
+def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
+    """The per-step log of a run, all segments concatenated in step order."""
+    frames = [pd.read_csv(run.path(layout.SEGMENT_LOG, root, step=e)) for e in segment_ends(params["train"])]
+    return pd.concat(frames, ignore_index=True).sort_values("step").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- measurements
+
+MEASURE_SCALARS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl", "val_tokens", "grad_L_sq_norm",
+                   "grad_F_sq_norm", "theta_dot_grad_L", "lam_d", "laplacian_F", "lambda_max", "lambda_median",
+                   "spectral_ratio", "predicted_cv", "predicted_cv_bound", "grad_noise_sigma_sq", "hvp_count",
+                   "seconds", "tokens_seen", "wall_clock_s", "train_loss")
+MEASURE_LABELS = ("decay_mode", "decay_params", "spectrum_of")
+TRACE_FIELDS = ("mean", "std", "stderr", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq", "num_probes")
+
+
+def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] = ("adamw",)
+                  ) -> Iterator[tuple[Run, int, Path]]:
+    """(run, step, json path) of every checkpoint measurement the params define."""
+    for r in runs(params, tuple(variants)):
+        for s in checkpoint_steps(params["train"]):
+            yield r, s, r.path(layout.MEASURE_JSON, root, step=s)
+
+
+def read_measure(path: str | Path) -> dict:
+    """A measure JSON (one-line ValueError when missing, corrupt or not an object)."""
+    rec = atomic.read_json(path, "measurement")
+    if not isinstance(rec, dict):
+        raise ValueError(f"{path}: measurement is not a JSON object")
+    return rec
+
+
+def measurement_row(m: Mapping, path) -> dict:
+    """The flat row of one measure JSON (see the module docstring)."""
+    row = {k: m.get(k) for k in ("dataset", "variant", "lam", "seed", "step")}
+    row["path"] = str(path)
+    row.update({k: m.get(k) for k in MEASURE_SCALARS + MEASURE_LABELS})
+    tr = m.get("trace_L") or {}
+    row.update({f"trace_L_{k}": tr.get(k) for k in TRACE_FIELDS})
+    ci = tr.get("ci95") or [None, None]
+    row["trace_L_ci95_lo"], row["trace_L_ci95_hi"] = ci
+    for s, v in (m.get("psi_s") or {}).items():
+        col = psi_column(float(s))
+        row[col] = v
+        lo, hi = ((m.get("psi_s_ci95") or {}).get(s) or [None, None])
+        row[f"{col}_ci95_lo"], row[f"{col}_ci95_hi"] = lo, hi
+    for g, v in (m.get("block_traces") or {}).items():
+        row[f"block:{g}"] = v
+    row["top_eigenvalues"] = list(m.get("top_eigenvalues") or [])
+    row["top_residuals"] = list(m.get("top_residuals") or [])
+    return row
+
+
+def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str] = ("adamw",),
+                 missing_ok: bool = False) -> pd.DataFrame:
+    """One row per measured checkpoint (see the module docstring), sorted by variant, λ, seed, step.
+
+    A missing measurement is a one-line ``ValueError`` naming it, unless ``missing_ok``
+    (then it is skipped).
+    """
+    rows = []
+    for _, _, path in measure_paths(params, root, variants):
+        if not path.exists():
+            if missing_ok:
+                continue
+            raise ValueError(f"{path}: measurement not found (run `villani measure` for it)")
+        rows.append(measurement_row(read_measure(path), path))
+    if not rows:
+        return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
+    df = pd.DataFrame(rows).sort_values(["variant", "lam", "seed", "step"]).reset_index(drop=True)
+    df["top_k"] = df["top_eigenvalues"].map(len)
+    df["lambda_max_residual"] = df["top_residuals"].map(lambda r: float(r[0]) if len(r) else np.nan)
+    for col in df.columns:
+        if col.startswith(("trace_L_", "psi_s=")) or col in MEASURE_SCALARS:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "adamw", lam: float, seed: int,
+                    step: int, kind: str | None = None) -> pd.DataFrame:
+    """The raw samples of one checkpoint (columns ``kind, probe, index, block, value, weight``).
+
+    Kinds: ``trace_L`` (vᵀ∇²L v per probe), ``trace_F`` (+ λd), ``frob_sq_L`` (‖∇²L v‖²),
+    ``group_trace`` / ``tensor_trace`` (per-block v_bᵀ(∇²L v)_b, ``block`` names it),
+    ``slq_node`` (node of ∇²F in ``value``, quadrature weight in ``weight``, start vector in
+    ``probe``), ``slq_trace_F``, ``top_eigenvalue`` (residual in ``weight``),
+    ``grad_noise_batch_sq_norm`` (first/last checkpoint).
+    """
+    path = layout.fmt(layout.MEASURE_PARQUET, root, dataset=params["data"]["name"], variant=variant, lam=lam,
+                      seed=seed, step=step)
+    if not path.exists():
+        raise ValueError(f"{path}: measurement samples not found")
+    df = pd.read_parquet(path)
+    return df if kind is None else df[df["kind"] == kind].reset_index(drop=True)
+
+
+def run_records(params: Mapping, root) -> dict[Run, list[dict]]:
+    """The measurement JSON dicts of every plain run, per run in step order (the bounds
+    need each run's checkpoints together); each dict carries its ``_path``."""
+    out: dict[Run, list[dict]] = {}
+    for run, _, path in measure_paths(params, root):
+        rec = read_measure(path)
+        out.setdefault(run, []).append(dict(rec, dataset=run.dataset, variant=run.variant, _path=str(path)))
+    return out
+
+
+def eigen_frame(m: pd.DataFrame) -> pd.DataFrame:
+    """Long table of the top eigenvalues: lam, seed, step, theta_sq_norm, rank, eigenvalue, residual."""
+    rows = []
+    for r in m.itertuples():
+        res = list(r.top_residuals)
+        for i, ev in enumerate(r.top_eigenvalues):
+            rows.append({"lam": float(r.lam), "seed": int(r.seed), "step": int(r.step),
+                         "theta_sq_norm": float(r.theta_sq_norm), "rank": i + 1, "eigenvalue": float(ev),
+                         "residual": float(res[i]) if i < len(res) and res[i] is not None else np.nan})
+    return pd.DataFrame(rows, columns=["lam", "seed", "step", "theta_sq_norm", "rank", "eigenvalue", "residual"])
+
+
+def trace_samples(params: Mapping, run: Run, step: int, root) -> np.ndarray:
+    """The M Hutchinson samples vᵀ∇²L v of one checkpoint (kind ``trace_L`` of its Parquet)."""
+    df = measure_samples(params, root, variant=run.variant, lam=run.lam, seed=run.seed, step=step, kind="trace_L")
+    if df.empty:
+        raise ValueError(f"{run.path(layout.MEASURE_PARQUET, root, step=step)}: no trace_L samples")
+    return df.sort_values("probe")["value"].to_numpy(dtype=float)
+
+
+# --------------------------------------------------------------------------- other stages
+
+
+def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
+    """``rays.csv`` and ``slopes.json`` of the dataset."""
+    d = Path(layout.fmt(layout.RAYS_DIR, root, dataset=params["data"]["name"]))
+    if not (d / "rays.csv").exists():
+        raise ValueError(f"{d / 'rays.csv'}: radial-ray samples not found")
+    return pd.read_csv(d / "rays.csv"), atomic.read_json(d / "slopes.json", "ray slopes")
+
+
+def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, dict]:
+    """``surface.csv`` and ``surface.json`` of one λ."""
+    d = Path(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam))
+    if not (d / "surface.csv").exists():
+        raise ValueError(f"{d / 'surface.csv'}: loss surface not found")
+    return pd.read_csv(d / "surface.csv"), atomic.read_json(d / "surface.json", "surface metadata")
+
+
+def bounds_summary(params: Mapping, root) -> dict:
+    """``bounds.json`` of the dataset (rows and per-λ summary, see :mod:`villani.bounds.table`)."""
+    path = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json"
+    return atomic.read_json(path, "bounds summary")
+
+
+def bounds_frame(params: Mapping, root) -> pd.DataFrame:
+    """The raw bounds rows (``bounds.json["rows"]``) as a DataFrame; ``None`` becomes NaN
+    in numeric columns, flags stay objects (True/False/None)."""
+    rows = bounds_summary(params, root)["rows"]
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        if df[col].map(lambda v: v is None or _is_number(v)).all():
+            df[col] = df[col].map(_num)
+    return df
+
+
+def _num(x: Any) -> float:
+    """A JSON number (also the "inf"/"-inf" strings :func:`villani.io.atomic.write_json` writes); None → NaN."""
+    return np.nan if x is None else float(x)
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, (int, float)):
+        return True
+    return v in ("inf", "-inf")
+
+
+def cost_table(root) -> pd.DataFrame:
+    """``results/cost/hvp_cost.csv`` (the HVP cost sweep of Fig 10)."""
+    path = layout.fmt(layout.COST_CSV, root)
+    if not Path(path).exists():
+        raise ValueError(f"{path}: HVP cost sweep not found")
+    return pd.read_csv(path)

@@ -1,0 +1,72 @@
+"""The params digest of a job: a hash of exactly the parameters the job reads.
+
+A job's digest changes exactly when one of the keys it reads changes, so Snakemake's
+``params`` rerun trigger re-runs only the jobs whose inputs changed (editing one λ re-runs
+that λ's branch: λ, seed and step are wildcards, never part of a digest). Training
+segments also store :func:`run_digest` in their checkpoints and work state and refuse to
+continue from a state written under other parameters. ``tests/workflow/test_dvc.py``
+checks that each DVC stage's ``params:`` names the same keys (:func:`stage_keys`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Mapping
+
+from villani.plan.layout import format_lam
+
+__all__ = ["stage_keys", "stage_inputs", "stage_digest", "run_digest", "STAGES"]
+
+STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures", "metrics")
+_RUN_LISTS = ("lambdas", "seeds", "noise")  # wildcards (λ, seed) or the set of runs, never a digest key
+_EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
+_MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
+
+
+def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
+    """The dotted parameter keys a job of ``stage`` reads itself.
+
+    What reaches a job only through the files it reads — the tokenizer settings through the
+    token blocks, the training settings through a checkpoint, the set of runs through the
+    list of input files — is not listed: both engines re-run a job when its inputs are
+    rebuilt. Each DVC stage's ``params:`` names exactly these keys (tested)."""
+    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS]
+    keys = {
+        "tokenize": ["data"],
+        "train": [*_EVAL, *train] + (["train.noise.grad_std", "train.noise.langevin_beta"] if variant == "noise" else []),
+        "measure": [*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"],
+        "rays": [*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"],
+        "landscape": [*_EVAL, *_MEASUREMENT_SET, "landscape"],
+        "bounds": ["data.name", "train.lr", "measure.s_values", "bounds"],
+        "cost": ["data.seq_len", "model", "measure.batch_size", "measure.hvp_method",
+                 "figures.model_sizes", "figures.cost_repeats"],
+        "figures": ["data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"],
+        "metrics": ["data.name", "train.steps"],
+    }
+    if stage not in keys:
+        raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+    return keys[stage]
+
+
+def _get(p: Mapping, dotted: str):
+    node = p
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def stage_inputs(p: Mapping, stage: str, variant: str = "adamw") -> dict:
+    """``{key: value}`` of :func:`stage_keys` (λ, seed and step come from wildcards)."""
+    return {k: _get(p, k) for k in stage_keys(p, stage, variant)}
+
+
+def stage_digest(p: Mapping, stage: str, variant: str = "adamw") -> str:
+    """sha256 (16 hex) of :func:`stage_inputs` — a Snakemake rule param."""
+    blob = json.dumps(stage_inputs(p, stage, variant), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_digest(p: Mapping, variant: str, lam: float, seed: int) -> str:
+    """Identity of one training run's parameters: ``<train digest>:<λ as in paths>:<seed>``."""
+    return f"{stage_digest(p, 'train', variant)}:{format_lam(lam)}:{int(seed)}"
