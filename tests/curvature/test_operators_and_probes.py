@@ -79,3 +79,18 @@ def test_probe_chunking_does_not_change_probes():
     whole = ProbeStream(50, 3, dtype=torch.float64, device=torch.device("cpu")).next(7)
     chunks = torch.cat(list(ProbeStream(50, 3, dtype=torch.float32, device=torch.device("cpu")).chunks(7, 3)))
     assert torch.equal(whole.float(), chunks)
+
+
+def test_shifted_operator_is_a_plus_sigma_i(general_matrix):
+    from villani.curvature import ShiftedOperator, top_eigenvalues
+
+    A = general_matrix
+    op = ShiftedOperator(A, 2.5)
+    V = rademacher_rows(3, A.shape[0], 0, dtype=A.dtype)
+    expected = V @ (A + 2.5 * torch.eye(A.shape[0], dtype=A.dtype))
+    torch.testing.assert_close(op.matmat(V), expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(op.matvec(V[0]), expected[0], rtol=1e-12, atol=1e-12)
+    assert (op.dim, op.dtype) == (A.shape[0], A.dtype)
+    top_a = top_eigenvalues(A, 3, num_steps=60, seed=1).values
+    top_s = top_eigenvalues(op, 3, num_steps=60, seed=1).values
+    torch.testing.assert_close(torch.as_tensor(top_s), torch.as_tensor(top_a + 2.5), rtol=1e-10, atol=1e-10)

@@ -99,3 +99,46 @@ def test_slq_stops_on_breakdown():
     assert all(n.size == 3 for n in dens.nodes)  # 3 distinct eigenvalues: Krylov dim 3
     np.testing.assert_allclose(np.sort(dens.nodes[0]), [1.0, 2.0, 3.0], rtol=1e-10)
     assert dens.moment(1) == pytest.approx(dens.trace, rel=1e-10)
+
+
+def test_first_reuses_a_top_eigenvalues_run(known):
+    """slq(first=top_eigenvalues(...).lanczos) equals slq whose start 0 runs that many
+    steps: the top-k run from probe 0 is SLQ's first quadrature, its products not recounted."""
+    from villani.curvature import top_eigenvalues
+
+    A, eig = known
+    top = top_eigenvalues(A, 2, num_steps=30, seed=4)
+    np.testing.assert_allclose(top.values, np.sort(eig)[::-1][:2], rtol=1e-8)
+    reused = slq(A, 3, 12, seed=4, first=top.lanczos)
+    plain = slq(A, 1, 30, seed=4)
+    rest = slq(A, 3, 12, seed=4)
+    assert reused.nodes[0].tolist() == plain.nodes[0].tolist()
+    assert reused.weights[0].tolist() == plain.weights[0].tolist()
+    assert [n.tolist() for n in reused.nodes[1:]] == [n.tolist() for n in rest.nodes[1:]]
+    assert reused.trace_samples.tolist() == rest.trace_samples.tolist()  # n·α₁ does not depend on steps
+    assert reused.num_matvecs == 2 * 12 and top.num_matvecs == 30
+
+
+def test_first_from_another_seed_is_refused(known):
+    from villani.curvature import top_eigenvalues
+
+    A, _ = known
+    with pytest.raises(ValueError, match="seed 4"):
+        slq(A, 2, 12, seed=5, first=top_eigenvalues(A, 1, num_steps=12, seed=4).lanczos)
+
+
+def test_restarted_blocks_carry_zero_weight():
+    """A top-k run that restarted after breakdown adds nodes of zero weight: the
+    quadrature stays that of the start vector."""
+    from villani.curvature import top_eigenvalues
+
+    A = torch.diag(torch.tensor([1.0, 1.0, 2.0, 2.0, 3.0, 3.0], dtype=torch.float64))
+    top = top_eigenvalues(A, 2, num_steps=6, seed=0)
+    assert top.lanczos.restarts > 0
+    dens = slq(A, 1, 6, seed=0, first=top.lanczos)
+    plain = slq(A, 1, 6, seed=0)
+    assert dens.nodes[0].size > plain.nodes[0].size  # the restarted blocks' nodes …
+    assert dens.weights[0].sum() == pytest.approx(1.0)  # … carry no weight
+    assert dens.moment(1) == pytest.approx(plain.moment(1), rel=1e-12)
+    assert dens.moment(2) == pytest.approx(plain.moment(2), rel=1e-12)
+    assert dens.breakdown
