@@ -8,7 +8,12 @@
 - ``load_tokenizer(out_dir) -> transformers.PreTrainedTokenizerFast``: the saved tokenizer.
 - ``read_stats(out_dir) -> dict``: the saved statistics.
 
-Details per module: ``sources`` (text per split), ``tokenizer``, ``blocks``, ``stage``.
+``villani fetch`` (``villani.data.fetch.fetch(params) -> dict``) downloads once what
+these read from the Hugging Face hub — corpus, pretrained tokenizer, pretrained model —
+into the Hugging Face cache, so that every stage after it runs with ``HF_HUB_OFFLINE=1``.
+
+Details per module: ``sources`` (text per split), ``hub`` (the Hugging Face cache),
+``fetch``, ``tokenizer``, ``blocks``, ``stage``.
 """
 
 from villani.data.blocks import load_blocks
