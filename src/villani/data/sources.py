@@ -255,7 +255,8 @@ def _hub_folder(name: str, config: str | None, revision: str | None, spec: str) 
     card every file of the revision is fetched.
     """
     script = name.rsplit("/", 1)[-1] + ".py"
-    head = hub.dataset_snapshot(name, revision, [README, script])
+    # .gitattributes: nearly every repo has one, so this request rarely matches no file (a warning)
+    head = hub.dataset_snapshot(name, revision, [README, script, ".gitattributes"])
     _refuse_script(head, script, spec, on_hub=True)
     patterns = _config_patterns(_card_configs(head / README, spec), config, spec)
     return hub.dataset_snapshot(name, head.name, patterns)
