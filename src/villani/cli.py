@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", parents=[common], help="validate parameter files; print the runs, segments and checkpoints they define")
     v.add_argument("--print", action="store_true", help="print the complete parameters with defaults")
 
+    sub.add_parser("fetch", parents=[common], help="download corpus, tokenizer and pretrained model into the "
+                   "Hugging Face cache (once, on a machine with internet)")
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
 
     t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
@@ -91,6 +93,17 @@ def cmd_validate(args) -> None:
               f"of {blocks} train blocks (batch {t['batch_size']})")
     if args.print:
         print(json.dumps(p, indent=2))
+
+
+def cmd_fetch(args) -> None:
+    from villani.data.fetch import describe, fetch, write_record
+    from villani.plan import layout
+
+    p = _params(args)
+    record = fetch(p)
+    out = layout.fmt(layout.FETCH_RECORD, args.results, dataset=p["data"]["name"])
+    write_record(record, out)
+    print("\n".join(describe(record) + [f"wrote {out}"]))
 
 
 def cmd_tokenize(args) -> None:
@@ -195,7 +208,7 @@ def cmd_prune(args) -> None:
 
 
 COMMANDS = {
-    "validate": cmd_validate, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
+    "validate": cmd_validate, "fetch": cmd_fetch, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
     "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
     "metrics": cmd_metrics, "prune": cmd_prune,
 }

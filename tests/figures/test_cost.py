@@ -10,8 +10,8 @@ import torch
 
 from tests.conftest import tiny_params
 from villani.measure.hvp_cost import PeakMemory, run_hvp_cost, sized_config
-from villani.plan.digest import stage_digest
 from villani.plan import layout
+from villani.plan.digest import stage_digest
 
 
 def test_sized_config_scales_width_only():

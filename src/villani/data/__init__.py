@@ -7,7 +7,12 @@
 - ``load_blocks(path) -> torch.LongTensor (N, seq_len)``: read one split's blocks.
 - ``load_tokenizer(out_dir) -> transformers.PreTrainedTokenizerFast``: the saved tokenizer.
 
-The stats are read back with :func:`villani.io.results.read_stats`. Details per module: ``sources`` (text per split), ``tokenizer``, ``blocks``, ``stage``.
+The stats are read back with :func:`villani.io.results.read_stats`. ``villani fetch`` (``villani.data.fetch.fetch(params) -> dict``) downloads once what
+these read from the Hugging Face hub — corpus, pretrained tokenizer, pretrained model —
+into the Hugging Face cache, so that every stage after it runs with ``HF_HUB_OFFLINE=1``.
+
+Details per module: ``sources`` (text per split), ``hub`` (the Hugging Face cache),
+``fetch``, ``tokenizer``, ``blocks``, ``stage``.
 """
 
 from villani.data.blocks import load_blocks

@@ -1,29 +1,46 @@
 """Raw text per split, read from the configured source.
 
-``read_splits(data_cfg)`` returns ``{split: SplitText}`` for the three splits
-``train``, ``validation`` and ``test``. A split is a list of *documents* (strings);
-documents that are empty or whitespace-only are dropped (WikiText's blank rows).
+``open_source(data_cfg)`` opens ``data.source`` and checks it (a ``Source``: the raw
+documents of the splits the source has, and where they were read); ``read_splits``
+turns that into ``{split: SplitText}`` for the three splits ``train``, ``validation``
+and ``test``. A split is a list of *documents* (strings); documents that are empty or
+whitespace-only are dropped (WikiText's blank rows).
 
 Sources (``data.source``):
 
 - ``builtin:pydoc`` — the text of ``pydoc_data.topics.topics`` (CPython's own
   documentation topics, shipped with every interpreter): one document per topic, in
   sorted key order. It has no validation/test split.
-- ``hf:<dataset>[:<config>]`` — ``datasets.load_dataset(<dataset>, <config>)``; the
+- ``hf:<dataset>[:<config>]`` — a data-only dataset (Parquet, JSON, CSV, text, … files;
+  no loading script) read with ``datasets.load_dataset(<folder>, <config>)``; the
   documents are the rows of ``data.text_column`` of the splits ``train``,
-  ``validation`` (or ``valid``/``dev``/``val``) and ``test``. Examples:
-  ``hf:ptb_text_only`` (column ``sentence``),
-  ``hf:Salesforce/wikitext:wikitext-103-raw-v1`` (column ``text``). Because
-  ``load_dataset`` also accepts a local directory of data files (``train.parquet``,
-  ``validation.jsonl``, ``test.txt``, … — the split is taken from the file name),
-  ``hf:/path/to/dir`` reads local data through the very same code path, offline; a
-  ``<dataset>`` that exists as a local path is never split at ``:``.
+  ``validation`` (or ``valid``/``dev``/``val``) and ``test``. ``<dataset>`` is either
+  a local directory of data files (``train.parquet``, ``validation.jsonl``, … — the
+  split is taken from the file name — or a dataset card whose ``configs`` name them; a
+  ``<dataset>`` that exists as a local path is never split at ``:``), or a hub dataset
+  ``<name>`` / ``<owner>/<name>`` at ``data.revision`` (a branch, tag or commit; default
+  ``main``). A hub dataset is read from its snapshot in the Hugging Face cache
+  (``villani.data.hub``): downloaded there when missing and the hub is reachable, read
+  from there with ``HF_HUB_OFFLINE=1`` — so the hub and a local directory go through the
+  very same ``load_dataset`` of a local folder. Only the card, then the data files of
+  ``<config>`` (and of the card's first config, from which ``datasets`` infers the
+  format) are downloaded. Examples: PTB ``hf:ptb-text-only/ptb_text_only`` at revision
+  ``refs/convert/parquet`` (the hub's Parquet conversion of the script dataset
+  ``ptb_text_only``; column ``sentence``), WikiText-103
+  ``hf:Salesforce/wikitext:wikitext-103-raw-v1`` (column ``text``).
 - ``hf-disk:<dir>`` — ``datasets.load_from_disk(<dir>)`` of a ``DatasetDict`` (its
   splits) or a single ``Dataset`` (taken as train) written with ``save_to_disk``.
 - ``files`` (or ``files:``) — local UTF-8 text files per split from ``data.files``
   (``{train: [paths], validation: [...], test: [...]}``, a split may be one path or a
   list; glob patterns are expanded in sorted order); each file is one document.
   Relative paths are relative to the current directory (the workflow's root).
+
+A one-line ``ValueError`` naming the key, what is wrong and the fix, for: a dataset
+loading script (``datasets`` ≥ 4 runs none: a folder holding ``<name>.py``; the error
+names the data-only source to use instead), a hub dataset neither cached nor reachable
+(run ``villani fetch`` where the hub is reachable), an unknown config, revision or
+dataset, no train split, no ``data.text_column`` or one that is not text, a split
+without any non-blank text, and ``data.revision`` with a source that is not on the hub.
 
 A split the source lacks (validation/test) is carved deterministically from the *end*
 of train's text: with C the number of characters of train, the last
@@ -43,8 +60,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from villani.data import hub
+
 SPLITS = ("train", "validation", "test")
 DEFAULT_SPLIT_FRACTION = 0.05
+README = "README.md"
+# data-only copies of script datasets (the fix a script-dataset error names)
+_DATA_ONLY = {
+    "ptb_text_only": "source hf:ptb-text-only/ptb_text_only with data.revision: refs/convert/parquet "
+    "(the hub's Parquet conversion; configs/ptb.yaml), or Mikolov's ptb.{train,valid,test}.txt through source files",
+}
 _SPLIT_ALIASES = {
     "train": ("train",),
     "validation": ("validation", "valid", "dev", "val"),
@@ -72,22 +97,61 @@ class SplitText:
         return h.hexdigest()
 
 
-def read_splits(data_cfg: dict[str, Any]) -> dict[str, SplitText]:
-    """Read the configured source and return the documents of train, validation and test."""
-    source = str(data_cfg.get("source", "builtin:pydoc"))
-    if source == "builtin:pydoc":
-        raw = {"train": _pydoc_documents()}
-    elif source.startswith("hf:"):
-        raw = _hf_documents(source[3:], str(data_cfg.get("text_column") or "text"), disk=False)
-    elif source.startswith("hf-disk:"):
-        raw = _hf_documents(source[8:], str(data_cfg.get("text_column") or "text"), disk=True)
-    elif source in ("files", "files:"):
-        raw = _file_documents(data_cfg.get("files") or {})
+@dataclass
+class Source:
+    """An opened ``data.source``: the raw documents of the splits it has, and where they came from.
+
+    ``documents[split]`` is a list of strings or a lazy ``datasets`` column (rows read on
+    iteration); ``location`` is the local folder or files read (a hub dataset's cached
+    snapshot folder), ``commit`` the hub commit ``data.revision`` resolved to (``None`` for
+    a local source).
+    """
+
+    spec: str
+    location: str
+    commit: str | None
+    documents: dict[str, Any]
+
+
+def open_source(data_cfg: dict[str, Any]) -> Source:
+    """Open the configured source — downloading a hub dataset into the Hugging Face cache
+    when it is not there yet — and check it: no loading script, a train split, the text
+    column, no empty split. Every problem is a one-line ``ValueError``."""
+    spec = str(data_cfg.get("source", "builtin:pydoc"))
+    revision = data_cfg.get("revision")
+    column = str(data_cfg.get("text_column") or "text")
+    if revision is not None and not spec.startswith("hf:"):
+        raise ValueError(f"data.revision: {revision!r} is only for hub datasets (source hf:<dataset>), "
+                         f"not {spec!r}; set data.revision: null")
+    if spec == "builtin:pydoc":
+        source = Source(spec, "builtin", None, {"train": _pydoc_documents()})
+    elif spec.startswith("hf:"):
+        source = _open_hf(spec, column, None if revision is None else str(revision))
+    elif spec.startswith("hf-disk:"):
+        source = _open_hf_disk(spec, column)
+    elif spec in ("files", "files:"):
+        source = _open_files(data_cfg.get("files") or {})
     else:
         raise ValueError(
-            f"data.source: unknown source {source!r} (expected builtin:pydoc, hf:<dataset>[:<config>], hf-disk:<dir> or files)"
+            f"data.source: unknown source {spec!r} (expected builtin:pydoc, hf:<dataset>[:<config>], hf-disk:<dir> or files)"
         )
-    splits = {name: SplitText(_clean(docs)) for name, docs in raw.items() if docs is not None}
+    for split, docs in source.documents.items():
+        if not any(isinstance(d, str) and d.strip() for d in docs):
+            raise ValueError(
+                f"data.source: {spec} split {split!r} has no text (no row or document that is not blank); "
+                "give it text, or leave the split out so that it is carved from train"
+            )
+    return source
+
+
+def read_splits(data_cfg: dict[str, Any], source: Source | None = None) -> dict[str, SplitText]:
+    """The documents of train, validation and test of ``source`` (default: ``open_source(data_cfg)``).
+
+    Blank documents are dropped; a split the source lacks is carved from the end of train
+    (``data.split_fractions``).
+    """
+    source = source or open_source(data_cfg)
+    splits = {name: SplitText(_clean(docs)) for name, docs in source.documents.items()}
     fractions = data_cfg.get("split_fractions") or {}
     return carve_missing(splits, {s: float(fractions.get(s, DEFAULT_SPLIT_FRACTION)) for s in SPLITS[1:]})
 
@@ -147,26 +211,152 @@ def _pydoc_documents() -> list[str]:
     return [topics[key] for key in sorted(topics)]
 
 
-def _hf_documents(spec: str, column: str, *, disk: bool) -> dict[str, list[str]]:
+def _open_hf(spec: str, column: str, revision: str | None) -> Source:
+    """``hf:<dataset>[:<config>]``: a local directory, or a hub dataset read from its cached snapshot."""
+    name, config = _name_and_config(spec[3:])
+    if not name:
+        raise ValueError("data.source: empty dataset name after 'hf:'")
+    folder = Path(name)
+    if folder.is_dir():
+        if revision is not None:
+            raise ValueError(f"data.revision: {revision!r} given, but {spec} is a local directory (revisions are "
+                             "for hub datasets); set data.revision: null")
+        _refuse_script(folder, folder.resolve().name + ".py", spec, on_hub=False)
+        _check_config(_card_configs(folder / README, spec), config, spec)
+        commit = None
+    elif folder.exists():
+        raise ValueError(f"data.source: {spec}: {name} is a file; hf: takes a dataset directory or hub name "
+                         "(local text files: source files)")
+    elif hub.is_hub_name(name):
+        folder = _hub_folder(name, config, revision, spec)
+        commit = folder.name
+    else:
+        raise ValueError(f"data.source: {spec}: {name} is neither a local directory nor a hub dataset name "
+                         "(<name> or <owner>/<name>)")
+    loaded = _load_dataset(folder, config, spec)
+    return Source(spec, str(folder), commit, _text_columns(loaded, column, spec))
+
+
+def _name_and_config(spec: str) -> tuple[str, str | None]:
+    """``<dataset>[:<config>]``; a ``<dataset>`` that exists as a local path is never split."""
+    if not Path(spec).exists() and ":" in spec:
+        name, config = spec.split(":", 1)
+        return name, config or None
+    return spec, None
+
+
+def _hub_folder(name: str, config: str | None, revision: str | None, spec: str) -> Path:
+    """The cached snapshot of hub dataset ``name`` at ``revision`` with the files ``config`` needs.
+
+    First only the dataset card and a loading script ``<name>.py`` are fetched (a script
+    dataset is refused before any data is downloaded); then, at the commit that resolved
+    to, the card's ``configs`` give the data files of ``config`` (plus those of the first
+    config, from which ``datasets`` infers the file format); without ``configs`` in the
+    card every file of the revision is fetched.
+    """
+    script = name.rsplit("/", 1)[-1] + ".py"
+    # .gitattributes: nearly every repo has one, so this request rarely matches no file (a warning)
+    head = hub.dataset_snapshot(name, revision, [README, script, ".gitattributes"])
+    _refuse_script(head, script, spec, on_hub=True)
+    patterns = _config_patterns(_card_configs(head / README, spec), config, spec)
+    return hub.dataset_snapshot(name, head.name, patterns)
+
+
+def _refuse_script(folder: Path, script: str, spec: str, *, on_hub: bool) -> None:
+    """A dataset whose folder holds the loading script ``<name>.py`` is a one-line error."""
+    if (folder / script).is_file():
+        raise ValueError(_script_error(spec, script, on_hub=on_hub))
+
+
+def _script_error(spec: str, script: str, *, on_hub: bool) -> str:
     import datasets
 
-    if not spec:
-        raise ValueError("data.source: empty dataset name after 'hf:'")
-    if disk:
-        try:
-            loaded = datasets.load_from_disk(spec)
-        except FileNotFoundError as e:
-            raise ValueError(f"data.source: hf-disk:{spec}: {e}") from None
-        what = f"hf-disk:{spec}"
+    known = _DATA_ONLY.get(Path(script).stem)
+    if known:
+        fix = f"use its data-only copy: {known}"
+    elif on_hub:
+        fix = ("use a data-only revision: data.revision: refs/convert/parquet (the hub's Parquet conversion, "
+               "if it has one), or its data files through source files")
     else:
-        name, config = spec, None
-        if not Path(spec).exists() and ":" in spec:
-            name, config = spec.split(":", 1)
-        loaded = datasets.load_dataset(name, config)
-        what = f"hf:{spec}"
+        fix = "convert it to data files (Parquet, JSON, CSV or text, one per split) or use source files"
+    return (f"data.source: {spec} is a dataset loading script ({script}), which datasets "
+            f"{datasets.__version__} no longer runs; {fix}")
+
+
+def _card_configs(readme: Path, spec: str) -> dict[str, dict[str, Any]]:
+    """The ``configs`` a dataset card (README.md front matter) declares; ``{}`` without any."""
+    if not readme.is_file():
+        return {}
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCard
+
+    try:
+        return dict(MetadataConfigs.from_dataset_card_data(DatasetCard.load(readme).data))
+    except Exception as e:  # YAML or schema errors of the card
+        raise ValueError(f"data.source: {spec}: cannot read its dataset card {readme}: {_first_line(e)}") from e
+
+
+def _check_config(configs: dict[str, Any], config: str | None, spec: str) -> None:
+    if configs and config is not None and config not in configs:
+        raise ValueError(f"data.source: {spec}: no config {config!r} (configs: {', '.join(configs)})")
+
+
+def _config_patterns(configs: dict[str, dict[str, Any]], config: str | None, spec: str) -> list[str] | None:
+    """File patterns (fnmatch) of ``config`` (every config when ``None``) and of the first of
+    a dataset card's ``configs``, and the card; ``None`` (every file) when the card declares
+    no data files."""
+    _check_config(configs, config, spec)
+    if not configs:
+        return None
+    chosen = [configs[config]] if config is not None else list(configs.values())
+    patterns = [README]
+    for meta in [next(iter(configs.values())), *chosen]:
+        files = _data_file_patterns(meta)
+        if files is None:
+            return None
+        patterns += [p for p in files if p not in patterns]
+    return patterns
+
+
+def _data_file_patterns(meta: dict[str, Any]) -> list[str] | None:
+    """The ``data_files`` of one card config (relative to its ``data_dir``) as fnmatch patterns."""
+    data_dir = meta.get("data_dir")
+    prefix = f"{data_dir.strip('/')}/" if data_dir else ""
+    data_files = meta.get("data_files")
+    if data_files is None:
+        return [prefix + "*"] if data_dir else None
+    paths: list[str] = []
+    for item in data_files if isinstance(data_files, list) else [data_files]:  # str | [str] | [{split, path}]
+        path = item.get("path") if isinstance(item, dict) else item
+        paths += [path] if isinstance(path, str) else list(path or [])
+    # datasets' `**/` may match no folder at all; fnmatch's `*` already crosses `/`
+    return [form for p in paths for form in dict.fromkeys((prefix + p, (prefix + p).replace("**/", "")))]
+
+
+def _load_dataset(folder: Path, config: str | None, spec: str):
+    """``datasets.load_dataset`` of a local folder; its failures as one-line ValueErrors."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(str(folder), config)
+    except Exception as e:  # RuntimeError, ValueError, FileNotFoundError, datasets' own errors
+        first = _first_line(e)
+        cause = f" ({type(e.__cause__).__name__}: {_first_line(e.__cause__)})" if e.__cause__ else ""
+        raise ValueError(f"data.source: {spec}: datasets cannot load it: {first}{cause}") from e
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _text_columns(loaded, column: str, what: str) -> dict[str, Any]:
+    """The text column of the train/validation/test splits of a loaded Dataset(Dict)."""
+    import datasets
+
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
-    out: dict[str, list[str]] = {}
+    out: dict[str, Any] = {}
     for split in SPLITS:
         found = next((a for a in _SPLIT_ALIASES[split] if a in loaded), None)
         if found is None:
@@ -174,25 +364,44 @@ def _hf_documents(spec: str, column: str, *, disk: bool) -> dict[str, list[str]]
         ds = loaded[found]
         if column not in ds.column_names:
             raise ValueError(
-                f"data.text_column: {what} split {found!r} has no column {column!r} (columns: {', '.join(ds.column_names)})"
+                f"data.text_column: {what} split {found!r} has no column {column!r} "
+                f"(columns: {', '.join(ds.column_names)}); set data.text_column to the column with the text"
             )
+        feature = ds.features[column]
+        if not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+            raise ValueError(f"data.text_column: {what} column {column!r} holds {feature}, not text (a string column)")
         out[split] = ds[column]
     if "train" not in out:
-        raise ValueError(f"data.source: {what} has no train split (splits: {', '.join(loaded)})")
+        raise ValueError(
+            f"data.source: {what} has no train split (splits: {', '.join(loaded)}); "
+            "name the training data train (a data file train.*, or the split in the card's configs)"
+        )
     return out
 
 
-def _file_documents(files: dict[str, Any]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for split in SPLITS:
-        spec = files.get(split)
-        if spec is None:
-            continue
-        paths = _expand(spec, split)
-        out[split] = [p.read_text(encoding="utf-8") for p in paths]
-    if "train" not in out:
+def _open_hf_disk(spec: str, column: str) -> Source:
+    """``hf-disk:<dir>``: a Dataset or DatasetDict written with ``save_to_disk``."""
+    import datasets
+
+    path = spec[8:]
+    if not path:
+        raise ValueError("data.source: empty folder after 'hf-disk:'")
+    try:
+        loaded = datasets.load_from_disk(path)
+    except FileNotFoundError as e:
+        raise ValueError(f"data.source: {spec}: {e}") from None
+    except Exception as e:  # a corrupt or unreadable save_to_disk folder
+        raise ValueError(f"data.source: {spec}: datasets cannot load it: {type(e).__name__}: {_first_line(e)}") from e
+    return Source(spec, str(Path(path)), None, _text_columns(loaded, column, spec))
+
+
+def _open_files(files: dict[str, Any]) -> Source:
+    """``files``: local UTF-8 text files per split, each file one document."""
+    paths = {split: _expand(files[split], split) for split in SPLITS if files.get(split) is not None}
+    if "train" not in paths:
         raise ValueError("data.files.train: source 'files' needs at least one train file")
-    return out
+    documents = {split: [p.read_text(encoding="utf-8") for p in ps] for split, ps in paths.items()}
+    return Source("files", ", ".join(str(p) for ps in paths.values() for p in ps), None, documents)
 
 
 def _expand(spec: str | list[str], split: str) -> list[Path]:

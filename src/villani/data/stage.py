@@ -2,8 +2,9 @@
 
 ``tokenize(data_cfg, out_dir)`` computes, for the ``data`` group of params.yaml:
 
-1. the documents of train, validation and test (``villani.data.sources``; a split the
-   source lacks is carved from the end of train);
+1. the documents of train, validation and test (``villani.data.sources``; a hub dataset
+   is read from the Hugging Face cache, see ``villani fetch``; a split the source lacks
+   is carved from the end of train);
 2. the tokenizer: a byte-level BPE trained on the train documents
    (``tokenizer.kind: bpe``, ``vocab_size``) or a pretrained one
    (``kind: pretrained``, ``name`` = hub name or local path);
@@ -19,15 +20,16 @@ byte-identical files): ``tokenizer.json`` (a pretrained tokenizer's too, so late
 stages never need the hub), ``train.parquet``, ``validation.parquet``, ``test.parquet``
 (see ``villani.data.blocks``) and, last, ``stats.json``:
 
-- ``name``, ``source``, ``text_column``, ``seq_len``, ``tokenizer_kind``,
-  ``tokenizer_name``, ``vocab_size`` (``len`` of the tokenizer, added tokens included),
+- ``name``, ``source``, ``revision`` (``data.revision``), ``source_commit`` (the hub
+  commit it resolved to; null for a local source), ``text_column``, ``seq_len``,
+  ``tokenizer_kind``, ``tokenizer_name``, ``vocab_size`` (``len`` of the tokenizer, added tokens included),
   ``eos_token``, ``eos_token_id``, ``tokenizer_sha256``, ``versions``;
 - ``splits.<split>``: ``origin`` (``source`` or ``carved`` from train), ``documents``,
   ``characters``, ``text_sha256``, ``tokens`` (EOS separators included), ``blocks``
   (written), ``dropped_tokens`` (the remainder ``tokens mod seq_len``),
   ``capped_blocks`` (whole blocks left out by ``max_blocks``), ``file``, ``sha256``.
 
-``read_stats(out_dir)`` returns that dict.
+:func:`villani.io.results.read_stats` reads it back.
 """
 
 from __future__ import annotations
@@ -40,14 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from villani.data.blocks import cut_blocks, write_blocks
-from villani.data.sources import SPLITS, read_splits
+from villani.data.sources import SPLITS, open_source, read_splits
 from villani.data.tokenizer import (
     EOS_TOKEN,
     encode_documents,
     load_pretrained,
     train_bpe,
 )
-from villani.io.atomic import read_json, sha256_file, write_json, write_text
+from villani.io.atomic import sha256_file, write_json, write_text
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,8 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
     kind = tok_cfg.get("kind", "bpe")
     caps = data_cfg.get("max_blocks") or {}
 
-    texts = read_splits(data_cfg)
+    source = open_source(data_cfg)
+    texts = read_splits(data_cfg, source)
     if kind == "bpe":
         tok = train_bpe(texts["train"].documents, int(tok_cfg.get("vocab_size", 512)))
         eos = EOS_TOKEN
@@ -108,6 +111,8 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
     stats = {
         "name": data_cfg.get("name", "pydoc"),
         "source": data_cfg.get("source", "builtin:pydoc"),
+        "revision": data_cfg.get("revision"),
+        "source_commit": source.commit,
         "text_column": data_cfg.get("text_column", "text"),
         "seq_len": seq_len,
         "tokenizer_kind": kind,
@@ -129,11 +134,6 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         time.perf_counter() - t2,
     )
     return stats
-
-
-def read_stats(out_dir: str | Path) -> dict[str, Any]:
-    """The ``stats.json`` of a data folder (one-line ValueError when missing or corrupt)."""
-    return read_json(Path(out_dir) / "stats.json", "data stats")
 
 
 def _versions() -> dict[str, str]:

@@ -8,7 +8,9 @@
 - ``load_pretrained(name)`` loads a tokenizer by hub name or local path through
   ``transformers.AutoTokenizer`` (fast tokenizers only, ``trust_remote_code=False``) and
   returns its backend ``tokenizers.Tokenizer`` (truncation and padding switched off) and
-  its separator: the EOS token, or the SEP token when it has no EOS.
+  its separator: the EOS token, or the SEP token when it has no EOS. A hub tokenizer
+  comes from the Hugging Face cache (``villani fetch`` puts it there); one neither cached
+  nor downloadable is a one-line error saying so.
 - ``encode_documents(tok, documents, eos_id)`` is the token stream of a split: the
   documents' ids (no special tokens added by post-processors) with ``eos_id`` between
   consecutive documents, as an int32 array.
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from villani.data import hub
 
 EOS_TOKEN = "<|endoftext|>"
 _BATCH = 512  # documents per encode call (bounds the memory of Encoding objects)
@@ -57,6 +61,8 @@ def load_pretrained(name: str):
         hf = AutoTokenizer.from_pretrained(name, trust_remote_code=False, use_fast=True)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if hub.is_hub_name(name) and (hub.offline() or "connect" in first.lower()):
+            raise hub.not_cached("data.tokenizer.name", f"tokenizer {name!r}") from None
         raise ValueError(f"data.tokenizer.name: cannot load tokenizer {name!r}: {first}") from None
     backend = getattr(hf, "backend_tokenizer", None)
     if backend is None:
@@ -89,13 +95,13 @@ def load_tokenizer(out_dir: str | Path):
     """The saved tokenizer of a data folder as a ``PreTrainedTokenizerFast`` (EOS set)."""
     from transformers import PreTrainedTokenizerFast
 
-    from villani.io.atomic import read_json
+    from villani.io.results import read_stats
 
     out_dir = Path(out_dir)
     path = out_dir / "tokenizer.json"
     if not path.is_file():
         raise ValueError(f"{path}: tokenizer file not found (run `villani tokenize` first)")
-    stats = read_json(out_dir / "stats.json", "data stats")
+    stats = read_stats(out_dir)
     tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=stats["eos_token"])
     tok.model_max_length = int(stats["seq_len"])
     return tok

@@ -17,6 +17,7 @@ DATA_DIR = "{root}/data/{dataset}"
 TOKENIZER = DATA_DIR + "/tokenizer.json"
 SPLIT = DATA_DIR + "/{split}.parquet"
 DATA_STATS = DATA_DIR + "/stats.json"
+FETCH_RECORD = "{root}/fetch/{dataset}.json"  # beside, not in, tokenize's DVC output folder
 
 RUN_DIR = "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}"
 CKPT_WEIGHTS = RUN_DIR + "/ckpt/step{step}.safetensors"
