@@ -18,6 +18,7 @@ include: "workflow/rules/landscape.smk"
 include: "workflow/rules/bounds.smk"
 include: "workflow/rules/cost.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/metrics.smk"
 
 
@@ -27,4 +28,5 @@ rule all:
         targets.segments(P),
         targets.measurements(P),
         report_outputs(),
+        targets.claims_outputs(),
         METRICS,

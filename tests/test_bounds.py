@@ -249,7 +249,9 @@ def _measure(step, lam, F, **extra):
 
 
 def test_bounds_row_values():
-    row = T.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_star=4.0, smoothness_L=20.0, **PARAMS)
+    # a Langevin run whose η meets η_max: every Theorem 2 hypothesis holds
+    row = T.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_min=4.0, smoothness_L=20.0, update_rule="langevin",
+                       **PARAMS)
     assert row["status"] == "ok" and row["step"] == 10 and row["dataset"] == "tiny"
     # C_LS: s = 1: 100(1 + 1e5) ; s = 2: 200(1 + 1000/0.02) = 200(1 + 5e4)
     assert row["c_ls_s1"] == pytest.approx(100.0 * (1 + 1e5))
@@ -257,34 +259,75 @@ def test_bounds_row_values():
     assert row["c_ls"] == row["c_p"] == row["c_ls_s1"]
     assert row["c_ls_gibbs"] == pytest.approx(1.0 + 1e5)  # s + d/λ
     assert row["eta_max"] == pytest.approx(2.5e-3) and row["eta_ok"] is True
-    # T = C/(2η) · log(2·2/0.01)
-    assert row["steps_required"] == pytest.approx(row["c_ls"] / 2e-4 * math.log(400.0))
-    assert row["steps_required_eq33"] == pytest.approx(row["c_ls"] / 2e-4 * math.log(200.0))
-    env = B.envelope([10], 2.0, row["c_ls"], 1e-4, 20.0, 1.0, 1e-2)[0]
+    assert row["theorem2_status"] == "ok" and row["envelope_status"] == "ok"
+    # F* = 0 (a lower bound of min F): T = C/(2η) · log(2·6/0.01)
+    assert row["f_star"] == 0.0 and row["f_min_ckpt"] == 4.0
+    assert row["steps_required"] == pytest.approx(row["c_ls"] / 2e-4 * math.log(1200.0))
+    assert row["steps_required_eq33"] == pytest.approx(row["c_ls"] / 2e-4 * math.log(600.0))
+    env = B.envelope([10], 6.0, row["c_ls"], 1e-4, 20.0, 1.0, 1e-2)[0]
     assert row["envelope"] == pytest.approx(env)
-    # KL raw = F/λ + (d/2)·log((1 + λ²)/(2π)) = 410 + 500·log(1.0001/(2π)) < 0 → clamped
+    # F = 4.1 > λ(1−ρ)^T·6 + noise ≈ 0.06 for every F* in [0, 4]: violated for certain
+    assert row["envelope_check"] == "violated"
+    # KL raw = F/λ + (d/2)·log((1 + λ²)/(2π)) = 410 + 500·log(1.0001/(2π)) < 0: no PAC-Bayes number
     assert row["pb_kl_raw"] == pytest.approx(410.0 + 500.0 * math.log(1.0001 / (2 * math.pi)))
-    assert row["pb_kl_clamped"] is True
-    assert row["pb_risk_hat"] == pytest.approx(4.0)
-    assert row["pb_ppl_ratio"] == pytest.approx(row["pb_ppl_bound"] / math.exp(4.0))
+    assert row["hyp_kl_nonneg"] is False and row["hyp_loss_le_1"] is False
+    assert row["pac_bayes_status"].startswith("n/a: KL bound = ") and "L = 4 > 1 nat" in row["pac_bayes_status"]
+    assert row["pb_ppl_bound"] is None and row["pb_ppl_ratio"] is None and row["pb_risk_hat"] == pytest.approx(4.0)
+
+
+def test_adamw_rows_fail_the_update_rule_hypothesis():
+    row = T.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_min=4.0, smoothness_L=20.0, **PARAMS)
+    assert row["hyp_update_eq36"] is False and row["hyp_eta_le_eta_max"] is True
+    assert row["theorem2_status"] == "n/a: update rule adamw, not eq. (36)"
+    assert row["steps_required"] is None and row["envelope"] is None and row["envelope_check"] is None
+    assert row["c_ls"] is not None  # C_LS needs only λ > 0
+    text = T.format_row(row)
+    assert text["steps_required"] == "n/a" and text["envelope"] == "n/a"
+
+
+def test_eta_above_eta_max_and_rising_F_are_named_with_their_numbers():
+    params = dict(PARAMS, eta=1e-2)  # η_max = 2.5e-3
+    row = T.bounds_row(_measure(10, 1e-2, 7.5), f0=6.0, f_min=4.0, smoothness_L=20.0, update_rule="langevin",
+                       **params)
+    assert row["hyp_eta_le_eta_max"] is False and row["hyp_f_le_f0"] is False
+    assert row["theorem2_status"] == "n/a: η = 0.01 > η_max = 0.0025 (σ² = 1)"
+    assert row["envelope_status"] == ("n/a: η = 0.01 > η_max = 0.0025 (σ² = 1); "
+                                      "F rose from F(θ₀) = 6 to 7.5")
+    assert row["steps_required"] is None and row["envelope"] is None
+
+
+def test_pac_bayes_number_only_where_its_hypotheses_hold():
+    # d = 2, λ = 0.5, β = 2: KL = 2F + log 5 + log(0.5/(4π)) = 0.39 > 0 for F = 1; L = 0.9 ≤ 1
+    m = _measure(0, 0.5, 1.0, d=2.0, loss=0.9)
+    row = T.bounds_row(m, f0=1.0, f_min=1.0, smoothness_L=1.0, **PARAMS)
+    assert row["hyp_kl_nonneg"] is True and row["hyp_loss_le_1"] is True and row["pac_bayes_status"] == "ok"
+    kl = 2.0 + math.log(5.0) + math.log(0.5 / (4 * math.pi))
+    assert row["pb_kl_used"] == pytest.approx(kl) and row["pb_kl_clamped"] is False
+    assert row["pb_risk_bound"] == pytest.approx(0.9 + math.sqrt((kl + math.log(2e3 / 0.05)) / (2 * (1e6 - 1))))
+    # the same checkpoint with F = 0.8: KL = −0.01 < 0, no number
+    row = T.bounds_row(_measure(0, 0.5, 0.8, d=2.0, loss=0.7), f0=0.8, f_min=0.8, smoothness_L=1.0, **PARAMS)
+    assert row["hyp_kl_nonneg"] is False and row["pb_risk_bound"] is None
 
 
 def test_bounds_row_lam_zero_prints_undefined():
-    row = T.bounds_row(_measure(10, 0.0, 4.1), f0=6.0, f_star=4.0, smoothness_L=20.0, **PARAMS)
+    row = T.bounds_row(_measure(10, 0.0, 4.1), f0=6.0, f_min=4.0, smoothness_L=20.0, update_rule="langevin",
+                       **PARAMS)
     assert row["status"] == "undefined"
     for key in ("c_ls", "c_p", "c_ls_s1", "c_ls_s2", "c_ls_gibbs", "eta_max", "eta_ok", "steps_required",
                 "steps_required_eq33", "envelope", "envelope_consistent", "pb_risk_bound", "pb_ppl_bound",
                 "pb_kl_raw", "pb_kl_used", "pb_ppl_ratio"):  # fmt: skip
         assert row[key] is None, key
+    assert row["theorem2_status"] == row["pac_bayes_status"] == "undefined: λ = 0"
     text = T.format_row(row)
     assert text["c_ls"] == "undefined" and text["pb_ppl_bound"] == "undefined"
     assert text["pb_undefined"] == "true" and text["status"] == "undefined"
 
 
-def test_bounds_row_without_run_inputs_leaves_theorem2_undefined():
-    row = T.bounds_row(_measure(10, 1e-2, 4.1), **PARAMS)
+def test_bounds_row_without_run_inputs_gives_no_theorem2_number():
+    row = T.bounds_row(_measure(10, 1e-2, 4.1), update_rule="langevin", **PARAMS)
     assert row["steps_required"] is None and row["envelope"] is None
-    assert row["c_ls"] is not None and row["pb_risk_bound"] is not None
+    assert row["theorem2_status"] == "n/a: F(θ₀) not given"
+    assert row["c_ls"] is not None
 
 
 def test_bounds_row_computes_F_when_missing():
@@ -294,15 +337,28 @@ def test_bounds_row_computes_F_when_missing():
     assert row["F"] == pytest.approx(4.0 + 0.5 * 1e-2 * 200.0)
 
 
-def test_run_bounds_picks_f0_fstar_and_L():
+def test_run_bounds_picks_f0_f_min_and_L():
     ms = [_measure(20, 1e-2, 4.0, top_eigenvalues=[30.0, 5.0]),
           _measure(0, 1e-2, 7.0, top_eigenvalues=[10.0]),
           _measure(10, 1e-2, 4.5, top_eigenvalues=[50.0, 2.0])]  # fmt: skip
-    rows = T.run_bounds(ms, **PARAMS)
+    rows = T.run_bounds(ms, update_rule="langevin", **PARAMS)
     assert [r["step"] for r in rows] == [0, 10, 20]
-    assert all(r["f0"] == 7.0 and r["f_star"] == 4.0 and r["smoothness_L"] == 50.0 for r in rows)
-    assert rows[0]["envelope"] == pytest.approx(1e-2 * 3.0 + 1e-4 * 50.0 * 1.0 / 4)
+    assert all(r["f0"] == 7.0 and r["f_min_ckpt"] == 4.0 and r["f_star"] == 0.0 and r["smoothness_L"] == 50.0
+               for r in rows)
+    assert rows[0]["envelope"] == pytest.approx(1e-2 * 7.0 + 1e-4 * 50.0 * 1.0 / 4)
     assert T.run_bounds([], **PARAMS) == []
+
+
+def test_envelope_check_brackets_the_unknown_minimum():
+    # F_t − factor·F₀ − noise ≤ (1 − factor)·F* for F* in [lo, hi]
+    assert B.envelope_check(1.0, 2.0, 0.5, 0.1, 0.0, 0.8) == "holds"          # −0.1 ≤ 0
+    assert B.envelope_check(1.3, 2.0, 0.5, 0.1, 0.0, 0.8) == "undetermined"   # 0.2 in (0, 0.4]
+    assert B.envelope_check(1.5, 2.0, 0.5, 0.1, 0.0, 0.8) == "undetermined"   # 0.4 = 0.5·0.8: holds at F* = 0.8
+    assert B.envelope_check(1.6, 2.0, 0.5, 0.1, 0.0, 0.8) == "violated"       # 0.5 > 0.4
+    # the terms reassemble the envelope
+    factor, noise = B.envelope_terms([0, 5], 10.0, 0.5, 1.0, 1.0, 0.5, form="consistent")
+    np.testing.assert_allclose(factor * 2.0 + noise, B.envelope([0, 5], 2.0, 10.0, 0.5, 1.0, 1.0, 0.5,
+                                                                 form="consistent"))
 
 
 def test_format_value():

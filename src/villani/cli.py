@@ -27,7 +27,8 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--variant", default="adamw", choices=["adamw", "noise"], help="run variant")
+    p.add_argument("--variant", default="adamw",
+                   help="run variant: adamw, adamw_lr<η>, adamw_wu<steps>, adamw_noise, adam_l2, langevin")
     p.add_argument("--lam", type=float, required=True, help="weight decay λ of the run")
     p.add_argument("--seed", type=int, required=True, help="seed of the run")
 
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
+    sub.add_parser("claims", parents=[common], help="write results/claims.csv: a verdict on every claim of the paper")
     sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers)")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
@@ -141,9 +143,15 @@ def _segment_done(p, args, end) -> bool:
 def _check_run(p, args) -> None:
     from villani.plan.config import ParamsError
 
-    lams = p["train"]["lambdas"] if args.variant == "adamw" else p["train"]["noise"]["lambdas"]
-    key = "train.lambdas" if args.variant == "adamw" else "train.noise.lambdas"
-    if args.lam not in [float(x) for x in lams]:
+    from villani.plan.runs import variant_kind, variant_lambdas, variants
+
+    if args.variant not in variants(p):
+        raise ParamsError(f"--variant: {args.variant!r} is not a variant of these parameters "
+                          f"(variants: {', '.join(variants(p))})")
+    lams = variant_lambdas(p, args.variant)
+    kind = variant_kind(args.variant)
+    key = "train.lambdas" if kind == "adamw" else f"train.{kind}.lambdas"
+    if args.lam not in lams:
         raise ParamsError(f"--lam: {args.lam:g} is not in {key} = {lams}")
     if args.seed not in p["train"]["seeds"]:
         raise ParamsError(f"--seed: {args.seed} is not in train.seeds = {p['train']['seeds']}")
@@ -193,6 +201,12 @@ def cmd_figures(args) -> None:
         print(path)
 
 
+def cmd_claims(args) -> None:
+    from villani.claims.ledger import write_claims
+
+    print(write_claims(_params(args), root=args.results))
+
+
 def cmd_metrics(args) -> None:
     from villani.figures.metrics import write_metrics
 
@@ -210,7 +224,7 @@ def cmd_prune(args) -> None:
 COMMANDS = {
     "validate": cmd_validate, "fetch": cmd_fetch, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
     "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
-    "metrics": cmd_metrics, "prune": cmd_prune,
+    "claims": cmd_claims, "metrics": cmd_metrics, "prune": cmd_prune,
 }
 
 

@@ -1,8 +1,8 @@
 """A realistic synthetic results tree, in the exact layout the stages write.
 
 :func:`build_results` writes, for a resolved params dict, everything the bounds table and
-the figures read: data stats, training logs and checkpoint JSONs of every run (plain and
-noise), per-checkpoint measurement JSON + Parquet of every plain run, radial rays,
+the figures read: data stats, training logs and checkpoint JSONs of every run of every
+variant, per-checkpoint measurement JSON + Parquet of every run, radial rays,
 landscape surfaces and the HVP cost sweep. Numbers follow the tiny default model
 (d ≈ 1.4e5, losses 6 → 3 nats, traces of order 10²) and obey the identities the real
 stages guarantee (F = L + λ/2‖θ‖², ΔF = tr∇²L + λd, Ψ_s = −ΔF + ‖∇F‖²/s, trace
@@ -36,11 +36,13 @@ def _write_json(path: Path, obj) -> None:
 
 
 def loss_at(step: float, lam: float, seed: int, variant: str = "adamw") -> float:
-    base = 2.9 + 3.35 * math.exp(-step / 45.0) + 0.4 * lam * 10 + (0.03 if variant == "noise" else 0.0)
+    base = 2.9 + 3.35 * math.exp(-step / 45.0) + 0.4 * lam * 10 + (0.3 if variant == "langevin" else 0.0)
     return base + 0.02 * math.sin(step / 7.0 + seed)
 
 
-def theta_sq_at(step: float, lam: float, seed: int) -> float:
+def theta_sq_at(step: float, lam: float, seed: int, variant: str = "adamw") -> float:
+    if variant == "langevin":  # SGD on F shrinks θ (the coupled L2 term)
+        return 380.0 * math.exp(-step / 30.0) + 20.0 + seed * 3.0
     return 380.0 + seed * 3.0 + (3.2 - 150 * lam) * step
 
 
@@ -65,7 +67,8 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
             for s in range(start + 1, end + 1):
                 loss = loss_at(s, run.lam, run.seed, run.variant) + 0.15 * rng.standard_normal()
                 rows.append({"step": s, "loss": loss, "lr": t["lr"], "grad_norm": 1.0 + rng.random(),
-                             "theta_sq_norm": theta_sq_at(s, run.lam, run.seed), "tokens_per_s": 20000.0,
+                             "theta_sq_norm": theta_sq_at(s, run.lam, run.seed, run.variant),
+                             "tokens_per_s": 20000.0,
                              "wall_clock_s": 0.05 * s, "skipped": 0})
             path = run.path(layout.SEGMENT_LOG, root, step=end)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,11 +79,11 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
                 "dataset": ds, "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
                 "tokens_seen": step * tokens_per_step, "wall_clock_s": 0.05 * step,
                 "train_loss": loss_at(step, run.lam, run.seed, run.variant),
-                "theta_sq_norm": theta_sq_at(step, run.lam, run.seed), "d": D, "weights_sha256": "0" * 64,
+                "theta_sq_norm": theta_sq_at(step, run.lam, run.seed, run.variant), "d": D,
+                "weights_sha256": "0" * 64,
             })
-        if run.variant == "adamw":
-            for step in steps:
-                write_measurement(root, params, run, step, rng)
+        for step in steps:
+            write_measurement(root, params, run, step, rng)
     if rays:
         write_rays(root, params)
     if landscape:
@@ -95,8 +98,8 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
     me = params["measure"]
     lam, M, k = run.lam, int(me["num_probes"]), int(me["top_k"])
     steps = checkpoint_steps(params["train"])
-    theta_sq = theta_sq_at(step, lam, run.seed)
-    loss = loss_at(step, lam, run.seed)
+    theta_sq = theta_sq_at(step, lam, run.seed, run.variant)
+    loss = loss_at(step, lam, run.seed, run.variant)
     val_loss = loss + 0.12 + 0.002 * step * (1 - 50 * lam)
     trace_mean = 40.0 + 260.0 * (1 - math.exp(-step / 70.0)) * (1 - 25 * lam)
     frob_sq = (0.9 * trace_mean) ** 2 / 2 + 50.0
@@ -125,7 +128,9 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
         "hvp_count": M + int(me["lanczos_steps"]) + int(me["slq_probes"]) * int(me["slq_steps"]),
         "seconds": 3.2, "tokens_seen": step * int(params["train"]["batch_size"]) * int(params["data"]["seq_len"]),
         "wall_clock_s": 0.05 * step,
-        "grad_noise_sigma_sq": (0.9 if step == steps[0] else 0.25) if step in (steps[0], steps[-1]) else None,
+        # small σ² for the Langevin arm, so that its η meets Theorem 2's η ≤ λ/(4σ²)
+        "grad_noise_sigma_sq": ((0.9 if step == steps[0] else 0.25) * (0.01 if run.variant == "langevin" else 1.0)
+                                if step in (steps[0], steps[-1]) else None),
         "predicted_cv": predicted_cv(frob_sq, st.mean, M), "predicted_cv_bound": predicted_cv(frob_sq, st.mean, M),
         "spectrum_of": "hessian_F",
     }
@@ -176,7 +181,8 @@ def write_rays(root: Path, params: Mapping) -> None:
                          "intercept": f.intercept, "stderr_slope": f.stderr_slope, "r2": f.r2, "n": f.n,
                          "theta_sq_min": f.x_min, "theta_sq_max": float(g["theta_sq"].max()),
                          "asymptote": lam**2 / s, "lemma4_lower": lam**2 / (2 * s),
-                         "slope_parts": {"grad_L": 0.0, "cross": 0.0, "lam_sq": lam**2 / s, "trace": 0.0}})
+                         "slope_parts": {"grad_L": 0.0, "cross": 0.0, "lam_sq": lam**2 / s, "trace": 0.0},
+                         "dominant_part": "lam_sq", "slope_stderr_from_trace": 1e-7})
     fdf = pd.DataFrame(fits)
     for (lam, s), g in fdf.groupby(["lam", "s"]):
         rnd, ck = g[g["kind"] == "random"], g[g["kind"] == "checkpoint"]

@@ -9,7 +9,9 @@ import yaml
 from tests.conftest import REPO, tiny_params
 from villani.plan.digest import STAGES, stage_inputs
 
-DVC_STAGE = {"train_noise": ("train", "noise")}
+DVC_STAGE = {f"{stage}{suffix}": (stage, variant) for stage in ("train", "measure")
+             for suffix, variant in (("_lr", "adamw_lr0.001"), ("_wu", "adamw_wu3"), ("_adamw_noise", "adamw_noise"),
+                                     ("_adam_l2", "adam_l2"), ("_langevin", "langevin"))}
 
 
 def _leaves(d: dict, prefix: str = "") -> set[str]:

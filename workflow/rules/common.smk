@@ -3,7 +3,7 @@
 # tests exercise directly.
 from villani.dag import targets
 from villani.dag.jobs import params_args, runtime_minutes
-from villani.figures import CAPTIONS, figure_outputs
+from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
 from villani.plan import layout
 from villani.plan.config import ParamsError, resolve
 from villani.plan.digest import stage_digest
@@ -21,7 +21,7 @@ LOGS = targets.ROOT + "/logs"
 
 wildcard_constraints:
     dataset=targets.wildcard_regex([DATASET]),
-    variant="adamw|noise",
+    variant=targets.wildcard_regex(targets.variant_values(P)),
     lam=targets.wildcard_regex(targets.lam_values(P)),
     seed=r"\d+",
     step=r"\d{7}",

@@ -3,6 +3,7 @@ rule metrics:
         segments=targets.segments(P),
         measurements=targets.measurements(P),
         bounds=targets.bounds_outputs(P),
+        claims=targets.claims_outputs(),
     output:
         METRICS,
     params:

@@ -1,20 +1,50 @@
-"""``villani bounds``: the bounds of section V per (dataset, λ, seed, step), as CSV and JSON.
+"""``villani bounds``: the bounds of section V per (dataset, variant, λ, seed, step), with
+the hypotheses each rests on checked there, as CSV and JSON.
 
 One row per checkpoint (:func:`bounds_row`), built run by run (:func:`run_bounds`) from the
 formulas of :mod:`villani.bounds.theory` and the run's per-checkpoint measurements;
-``docs/bounds.md`` states every formula. Inputs:
+``docs/bounds.md`` states every formula. Every run of every variant gets rows.
+
+**Hypotheses.** Each family of bounds rests on hypotheses (:data:`HYPOTHESES`,
+:data:`FAMILIES`) that are checked per checkpoint (``hyp_<name>``: true/false, ``None``
+where it cannot be evaluated, e.g. η ≤ η_max at λ = 0). A family's numbers are given
+only where all its hypotheses hold; otherwise they are ``None`` and ``<family>_status``
+names every failed hypothesis with its numbers (``"ok"`` when they all hold):
+
+- ``c_ls`` (eq. 21/24: C_LS, C_P, C_LS(βF), η_max): λ > 0;
+- ``theorem2`` (T of eq. 33): λ > 0; the run's update rule is eq. (36) (variant
+  ``langevin``); η ≤ min(1, λ/(4σ²)); F(θ_t) ≥ F*;
+- ``envelope`` (eq. 41 at this step, and whether it holds): those of ``theorem2`` and
+  F(θ_t) ≤ F(θ₀) (the run decreases F);
+- ``pac_bayes`` (eq. 43–44): λ > 0; the KL bound before clamping is ≥ 0 (no KL is
+  negative); L(θ̂) ≤ 1 (eq. 43 is for losses in [0, 1]; a mean cross-entropy above 1 nat
+  means some token's loss exceeds 1).
+
+**The minimum F*.** Theorem 2 and eq. (41) need F* = min F, unknown. ``f_star`` is
+:data:`~villani.bounds.theory.F_STAR_LOWER` = 0, a genuine lower estimate (L ≥ 0 and
+(λ/2)‖θ‖² ≥ 0), so F₀ − F* is over- rather than under-estimated and T is conservative;
+``f_min_ckpt`` (the lowest F over the run's checkpoints) is an upper estimate of min F. Both
+bracket F*, and ``envelope_check`` says whether eq. (41) holds for every F* in
+[f_star, f_min_ckpt] (``"holds"``), for none (``"violated"``) or is ``"undetermined"``
+(:func:`~villani.bounds.theory.envelope_check`).
+
+Inputs:
 
 - σ² = the run's measured gradient-noise variance ``grad_noise_sigma_sq`` (Tr Σ, measured
   at the first and last checkpoint): the *larger* of the measured values, so the η check
   of Theorem 2 is the stricter one and the envelope's noise term the larger;
-- η = ``train.lr`` (the peak learning rate), n = train-split tokens and the vocabulary
-  size from ``results/data/{dataset}/stats.json``, δ = ``bounds.delta``,
-  ε = ``bounds.epsilon``, s = ``measure.s_values`` (the first is the primary s).
+- η = the run's peak learning rate (``train.lr``, a sweep arm's lr, or the Langevin arm's
+  constant ``train.langevin.lr``: :func:`villani.plan.runs.variant_params`);
+- n = train-split tokens and the vocabulary size from ``results/data/{dataset}/stats.json``,
+  δ = ``bounds.delta``, ε = ``bounds.epsilon``, s = ``measure.s_values`` (the first is the
+  primary s).
 
-``bounds.csv`` is written through :func:`format_row`: an undefined bound
-(every bound at λ = 0) reads ``undefined``, never a number. ``bounds.json`` holds the raw
-rows (``null`` where undefined, ``"inf"`` for an overflowing perplexity bound), the inputs,
-and a per-λ summary (C_LS, C_P, Theorem 2, PAC-Bayes tightness, clamped/vacuous counts).
+``bounds.csv`` is written through :func:`format_row`: a number not given reads
+``undefined`` at λ = 0 and ``n/a`` where a hypothesis fails (the status column says which).
+``bounds.json`` holds the raw rows (``null`` where no number is given, ``"inf"`` for an
+overflowing perplexity bound), the inputs, and a summary per variant and λ (C_LS, C_P,
+Theorem 2, PAC-Bayes tightness over the checkpoints where its hypotheses hold, and how
+many checkpoints each hypothesis fails at).
 """
 
 from __future__ import annotations
@@ -26,10 +56,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from villani.bounds.theory import (
+    F_STAR_LOWER,
     UNDEFINED,
     c_ls_gibbs,
     c_ls_upper,
-    envelope,
+    envelope_check,
+    envelope_terms,
     eta_max,
     pac_bayes,
     positive_lam,
@@ -38,11 +70,40 @@ from villani.bounds.theory import (
 from villani.io import atomic
 from villani.io.results import data_stats, run_records, train_tokens
 from villani.plan import layout
+from villani.plan.runs import variant_kind, variant_params
 from villani.psi import psi_slope_reference
 from villani.stats import fit_slope, r_squared
 
 _ID_KEYS = ("dataset", "variant", "lam", "seed", "step")
 _COPY_KEYS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl")
+
+NOT_APPLICABLE = "n/a"
+F_STAR_METHOD = "lower bound 0: L >= 0 and (lam/2)|theta|^2 >= 0"
+
+#: Every hypothesis a bound of the table rests on, by the name of its ``hyp_<name>`` column.
+HYPOTHESES = {
+    "lam_positive": "λ > 0",
+    "update_eq36": "the update rule is eq. (36): SGD on F + √(2η/β)·Z",
+    "eta_le_eta_max": "η ≤ min(1, λ/(4σ²))",
+    "f_ge_f_star": "F(θ_t) ≥ F*",
+    "f_le_f0": "F(θ_t) ≤ F(θ₀): the run decreases F",
+    "kl_nonneg": "the KL bound is ≥ 0 before clamping",
+    "loss_le_1": "L(θ̂) ≤ 1: eq. (43) is for losses in [0, 1]",
+}
+
+#: The hypotheses of each family of bounds, and the columns that carry its numbers.
+FAMILIES = {
+    "c_ls": ("lam_positive",),
+    "theorem2": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star"),
+    "envelope": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star", "f_le_f0"),
+    "pac_bayes": ("lam_positive", "kl_nonneg", "loss_le_1"),
+}
+FAMILY_COLUMNS = {
+    "theorem2": ("steps_required", "steps_required_eq33"),
+    "envelope": ("envelope", "envelope_consistent", "envelope_check", "envelope_consistent_check"),
+    "pac_bayes": ("pb_kl_used", "pb_kl_clamped", "pb_complexity", "pb_risk_bound", "pb_ppl_bound", "pb_vacuous",
+                  "pb_ppl_ratio"),
+}
 
 
 def _s_label(s: float) -> str:
@@ -55,6 +116,58 @@ def _objective(measure: Mapping[str, Any]) -> float:
     return float(measure["loss"]) + 0.5 * float(measure["lam"]) * float(measure["theta_sq_norm"])
 
 
+def _g(x: float) -> str:
+    return f"{float(x):.4g}"
+
+
+def hypotheses(measure: Mapping[str, Any], *, update_rule: str, eta: float, sigma_sq: float,
+               f0: float | None, f_star: float, kl_raw: float | None) -> tuple[dict, dict]:
+    """(``{name: True/False/None}``, ``{name: reason}``) of :data:`HYPOTHESES` at one checkpoint;
+    a reason (with the numbers) for each hypothesis that fails or cannot be evaluated."""
+    lam = float(measure["lam"])
+    F, loss = _objective(measure), float(measure["loss"])
+    ok: dict[str, bool | None] = {}
+    why: dict[str, str] = {}
+    ok["lam_positive"] = positive_lam(lam)
+    if not ok["lam_positive"]:
+        why["lam_positive"] = "λ = 0"
+    ok["update_eq36"] = update_rule == "langevin"
+    if not ok["update_eq36"]:
+        why["update_eq36"] = f"update rule {update_rule}, not eq. (36)"
+    e_max = eta_max(lam, sigma_sq)
+    ok["eta_le_eta_max"] = None if e_max is None else float(eta) <= e_max
+    if e_max is None:
+        why["eta_le_eta_max"] = "η_max undefined at λ = 0"
+    elif not ok["eta_le_eta_max"]:
+        why["eta_le_eta_max"] = f"η = {_g(eta)} > η_max = {_g(e_max)} (σ² = {_g(sigma_sq)})"
+    ok["f_ge_f_star"] = F >= f_star
+    if not ok["f_ge_f_star"]:
+        why["f_ge_f_star"] = f"F = {_g(F)} < F* = {_g(f_star)}"
+    ok["f_le_f0"] = None if f0 is None else F <= float(f0)
+    if f0 is None:
+        why["f_le_f0"] = "F(θ₀) not given"
+    elif not ok["f_le_f0"]:
+        why["f_le_f0"] = f"F rose from F(θ₀) = {_g(f0)} to {_g(F)}"
+    ok["kl_nonneg"] = None if kl_raw is None else kl_raw >= 0
+    if kl_raw is None:
+        why["kl_nonneg"] = "KL bound undefined at λ = 0"
+    elif not ok["kl_nonneg"]:
+        why["kl_nonneg"] = f"KL bound = {_g(kl_raw)} < 0"
+    ok["loss_le_1"] = loss <= 1.0
+    if not ok["loss_le_1"]:
+        why["loss_le_1"] = f"L = {_g(loss)} > 1 nat"
+    return ok, why
+
+
+def family_status(family: str, ok: Mapping[str, bool | None], why: Mapping[str, str]) -> str:
+    """``"ok"`` when every hypothesis of ``family`` holds, else ``"n/a: <reasons>"``
+    (``"undefined: λ = 0"`` when λ = 0, whatever else fails)."""
+    if ok["lam_positive"] is False:
+        return f"{UNDEFINED}: λ = 0"
+    failed = [why[h] for h in FAMILIES[family] if ok[h] is not True]
+    return "ok" if not failed else f"{NOT_APPLICABLE}: " + "; ".join(failed)
+
+
 def bounds_row(
     measure: Mapping[str, Any],
     *,
@@ -64,8 +177,9 @@ def bounds_row(
     eta: float,
     sigma_sq: float,
     vocab_size: int,
+    update_rule: str = "adamw",
     f0: float | None = None,
-    f_star: float | None = None,
+    f_min: float | None = None,
     eps: float = 0.01,
     smoothness_L: float | None = None,
     beta: float | None = None,
@@ -76,14 +190,15 @@ def bounds_row(
     ``seed``, ``dataset``, ``variant``, ``val_loss``, ``val_ppl`` are copied when present.
     ``s`` is one value or a list; the first is the primary s, used for ``c_ls``,
     ``c_ls_gibbs``, ``steps_required`` and the envelope; every s gets a ``c_ls_s{s}`` column
-    (C_P has the same bound: ``c_p = c_ls``). ``n_train_tokens`` is the PAC-Bayes n.
+    (C_P has the same bound: ``c_p = c_ls``). ``n_train_tokens`` is the PAC-Bayes n;
+    ``update_rule`` the run's variant kind (:func:`villani.plan.runs.variant_kind`).
 
-    Theorem 2 columns (``steps_required``, ``steps_required_eq33``) need ``f0`` and
-    ``f_star``; envelope columns (``envelope``, ``envelope_consistent`` at this step) also
-    need ``smoothness_L``; they are ``None`` otherwise. :func:`run_bounds` supplies all
-    three per run. PAC-Bayes columns are ``pb_*`` (fields of :class:`PacBayes`) and
-    ``pb_ppl_ratio`` = ppl_bound / val_ppl (Fig 6's tightness). ``status`` is
-    ``"undefined"`` for λ = 0, else ``"ok"``. Every bound is ``None`` when undefined.
+    F* is :data:`~villani.bounds.theory.F_STAR_LOWER` (``f_star``); ``f0`` is F at the
+    run's first checkpoint and ``f_min`` the lowest F over its checkpoints (an upper
+    estimate of min F, ``f_min_ckpt``). Theorem 2 columns need ``f0``; envelope columns also
+    ``smoothness_L`` and ``f_min`` (:func:`run_bounds` supplies all three). Each family's
+    numbers are ``None`` unless its hypotheses hold (module docstring); ``hyp_<name>`` and
+    ``<family>_status`` say which hold. ``status`` is ``"undefined"`` for λ = 0, else ``"ok"``.
     """
     lam = float(measure["lam"])
     d = float(measure["d"])
@@ -95,6 +210,7 @@ def bounds_row(
     F = _objective(measure)
     row["F"] = F
     row["status"] = "ok" if positive_lam(lam) else UNDEFINED
+    row["update_rule"] = update_rule
     row["s"] = s_list[0]
     for sv in s_list:
         row[_s_label(sv)] = c_ls_upper(lam, d, sv)
@@ -106,25 +222,46 @@ def bounds_row(
     row["sigma_sq"] = float(sigma_sq)
     row["eta_max"] = eta_max(lam, sigma_sq)
     row["eta_ok"] = None if row["eta_max"] is None else float(eta) <= row["eta_max"]
-    row.update(f0=f0, f_star=f_star, eps=float(eps), smoothness_L=smoothness_L)
-    have_gap = f0 is not None and f_star is not None
-    gap = float(f0) - float(f_star) if have_gap else None  # type: ignore[arg-type]
-    row["steps_required"] = steps_required(c_ls, eta, gap, eps) if have_gap else None
-    row["steps_required_eq33"] = steps_required(c_ls, eta, gap, eps, eps_split=False) if have_gap else None
-    row["envelope"] = row["envelope_consistent"] = None
-    if have_gap and smoothness_L is not None and c_ls is not None and "step" in measure:
-        for key, form in (("envelope", "paper"), ("envelope_consistent", "consistent")):
-            env = envelope([float(measure["step"])], gap, c_ls, eta, smoothness_L, sigma_sq, lam, form=form)
-            row[key] = float(env[0])  # type: ignore[index]
+    row.update(f0=f0, f_star=F_STAR_LOWER, f_star_method=F_STAR_METHOD, f_min_ckpt=f_min, eps=float(eps),
+               smoothness_L=smoothness_L)
     pb = pac_bayes(
         float(measure["loss"]), F, d, lam,
         n=n_train_tokens, delta=delta, vocab_size=vocab_size, beta=beta,
     )  # fmt: skip
+    ok, why = hypotheses(measure, update_rule=update_rule, eta=eta, sigma_sq=sigma_sq, f0=f0,
+                         f_star=F_STAR_LOWER, kl_raw=pb.kl_raw)
+    row.update({f"hyp_{h}": ok[h] for h in HYPOTHESES})
+    for family in FAMILIES:
+        row[f"{family}_status"] = family_status(family, ok, why)
+
+    row["steps_required"] = row["steps_required_eq33"] = None
+    if f0 is not None and row["theorem2_status"] == "ok":
+        gap = float(f0) - F_STAR_LOWER
+        row["steps_required"] = steps_required(c_ls, eta, gap, eps)
+        row["steps_required_eq33"] = steps_required(c_ls, eta, gap, eps, eps_split=False)
+    elif f0 is None and row["theorem2_status"] == "ok":
+        row["theorem2_status"] = f"{NOT_APPLICABLE}: F(θ₀) not given"
+
+    for key in FAMILY_COLUMNS["envelope"]:
+        row[key] = None
+    if row["envelope_status"] == "ok" and (smoothness_L is None or f_min is None or "step" not in measure):
+        row["envelope_status"] = f"{NOT_APPLICABLE}: smoothness L, lowest F or step not given"
+    if row["envelope_status"] == "ok":
+        for key, form in (("envelope", "paper"), ("envelope_consistent", "consistent")):
+            factor, noise = envelope_terms([float(measure["step"])], c_ls, eta, smoothness_L, sigma_sq, lam,
+                                           form=form)  # type: ignore[misc]
+            row[key] = float(factor[0]) * (float(f0) - F_STAR_LOWER) + noise  # type: ignore[arg-type]
+            row[f"{key}_check"] = envelope_check(F, float(f0), float(factor[0]), noise,  # type: ignore[arg-type]
+                                                 F_STAR_LOWER, float(f_min))  # type: ignore[arg-type]
+
     row.update({f"pb_{k}": v for k, v in pb.to_dict().items()})
     val_ppl = measure.get("val_ppl")
     row["pb_ppl_ratio"] = (
         pb.ppl_bound / float(val_ppl) if pb.ppl_bound is not None and val_ppl is not None else None
     )
+    if row["pac_bayes_status"] != "ok":
+        for key in FAMILY_COLUMNS["pac_bayes"]:
+            row[key] = None
     return row
 
 
@@ -139,17 +276,16 @@ def run_bounds(
     smoothness_L: float | None = None,
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """Rows of :func:`bounds_row` for every checkpoint of one run (one dataset, λ, seed).
+    """Rows of :func:`bounds_row` for every checkpoint of one run (one dataset, variant, λ, seed).
 
     Run-level inputs, chosen here and recorded in each row:
 
     - F₀ = F at the earliest checkpoint;
-    - F* = the smallest F over the run's checkpoints. The true global minimum is unknown
-      and at most this, so F₀ − F* is under-estimated and ``steps_required`` and the
-      envelope are optimistic (smaller) — they favour the paper;
+    - F* = 0 (``f_star``, a lower bound of min F) and the lowest F over the run's
+      checkpoints (``f_min_ckpt``, an upper estimate): see the module docstring;
     - L (smoothness) = ``smoothness_L`` if given, else the largest of all
       ``top_eigenvalues`` over the run (the Hessian's top eigenvalue at visited points:
-      a local value, at most the global L, again optimistic).
+      a local value, at most the global L: optimistic).
 
     Other keyword arguments go to :func:`bounds_row`. Rows are sorted by step.
     """
@@ -158,17 +294,17 @@ def run_bounds(
     ordered = sorted(measures, key=lambda m: m.get("step", 0))
     fs = [_objective(m) for m in ordered]
     L = smoothness_L if smoothness_L is not None else _max_top_eigenvalue(ordered)
-    return [bounds_row(m, f0=fs[0], f_star=min(fs), smoothness_L=L, **kwargs) for m in ordered]
+    return [bounds_row(m, f0=fs[0], f_min=min(fs), smoothness_L=L, **kwargs) for m in ordered]
 
 
-def format_value(value: Any, fmt: str = "{:.6g}") -> str:
-    """How a table prints a value: ``None`` (an undefined bound) is ``"undefined"``.
+def format_value(value: Any, fmt: str = "{:.6g}", none: str = UNDEFINED) -> str:
+    """How a table prints a value: ``None`` (a number not given) is ``none`` (``"undefined"``).
 
     Booleans are ``true``/``false``, floats use ``fmt`` (``inf`` stays ``inf``); NaN is
     refused, since no function here produces one — it would be a bug upstream.
     """
     if value is None:
-        return UNDEFINED
+        return none
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, (float, np.floating)):
@@ -179,9 +315,10 @@ def format_value(value: Any, fmt: str = "{:.6g}") -> str:
 
 
 def format_row(row: Mapping[str, Any], fmt: str = "{:.6g}") -> dict[str, str]:
-    """:func:`format_value` applied to every value of a row."""
-    return {k: format_value(v, fmt) for k, v in row.items()}
-
+    """:func:`format_value` applied to every value of a row: ``None`` reads ``undefined`` in a
+    row of λ = 0 (``status`` undefined) and ``n/a`` (hypotheses fail) otherwise."""
+    none = UNDEFINED if row.get("status", "ok") == UNDEFINED else NOT_APPLICABLE
+    return {k: format_value(v, fmt, none) for k, v in row.items()}
 
 
 def run_sigma_sq(measures: list[Mapping]) -> float:
@@ -194,21 +331,25 @@ def run_sigma_sq(measures: list[Mapping]) -> float:
 
 
 def bounds_rows(params: Mapping, root) -> tuple[list[dict], dict]:
-    """(rows, inputs): one :func:`bounds_row` per checkpoint of every plain run."""
+    """(rows, inputs): one :func:`bounds_row` per checkpoint of every run of every variant."""
     stats = data_stats(params, root)
     inputs = {
-        "eta": float(params["train"]["lr"]), "n_train_tokens": train_tokens(stats),
-        "vocab_size": int(stats["vocab_size"]), "delta": float(params["bounds"]["delta"]),
-        "eps": float(params["bounds"]["epsilon"]), "s_values": [float(s) for s in params["measure"]["s_values"]],
-        "sigma_sq": {},
+        "n_train_tokens": train_tokens(stats), "vocab_size": int(stats["vocab_size"]),
+        "delta": float(params["bounds"]["delta"]), "eps": float(params["bounds"]["epsilon"]),
+        "s_values": [float(s) for s in params["measure"]["s_values"]],
+        "f_star": F_STAR_LOWER, "f_star_method": F_STAR_METHOD, "eta": {}, "sigma_sq": {},
     }
     rows: list[dict] = []
     for run, measures in run_records(params, root).items():
         sigma_sq = run_sigma_sq(measures)
-        inputs["sigma_sq"][f"lam={layout.format_lam(run.lam)}/seed={run.seed}"] = sigma_sq
+        eta = float(variant_params(params, run.variant)["train"]["lr"])
+        key = f"{run.variant}/lam{layout.format_lam(run.lam)}/seed{run.seed}"
+        inputs["sigma_sq"][key] = sigma_sq
+        inputs["eta"][key] = eta
         rows += run_bounds(
             measures, n_train_tokens=inputs["n_train_tokens"], delta=inputs["delta"], s=inputs["s_values"],
-            eta=inputs["eta"], sigma_sq=sigma_sq, vocab_size=inputs["vocab_size"], eps=inputs["eps"],
+            eta=eta, sigma_sq=sigma_sq, vocab_size=inputs["vocab_size"], eps=inputs["eps"],
+            update_rule=variant_kind(run.variant),
         )  # fmt: skip
     return rows, inputs
 
@@ -218,62 +359,83 @@ def _finite(values) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
+def failure_counts(rows: list[Mapping], family: str) -> dict[str, int]:
+    """How many of ``rows`` fail each hypothesis of ``family`` (``False``; ``None`` counts as
+    not evaluable and is left out)."""
+    return {h: sum(r.get(f"hyp_{h}") is False for r in rows) for h in FAMILIES[family]}
+
+
 def tightness(rows: list[Mapping]) -> dict[str, Any]:
-    """Fig 6's numbers for one λ: mean bound/perplexity ratio and R², over every checkpoint
-    and seed whose perplexity bound is finite.
+    """Fig 6's numbers for one variant and λ, over the checkpoints where the PAC-Bayes bound's
+    hypotheses hold (``pac_bayes_status`` ok) and its perplexity bound is finite: mean and
+    final bound/perplexity ratio, R² and the signed correlation.
 
     ``r2`` is the squared correlation of the bound with validation perplexity (the best
-    line's R², the paper's "R² ≈ 0.93"); ``r2_diagonal`` scores the diagonal y = x itself
-    (1 − SS_res/SS_tot, can be negative). ``None`` where undefined (λ = 0, < 2 points,
-    constant values).
+    line's R², the paper's "R² ≈ 0.93"), ``pearson_r`` its signed root; ``r2_diagonal``
+    scores the diagonal y = x itself (1 − SS_res/SS_tot, can be negative). ``None`` where
+    no number can be given (no applicable checkpoint, < 2 points, constant values);
+    ``failed`` counts the checkpoints failing each hypothesis.
     """
-    pts = [(float(r["val_ppl"]), float(r["pb_ppl_bound"])) for r in rows
+    applicable = [r for r in rows if r.get("pac_bayes_status") == "ok"]
+    pts = [(float(r["val_ppl"]), float(r["pb_ppl_bound"])) for r in applicable
            if r.get("pb_ppl_bound") is not None and r.get("val_ppl") is not None
            and math.isfinite(float(r["pb_ppl_bound"]))]
     out: dict[str, Any] = {
         "n_checkpoints": len(rows),
+        "n_applicable": len(applicable),
         "n_finite": len(pts),
-        "n_kl_clamped": sum(bool(r.get("pb_kl_clamped")) for r in rows),
-        "n_vacuous": sum(bool(r.get("pb_vacuous")) for r in rows),
-        "mean_ratio": None, "final_ratio": None, "r2": None, "r2_diagonal": None,
+        "n_vacuous": sum(bool(r.get("pb_vacuous")) for r in applicable),
+        "failed": failure_counts(rows, "pac_bayes"),
+        "mean_ratio": None, "final_ratio": None, "r2": None, "pearson_r": None, "r2_diagonal": None,
     }
     if not pts:
         return out
     x, y = np.array(pts).T
     out["mean_ratio"] = float(np.mean(y / x))
     last = max(int(r["step"]) for r in rows)
-    final = _finite(r.get("pb_ppl_ratio") for r in rows if int(r["step"]) == last)
+    final = _finite(r.get("pb_ppl_ratio") for r in applicable if int(r["step"]) == last)
     out["final_ratio"] = float(final.mean()) if final.size else None
     if len(pts) >= 2 and np.ptp(x) > 0 and np.ptp(y) > 0:
         out["r2"] = fit_slope(x, y).r2
+        out["pearson_r"] = float(np.corrcoef(x, y)[0, 1])
         out["r2_diagonal"] = r_squared(y, x)
     return out
 
 
 def summarize(rows: list[Mapping], inputs: Mapping) -> dict[str, dict]:
-    """Per-λ summary (keys ``format_lam(λ)``): the constants, Theorem 2 and PAC-Bayes tightness."""
+    """Per variant and λ (``summary[variant][format_lam(λ)]``): the constants, Theorem 2 per
+    seed (with its status), PAC-Bayes tightness and how many checkpoints fail each hypothesis."""
     out: dict[str, dict] = {}
-    for lam in sorted({float(r["lam"]) for r in rows}):
-        rs = [r for r in rows if float(r["lam"]) == lam]
-        first = rs[0]
-        seeds = sorted({int(r["seed"]) for r in rs})
-        per_seed = {}
-        for seed in seeds:
-            r0 = next(r for r in rs if int(r["seed"]) == seed)
-            per_seed[str(seed)] = {k: r0.get(k) for k in (
-                "sigma_sq", "eta_max", "eta_ok", "f0", "f_star", "smoothness_L", "steps_required", "steps_required_eq33")}
-        s0 = inputs["s_values"][0]
-        entry = {
-            "status": first["status"], "d": first["d"],
-            "c_ls": {f"{s:g}": first.get(f"c_ls_s{s:g}") for s in inputs["s_values"]},
-            "c_p": first.get("c_p"), "c_ls_gibbs": first.get("c_ls_gibbs"),
-            "eta": first.get("eta"), "eta_ok_all_seeds": (None if first.get("eta_ok") is None
-                                                          else all(bool(r.get("eta_ok")) for r in rs)),
-            "psi_slope_reference": psi_slope_reference(lam, s0),
-            "per_seed": per_seed,
-            "pac_bayes": (UNDEFINED if first["status"] == UNDEFINED else tightness(rs)),
-        }
-        out[layout.format_lam(lam)] = entry
+    for variant in dict.fromkeys(r.get("variant", "adamw") for r in rows):
+        vrows = [r for r in rows if r.get("variant", "adamw") == variant]
+        for lam in sorted({float(r["lam"]) for r in vrows}):
+            rs = [r for r in vrows if float(r["lam"]) == lam]
+            first = rs[0]
+            per_seed = {}
+            for seed in sorted({int(r["seed"]) for r in rs}):
+                r0 = next(r for r in rs if int(r["seed"]) == seed)
+                per_seed[str(seed)] = {k: r0.get(k) for k in (
+                    "eta", "sigma_sq", "eta_max", "eta_ok", "f0", "f_star", "f_min_ckpt", "smoothness_L",
+                    "theorem2_status", "steps_required", "steps_required_eq33")}
+            s0 = inputs["s_values"][0]
+            out.setdefault(variant, {})[layout.format_lam(lam)] = {
+                "status": first["status"], "update_rule": first.get("update_rule"), "d": first["d"],
+                "c_ls": {f"{s:g}": first.get(f"c_ls_s{s:g}") for s in inputs["s_values"]},
+                "c_p": first.get("c_p"), "c_ls_gibbs": first.get("c_ls_gibbs"),
+                "eta_ok_all_seeds": (None if first.get("eta_ok") is None
+                                     else all(bool(r.get("eta_ok")) for r in rs)),
+                "psi_slope_reference": psi_slope_reference(lam, s0),
+                "per_seed": per_seed,
+                "theorem2": {"n_checkpoints": len(rs),
+                             "n_applicable": sum(r["theorem2_status"] == "ok" for r in rs),
+                             "failed": failure_counts(rs, "theorem2")},
+                "envelope": {"n_checkpoints": len(rs),
+                             "n_applicable": sum(r["envelope_status"] == "ok" for r in rs),
+                             "n_holds": sum(r.get("envelope_check") == "holds" for r in rs),
+                             "n_violated": sum(r.get("envelope_check") == "violated" for r in rs),
+                             "failed": failure_counts(rs, "envelope")},
+                "pac_bayes": (UNDEFINED if first["status"] == UNDEFINED else tightness(rs)),
+            }
     return out
 
 
@@ -293,7 +455,9 @@ def write_bounds(params: Mapping, root=layout.RESULTS) -> str:
         "dataset": params["data"]["name"], "inputs": inputs, "summary": summarize(rows, inputs), "rows": rows,
     })
     n_undef = sum(r["status"] == UNDEFINED for r in rows)
-    return f"{folder}: {len(rows)} rows ({n_undef} undefined, λ = 0)"
+    n = {f: sum(r[f"{f}_status"] == "ok" for r in rows) for f in ("theorem2", "envelope", "pac_bayes")}
+    return (f"{folder}: {len(rows)} rows ({n_undef} undefined, λ = 0); hypotheses hold for Theorem 2 at "
+            f"{n['theorem2']}, the envelope at {n['envelope']}, PAC-Bayes at {n['pac_bayes']}")
 
 
 def _csv_cell(text: str) -> str:

@@ -39,7 +39,10 @@ __all__ = [
     "c_ls_gibbs",
     "eta_max",
     "steps_required",
+    "F_STAR_LOWER",
+    "envelope_terms",
     "envelope",
+    "envelope_check",
     "kl_upper",
     "pac_bayes_complexity",
     "pac_bayes_bound",
@@ -163,6 +166,52 @@ def steps_required(
     return max(0.0, c_ls / (2.0 * eta) * math.log(k * gap / eps))
 
 
+#: A genuine lower estimate of F* = min F: L ≥ 0 (a cross-entropy) and (λ/2)‖θ‖² ≥ 0, so
+#: min F ≥ 0. The lowest F seen over a run's checkpoints is an *upper* estimate of min F.
+F_STAR_LOWER = 0.0
+
+
+def envelope_terms(
+    steps: float | Sequence[float] | np.ndarray,
+    c_ls: float | None,
+    eta: float,
+    smoothness_L: float,
+    sigma_sq: float,
+    lam: float,
+    *,
+    form: str = "paper",
+) -> tuple[np.ndarray, float] | None:
+    r"""The envelope of eq. (41) as ``(factor, noise)``: envelope(T) = factor(T)·(F₀ − F*) + noise.
+
+    With ρ = 2η / C_LS(βF), C_LS(βF) = λ·C_LS(F) (β = 1/λ):
+
+    - ``form="paper"`` (eq. 41 as printed): factor = λ(1 − ρ)^T, noise = ηLσ²/4;
+    - ``form="consistent"`` (eqs. 38 + 40, KL₀ = β(F₀ − F*)): factor = (1 − ρ)^T,
+      noise = λ²·C_LS(βF)·ηLσ²/4.
+
+    (1 − ρ)^T is computed as exp(T·log1p(−ρ)) (ρ is ~1e-15 at GPT-Neo sizes). ``None`` for
+    λ = 0 or ``c_ls`` None; ρ ≥ 1 (a void contraction) and T < 0 are ValueErrors.
+    """
+    if not positive_lam(lam) or c_ls is None:
+        return None
+    lam = float(lam)
+    eta = _require_positive("eta", eta)
+    c_gibbs = lam * _require_positive("c_ls", c_ls)
+    rho = 2.0 * eta / c_gibbs
+    if rho >= 1.0:
+        raise ValueError(f"2·eta / C_LS(betaF) = {rho:g} >= 1: the contraction of eq. (37) is void")
+    t = np.asarray(steps, dtype=float)
+    if np.any(t < 0):
+        raise ValueError("steps must be >= 0")
+    decay = np.exp(t * math.log1p(-rho))
+    noise_paper = eta * float(smoothness_L) * float(sigma_sq) / 4.0
+    if form == "paper":
+        return lam * decay, noise_paper
+    if form == "consistent":
+        return decay, lam**2 * c_gibbs * noise_paper
+    raise ValueError(f"form must be 'paper' or 'consistent', got {form!r}")
+
+
 def envelope(
     steps: float | Sequence[float] | np.ndarray,
     f0_minus_fstar: float,
@@ -191,31 +240,43 @@ def envelope(
 
     Neither is proven (docs/bounds.md), and the paper form cannot be a bound: at T = 0
     it gives λ(F₀ − F*) + ηLσ²/4, less than the true F₀ − F* whenever λ < 1 and the
-    noise term is small. Computed in log space (ρ is ~1e-15 for GPT-Neo-sized d), so the factor is
+    noise term is small. Computed in log space (:func:`envelope_terms`), so the factor is
     exact to rounding. ``None`` for λ = 0 or ``c_ls`` ``None``.
 
     >>> envelope([0, 1], 2.0, 10.0, 0.5, 1.0, 1.0, 0.5).round(12).tolist()  # ρ = 2·0.5/(0.5·10) = 0.2
     [1.125, 0.925]
     """
-    if not positive_lam(lam) or c_ls is None:
+    terms = envelope_terms(steps, c_ls, eta, smoothness_L, sigma_sq, lam, form=form)
+    if terms is None:
         return None
-    lam = float(lam)
-    eta = _require_positive("eta", eta)
-    c_gibbs = lam * _require_positive("c_ls", c_ls)
-    rho = 2.0 * eta / c_gibbs
-    if rho >= 1.0:
-        raise ValueError(f"2·eta / C_LS(betaF) = {rho:g} >= 1: the contraction of eq. (37) is void")
-    t = np.asarray(steps, dtype=float)
-    if np.any(t < 0):
-        raise ValueError("steps must be >= 0")
-    decay = np.exp(t * math.log1p(-rho))
-    gap = float(f0_minus_fstar)
-    noise_paper = eta * float(smoothness_L) * float(sigma_sq) / 4.0
-    if form == "paper":
-        return lam * decay * gap + noise_paper
-    if form == "consistent":
-        return decay * gap + lam**2 * c_gibbs * noise_paper
-    raise ValueError(f"form must be 'paper' or 'consistent', got {form!r}")
+    factor, noise = terms
+    return factor * float(f0_minus_fstar) + noise
+
+
+def envelope_check(f_t: float, f0: float, factor: float, noise: float, f_star_low: float,
+                   f_star_high: float) -> str:
+    r"""Whether F(θ_t) − F* ≤ factor·(F₀ − F*) + noise holds for the unknown F* = min F,
+    known only to lie in [``f_star_low``, ``f_star_high``].
+
+    The inequality is F_t − factor·F₀ − noise ≤ (1 − factor)·F*, linear in F*: it
+    ``"holds"`` if it holds at both ends of the interval, is ``"violated"`` if it fails at
+    both, and is ``"undetermined"`` otherwise. With F*_low = 0 (:data:`F_STAR_LOWER`) and
+    F*_high = the lowest F of the run, "holds" and "violated" are certain; the envelope
+    evaluated at F*_low alone could neither certify a violation (factor < 1) nor, at
+    F*_high alone, certify that it holds.
+
+    >>> envelope_check(1.0, 2.0, 0.5, 0.1, 0.0, 0.8)   # 1 − 1 − 0.1 ≤ 0.5·F* for F* ∈ [0, 0.8]
+    'holds'
+    >>> envelope_check(2.0, 2.0, 0.5, 0.1, 0.0, 0.8)   # 0.9 > 0.5·0.8
+    'violated'
+    """
+    lhs = float(f_t) - float(factor) * float(f0) - float(noise)
+    ends = [(1.0 - float(factor)) * float(f_star_low), (1.0 - float(factor)) * float(f_star_high)]
+    if lhs <= min(ends):
+        return "holds"
+    if lhs > max(ends):
+        return "violated"
+    return "undetermined"
 
 
 # --------------------------------------------------------------------------- PAC-Bayes

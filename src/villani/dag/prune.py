@@ -3,7 +3,7 @@
 A checkpoint's weights are needed until its ``measure.json`` exists. Kept always:
 segment ends (the next segment and any rerun resume there), the checkpoints the rays and
 landscape stages read, and every checkpoint JSON (step, loss, ‖θ‖², sha256 — the figures
-read these). Checkpoints of noise-injection runs are not measured and are kept.
+read these). Every run of every variant is measured, so the same rule applies to all.
 Checkpoint files are not declared Snakemake outputs, so pruning never triggers reruns;
 under DVC the run's ``ckpt`` output changes, so prune there only what you will not
 ``dvc push``. At GPT-Neo-125M scale a checkpoint's weights are 0.5 GB.
@@ -33,7 +33,7 @@ def prunable(params: Mapping, root=layout.RESULTS) -> list[Path]:
     """Weight and state files of measured checkpoints that nothing else needs."""
     keep = protected(params)
     out = []
-    for r in runs(params, ("adamw",)):
+    for r in runs(params):
         for step in checkpoint_steps(params["train"]):
             if (r.variant, r.lam, r.seed, step) in keep:
                 continue

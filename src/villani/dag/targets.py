@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from villani.plan import layout
-from villani.plan.runs import Run, landscape_center, rays_center, runs
+from villani.plan.runs import Run, landscape_center, rays_center, runs, variants
 from villani.plan.schedule import (
     checkpoint_steps,
     segment_ends,
@@ -54,21 +54,27 @@ def segment_of_checkpoint(params: Mapping, wc) -> str:
     return _certifying_segment(params, _run(params, wc), int(wc["step"]))
 
 
-def segments(params: Mapping, variants=layout.VARIANTS) -> list[str]:
-    return [str(r.path(layout.SEGMENT, ROOT, step=e)) for r in runs(params, variants)
+def segments(params: Mapping, variants_=None) -> list[str]:
+    """The last segment manifest of every training segment of every run (of ``variants_``)."""
+    return [str(r.path(layout.SEGMENT, ROOT, step=e)) for r in runs(params, variants_)
             for e in segment_ends(params["train"])]
 
 
 def measurements(params: Mapping) -> list[str]:
-    """measure.json of every checkpoint of every plain (adamw) run."""
-    return [str(r.path(layout.MEASURE_JSON, ROOT, step=s)) for r in runs(params, ("adamw",))
+    """measure.json of every checkpoint of every run, of every variant."""
+    return [str(r.path(layout.MEASURE_JSON, ROOT, step=s)) for r in runs(params)
             for s in checkpoint_steps(params["train"])]
 
 
 def lam_values(params: Mapping) -> list[str]:
     """Every λ text a run, ray or landscape uses (for wildcard constraints)."""
-    lams = set(params["train"]["lambdas"]) | set(params["train"]["noise"]["lambdas"]) | set(params["landscape"]["lambdas"])
+    lams = {r.lam for r in runs(params)} | set(params["landscape"]["lambdas"])
     return sorted({layout.format_lam(x) for x in lams})
+
+
+def variant_values(params: Mapping) -> list[str]:
+    """Every variant name of the params (for wildcard constraints)."""
+    return variants(params)
 
 
 def wildcard_regex(values) -> str:
@@ -106,6 +112,11 @@ def bounds_outputs(params: Mapping) -> list[str]:
 def cost_output() -> str:
     """The HVP cost sweep of Fig 10 (``villani cost``)."""
     return layout.COST_CSV.format(root=ROOT)
+
+
+def claims_outputs() -> list[str]:
+    """The claims ledger (``villani claims``)."""
+    return [layout.CLAIMS_CSV.format(root=ROOT), layout.CLAIMS_JSON.format(root=ROOT)]
 
 
 def figure_inputs(params: Mapping) -> list[str]:

@@ -60,6 +60,7 @@ REGISTRY: dict[str, Entry] = {
 }
 
 CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}
+CLAIMS_CAPTION = str(REPORT_DIR / "claims.rst")
 
 
 def figure_outputs(params: Mapping, root: str = layout.RESULTS) -> list[tuple[str, str, str]]:

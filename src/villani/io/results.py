@@ -106,10 +106,11 @@ MEASURE_LABELS = ("decay_mode", "decay_params", "spectrum_of")
 TRACE_FIELDS = ("mean", "std", "stderr", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq", "num_probes")
 
 
-def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] = ("adamw",)
+def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] | None = ("adamw",)
                   ) -> Iterator[tuple[Run, int, Path]]:
-    """(run, step, json path) of every checkpoint measurement the params define."""
-    for r in runs(params, tuple(variants)):
+    """(run, step, json path) of every checkpoint measurement of the runs of ``variants``
+    (``None``: every variant)."""
+    for r in runs(params, None if variants is None else tuple(variants)):
         for s in checkpoint_steps(params["train"]):
             yield r, s, r.path(layout.MEASURE_JSON, root, step=s)
 
@@ -143,9 +144,10 @@ def measurement_row(m: Mapping, path) -> dict:
     return row
 
 
-def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str] = ("adamw",),
+def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str] | None = ("adamw",),
                  missing_ok: bool = False) -> pd.DataFrame:
-    """One row per measured checkpoint (see the module docstring), sorted by variant, λ, seed, step.
+    """One row per measured checkpoint of the runs of ``variants`` (``None``: every variant;
+    see the module docstring), sorted by variant, λ, seed, step.
 
     A missing measurement is a one-line ``ValueError`` naming it, unless ``missing_ok``
     (then it is skipped).
@@ -186,11 +188,12 @@ def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "ada
     return df if kind is None else df[df["kind"] == kind].reset_index(drop=True)
 
 
-def run_records(params: Mapping, root) -> dict[Run, list[dict]]:
-    """The measurement JSON dicts of every plain run, per run in step order (the bounds
-    need each run's checkpoints together); each dict carries its ``_path``."""
+def run_records(params: Mapping, root, variants: Iterable[str] | None = None) -> dict[Run, list[dict]]:
+    """The measurement JSON dicts of every run of ``variants`` (``None``: every variant), per
+    run in step order (the bounds need each run's checkpoints together); each dict carries
+    its ``_path``."""
     out: dict[Run, list[dict]] = {}
-    for run, _, path in measure_paths(params, root):
+    for run, _, path in measure_paths(params, root, variants):
         rec = read_measure(path)
         out.setdefault(run, []).append(dict(rec, dataset=run.dataset, variant=run.variant, _path=str(path)))
     return out

@@ -180,7 +180,8 @@ def _fail(source: str, key: str, value: Any, allowed: str) -> None:
 def _cross_checks(p: dict, source: str) -> None:
 
     d, m, t, me, r, la = p["data"], p["model"], p["train"], p["measure"], p["rays"], p["landscape"]
-    for key, lams in (("train.lambdas", t["lambdas"]), ("train.noise.lambdas", t["noise"]["lambdas"]),
+    arms = ("adamw_noise", "adam_l2", "langevin")
+    for key, lams in (("train.lambdas", t["lambdas"]), *((f"train.{a}.lambdas", t[a]["lambdas"]) for a in arms),
                       ("rays.lambdas", r["lambdas"]), ("landscape.lambdas", la["lambdas"])):
         for i, lam in enumerate(lams):
             if isinstance(lam, int) and not isinstance(lam, bool):
@@ -208,9 +209,13 @@ def _cross_checks(p: dict, source: str) -> None:
     n_ckpt = len(checkpoint_steps(t)) - 1
     if t["segments"] > n_ckpt:
         _fail(source, "train.segments", t["segments"], f"≤ number of checkpoints after step 0 = {n_ckpt}")
-    for lam in t["noise"]["lambdas"]:
-        if lam not in t["lambdas"]:
-            _fail(source, "train.noise.lambdas", t["noise"]["lambdas"], f"values from train.lambdas = {t['lambdas']}")
+    for a in arms:
+        for lam in t[a]["lambdas"]:
+            if lam not in t["lambdas"]:
+                _fail(source, f"train.{a}.lambdas", t[a]["lambdas"], f"values from train.lambdas = {t['lambdas']}")
+    for w in t["sweep"]["warmup_steps"]:
+        if w > t["steps"]:
+            _fail(source, "train.sweep.warmup_steps", t["sweep"]["warmup_steps"], f"values ≤ train.steps = {t['steps']}")
     if me["lanczos_steps"] < me["top_k"]:
         _fail(source, "measure.lanczos_steps", me["lanczos_steps"], f"≥ measure.top_k = {me['top_k']}")
     if len(set(me["s_values"])) != len(me["s_values"]):

@@ -15,11 +15,15 @@ import json
 from typing import Mapping
 
 from villani.plan.layout import format_lam
+from villani.plan.runs import overridden_keys, variant_kind
 
 __all__ = ["stage_keys", "stage_inputs", "stage_digest", "run_digest", "STAGES"]
 
-STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures", "metrics")
-_RUN_LISTS = ("lambdas", "seeds", "noise")  # wildcards (λ, seed) or the set of runs, never a digest key
+STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures", "claims", "metrics")
+# wildcards (λ, seed), the set of runs, or another variant's settings: never a train digest key
+_RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
+_VARIANT_KEYS = {"adamw_noise": ["train.adamw_noise.grad_std", "train.adamw_noise.langevin_beta"],
+                 "langevin": ["train.langevin.lr", "train.langevin.beta", "train.langevin.table1_std"]}
 _EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
 _MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
 
@@ -30,18 +34,24 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     What reaches a job only through the files it reads — the tokenizer settings through the
     token blocks, the training settings through a checkpoint, the set of runs through the
     list of input files — is not listed: both engines re-run a job when its inputs are
-    rebuilt. Each DVC stage's ``params:`` names exactly these keys (tested)."""
-    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS]
+    rebuilt. A training job reads the shared ``train`` keys except those its variant sets
+    itself (:func:`~villani.plan.runs.overridden_keys`: a sweep arm's lr or warm-up is in its
+    name, the Langevin arm's lr in ``train.langevin``), plus its variant's own settings.
+    Each DVC stage's ``params:`` names exactly these keys (tested)."""
+    skip = set(overridden_keys(variant)) if stage == "train" else set()
+    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS and f"train.{k}" not in skip]
     keys = {
         "tokenize": ["data"],
-        "train": [*_EVAL, *train] + (["train.noise.grad_std", "train.noise.langevin_beta"] if variant == "noise" else []),
+        "train": [*_EVAL, *train] + _VARIANT_KEYS.get(variant_kind(variant), []),
         "measure": [*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"],
         "rays": [*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"],
         "landscape": [*_EVAL, *_MEASUREMENT_SET, "landscape"],
-        "bounds": ["data.name", "train.lr", "measure.s_values", "bounds"],
+        "bounds": ["data.name", "train.lr", "train.langevin.lr", "measure.s_values", "bounds"],
         "cost": ["data.seq_len", "model", "measure.batch_size", "measure.hvp_method",
                  "figures.model_sizes", "figures.cost_repeats"],
         "figures": ["data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"],
+        "claims": ["data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds",
+                   "claims"],
         "metrics": ["data.name", "train.steps"],
     }
     if stage not in keys:

@@ -36,8 +36,10 @@ FIGURES_DIR = "{root}/figures"
 TABLES_DIR = "{root}/tables"
 COST_CSV = "{root}/cost/hvp_cost.csv"
 METRICS = "{root}/metrics.json"
+CLAIMS_CSV = "{root}/claims.csv"
+CLAIMS_JSON = "{root}/claims.json"
 
-VARIANTS = ("adamw", "noise")
+VARIANTS = ("adamw", "adamw_noise", "adam_l2", "langevin")  # update rules (villani.plan.runs)
 SPLITS = ("train", "validation", "test")
 
 

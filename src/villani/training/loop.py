@@ -7,14 +7,19 @@ the declared outputs, so Snakemake's deletion of a failed job's outputs never re
 A segment killed mid-way (SIGKILL, SLURM time limit, scancel) and started again resumes
 from that state and ends with bit-identical weights on CPU.
 
-Update of one step t → t+1 on the batch B_t (see :mod:`villani.training.batches`):
+Update of one step t → t+1 on the batch B_t (see :mod:`villani.training.batches`), by
+variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.variant_params`):
 
-* loss: L_B(θ) (mean token cross-entropy), plus (λ/2)‖θ_dec‖² in ``coupled`` mode;
-* ``noise`` variant: ∇ ← ∇ + ξ, ξ ~ N(0, grad_std²·I), then after the optimizer step
-  θ ← θ + √(2η_t/β)·Z, Z ~ N(0, I) (SPEC eq. 36), with β = ``langevin_beta``, or 1/λ
-  (null: the paper's Villani prior), or 2/(η·grad_std²) (``table1``: the paper's Table I
-  rule β⁻¹ = ησ²/(2d) with σ² = grad_std²·d, which makes the Langevin step η·grad_std);
-* AdamW step (decoupled λ) and the warm-up + cosine schedule.
+* loss: L_B(θ) (mean token cross-entropy), plus (λ/2)‖θ_dec‖² in ``coupled`` mode
+  (``adam_l2`` and ``langevin`` always), so that ∇ = ∇F_B;
+* ``adamw`` (and the ``adamw_lr…``/``adamw_wu…`` sweep arms), ``adam_l2``: clip the
+  gradient norm, AdamW step (decoupled λ, or none when coupled), warm-up + cosine schedule;
+* ``adamw_noise``: ∇ ← ∇ + ξ, ξ ~ N(0, grad_std²·I) before clipping, AdamW step, then
+  θ ← θ + √(2η_t/β)·Z, Z ~ N(0, I), β = ``train.adamw_noise.langevin_beta``;
+* ``langevin`` — the paper's eq. (36): θ ← θ − η·∇F_B(θ) + √(2η/β)·Z with plain SGD at
+  the constant η = ``train.langevin.lr``, no clipping, no schedule; the minibatch noise
+  ξ = ∇F_B − ∇F is the only gradient noise; β = ``train.langevin.beta``
+  (:func:`langevin_beta`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from villani.io import atomic
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
 from villani.plan.digest import run_digest
+from villani.plan.runs import variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.training.batches import batch_indices
 from villani.training.checkpoint import (
@@ -55,13 +61,16 @@ class TrainingDiverged(RuntimeError):
     """A non-finite loss with ``train.nonfinite: stop``; the message names the step and last good checkpoint."""
 
 
-def langevin_beta(noise: Mapping, lam: float, lr: float) -> float | None:
-    """Inverse temperature β of the Langevin term, or None for no Langevin term."""
-    beta = noise.get("langevin_beta")
-    if beta == "table1":
-        return 2.0 / (lr * noise["grad_std"] ** 2) if noise["grad_std"] > 0 else None
-    if beta:
-        return float(beta)
+def langevin_beta(spec, lam: float, lr: float, std: float) -> float | None:
+    """Inverse temperature β of the Langevin term √(2η/β)·Z, or None for no term.
+
+    ``spec``: a number; ``"table1"`` = 2/(η·std²) (the paper's Table I rule β⁻¹ = ησ²/(2d)
+    with σ² = std²·d: the term's per-coordinate standard deviation is η·std; None when
+    std = 0); ``None`` = 1/λ (the paper's Villani prior; none at λ = 0)."""
+    if spec == "table1":
+        return 2.0 / (lr * std**2) if std > 0 else None
+    if spec:
+        return float(spec)
     return 1.0 / lam if lam > 0 else None
 
 
@@ -74,14 +83,15 @@ class _SegmentState:
 
         self.params, self.root, self.dataset, self.variant = params, root, dataset, variant
         self.lam, self.seed, self.device = float(lam), int(seed), device
-        self.t = params["train"]
+        self.t = variant_params(params, variant)["train"]
+        self.kind = variant_kind(variant)
         self.ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
         self.digest = run_digest(params, variant, lam, seed)
         self.blocks = load_blocks(layout.fmt(layout.SPLIT, root, dataset=dataset, split="train"))
         self.model = model_for_run(params, root, seed).to(device)
         self.decayed = set(decayed_parameter_names(self.model, self.t["decay_params"]))
-        self.opt = make_optimizer(self.model, self.t, self.lam)
-        self.sched = make_scheduler(self.opt, self.t)
+        self.opt = make_optimizer(self.model, self.t, self.lam, "sgd" if self.kind == "langevin" else "adamw")
+        self.sched = make_scheduler(self.opt, self.t, constant=self.kind == "langevin")
         gen_device = device if device.type == "cuda" else "cpu"
         self.noise_gen = torch.Generator(device=gen_device).manual_seed(self.seed * 7919 + 17)
         torch.manual_seed(self.seed + 1)  # dropout stream, independent of the init stream
@@ -90,7 +100,14 @@ class _SegmentState:
         self.ckpt_losses: list[float] = []
         use_bf16 = self.t["precision"] == "bf16" or (self.t["precision"] == "auto" and device.type == "cuda")
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16 and device.type == "cuda")
-        self.beta = langevin_beta(self.t["noise"], self.lam, float(self.t["lr"])) if variant == "noise" else None
+        self.grad_std = float(self.t["adamw_noise"]["grad_std"]) if self.kind == "adamw_noise" else 0.0
+        self.beta = None
+        if self.kind == "adamw_noise":
+            self.beta = langevin_beta(self.t["adamw_noise"]["langevin_beta"], self.lam, float(self.t["lr"]),
+                                      self.grad_std)
+        elif self.kind == "langevin":
+            lv = self.t["langevin"]
+            self.beta = langevin_beta(lv["beta"], self.lam, float(self.t["lr"]), float(lv["table1_std"]))
 
     # ----------------------------------------------------------------- state
     def state(self) -> dict:
@@ -137,11 +154,11 @@ class _SegmentState:
         else:
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
-            if self.variant == "noise" and self.t["noise"]["grad_std"] > 0:
+            if self.grad_std > 0:
                 for p in self.model.parameters():
                     if p.grad is not None:
                         p.grad.add_(torch.randn(p.shape, generator=self.noise_gen, device=p.device),
-                                    alpha=float(self.t["noise"]["grad_std"]))
+                                    alpha=self.grad_std)
             max_norm = self.t["grad_clip"] if self.t["grad_clip"] else float("inf")
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
             self.opt.step()
@@ -180,6 +197,7 @@ class _SegmentState:
             **self.ident, "lam": self.lam, "tokens_seen": self.tokens,
             "wall_clock_s": self.wall, "train_loss": train_loss, "theta_sq_norm": theta_sq_norm(self.model),
             "d": num_params(self.model), "decay_mode": self.t["decay_mode"], "decay_params": self.t["decay_params"],
+            "update_rule": self.kind, "lr_peak": float(self.t["lr"]), "langevin_beta": self.beta,
             "decayed_params": sorted(self.decayed),
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
             "digest": self.digest, "device": self.device.type,

@@ -3,8 +3,10 @@
 * ``decoupled`` (paper Table I): AdamW, θ ← θ − η·(m̂/(√v̂+ε) + λθ) on the decayed group.
 * ``coupled``: Adam on L(θ) + (λ/2)‖θ_dec‖², the L2 term added to the loss (its gradient
   λθ_dec goes through Adam's preconditioner).
+* ``sgd`` (the Langevin arm, eq. 36): plain SGD, θ ← θ − η·∇(loss), no momentum, no
+  decoupled decay (λθ comes from the coupled L2 term in the loss).
 * Schedule: linear warm-up from 0 to η over ``warmup_steps``, then cosine decay to 0 at
-  ``steps``: η_t = η·½(1 + cos(π·(t − w)/(T − w))).
+  ``steps``: η_t = η·½(1 + cos(π·(t − w)/(T − w))); or ``constant`` η (eq. 36's fixed step).
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ def decayed_parameter_names(model: torch.nn.Module, which: str) -> list[str]:
     return names
 
 
-def make_optimizer(model: torch.nn.Module, train: Mapping, lam: float) -> torch.optim.Optimizer:
-    decayed = set(decayed_parameter_names(model, train["decay_params"]))
+def make_optimizer(model: torch.nn.Module, train: Mapping, lam: float, kind: str = "adamw") -> torch.optim.Optimizer:
+    """AdamW (``decay_mode`` decoupled: weight decay λ on the decayed group; coupled: none),
+    or for ``kind="sgd"`` plain SGD at ``train.lr``."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if kind == "sgd":
+        return torch.optim.SGD([p for _, p in params], lr=float(train["lr"]), momentum=0.0, weight_decay=0.0,
+                               foreach=False)
+    decayed = set(decayed_parameter_names(model, train["decay_params"]))
     wd = float(lam) if train["decay_mode"] == "decoupled" else 0.0
     groups = [
         {"params": [p for n, p in params if n in decayed], "weight_decay": wd},
@@ -54,7 +61,11 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def make_scheduler(opt: torch.optim.Optimizer, train: Mapping) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(opt: torch.optim.Optimizer, train: Mapping, *, constant: bool = False
+                   ) -> torch.optim.lr_scheduler.LambdaLR:
+    """Warm-up + cosine (:func:`lr_factor`), or a constant factor 1 (``constant``)."""
+    if constant:
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     w, total = int(train["warmup_steps"]), int(train["steps"])
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, w, total))
 
