@@ -182,7 +182,10 @@ def write_rays(root: Path, params: Mapping) -> None:
                          "theta_sq_min": f.x_min, "theta_sq_max": float(g["theta_sq"].max()),
                          "asymptote": lam**2 / s, "lemma4_lower": lam**2 / (2 * s),
                          "slope_parts": {"grad_L": 0.0, "cross": 0.0, "lam_sq": lam**2 / s, "trace": 0.0},
-                         "dominant_part": "lam_sq", "slope_stderr_from_trace": 1e-7})
+                         "dominant_part": "lam_sq", "slope_stderr_from_trace": 1e-7,
+                         "psi_change_over_fit": f.slope * (g["theta_sq"].max() - f.x_min),
+                         "relative_change": f.slope * (g["theta_sq"].max() - f.x_min)
+                         / float(np.mean(np.abs(g[f"psi_s={float(s)}"].tail(k))))})
     fdf = pd.DataFrame(fits)
     for (lam, s), g in fdf.groupby(["lam", "s"]):
         rnd, ck = g[g["kind"] == "random"], g[g["kind"] == "checkpoint"]

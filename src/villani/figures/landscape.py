@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.figures.style import lam_label
+from villani.figures.style import DOUBLE, lam_label, wrap
 from villani.io.results import landscape_surface
 
 
@@ -29,7 +29,7 @@ def grid(df: pd.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     la = params["landscape"]
     lams = [float(x) for x in la["lambdas"]]
-    fig = plt.figure(figsize=(5.2 * len(lams), 9.0))
+    fig = plt.figure(figsize=(DOUBLE, 2.9 * 2 + 0.3))
     frames = []
     for j, lam in enumerate(lams):
         df, meta = landscape_surface(params, lam, root)
@@ -42,7 +42,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         where = f"θ₀ = {kind}" + (f" (step {step})" if step is not None else "")
         ax3 = fig.add_subplot(2, len(lams), j + 1, projection="3d")
         ax3.plot_surface(A, B, Z, cmap="viridis", linewidth=0, antialiased=True, alpha=0.95)
-        ax3.set(xlabel="a (along δ₁)", ylabel="b (along δ₂)", zlabel="F (nats/token)")
+        ax3.set(xlabel="a", ylabel="b", zlabel="F")
         ax3.set_title(f"{lam_label(lam)}: surface, {where}")
         ax3.view_init(elev=28, azim=-58)
         ax2 = fig.add_subplot(2, len(lams), len(lams) + j + 1)
@@ -53,10 +53,10 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
             ax2.plot([meta["argmin"]["a"]], [meta["argmin"]["b"]], marker="o", color="white", ms=6, mec="black",
                      ls="none", label="grid minimum")
         fig.colorbar(cs, ax=ax2, label="F (nats/token)")
-        ax2.set(xlabel="a (along δ₁, filter-normalised)", ylabel="b (along δ₂, filter-normalised)",
+        ax2.set(xlabel="a (along δ₁)", ylabel="b (along δ₂)",
                 title=f"{lam_label(lam)}: {levels} iso-F levels", aspect="equal")
         ax2.grid(False)
         ax2.legend(loc="upper right")
-    fig.suptitle(f"{params['data']['name']}: F on a random 2-D slice around θ₀", y=0.995)
-    fig.tight_layout()
+    fig.suptitle(wrap(f"{params['data']['name']}: F (nats/token) on a random 2-D slice θ₀ + a·δ₁ + b·δ₂ around θ₀ "
+                      "(filter-normalised directions)", DOUBLE))
     return save(fig, pd.concat(frames, ignore_index=True), params, root, name)

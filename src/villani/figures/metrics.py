@@ -1,9 +1,13 @@
 """``results/metrics.json``: the headline numbers DVC tracks across versions.
 
-Per λ (plain runs, averaged over seeds): final training loss, final ‖θ‖², tokens seen,
+Per variant and λ (averaged over seeds): final training loss, final ‖θ‖², tokens seen,
 training wall-clock; measurement-based numbers (validation perplexity, Ψ_s, trace, λ_max)
-(:func:`measurement_metrics`); PAC-Bayes tightness from the bounds table
-(:func:`bounds_metrics`).
+(:func:`measurement_metrics`); from the bounds table, per variant and λ, how many
+checkpoints meet each bound's hypotheses and — only over those — the PAC-Bayes tightness
+(:func:`bounds_metrics`); and every claim's verdict as a number, 1 supported, 0
+inconclusive, −1 refuted (:func:`claims_metrics`; the text is in ``results/claims.csv``).
+Only numbers: a value that cannot be given (no checkpoint meets a bound's hypotheses) is
+left out, never written as a number.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Mapping
 import numpy as np
 
 from villani.io import atomic
+from villani.claims.verdict import CODES
+from villani.io import atomic as _atomic
 from villani.io.results import bounds_summary, checkpoint_table, measurements
 from villani.plan import layout
 from villani.plan.runs import runs
@@ -30,20 +36,49 @@ def training_metrics(params: Mapping, root) -> dict:
     return {k: {m: float(np.mean([v[m] for v in vals])) for m in vals[0]} for k, vals in out.items()}
 
 
+def _numbers(d: dict) -> dict:
+    """The entries of ``d`` that are numbers (None, text and NaN left out)."""
+    return {k: v for k, v in d.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(float(v))}
+
+
 def bounds_metrics(params: Mapping, root) -> dict:
-    """PAC-Bayes tightness per λ from ``bounds.json`` (:func:`villani.bounds.table.tightness`):
-    mean and final bound/perplexity ratio, R², and how many checkpoints were KL-clamped or
-    vacuous; ``"undefined"`` for λ = 0. Empty when the bounds stage has not run."""
+    """Per variant and λ > 0 from ``bounds.json``: checkpoints, and how many meet the
+    hypotheses of Theorem 2, of the envelope (and at how many it holds / is violated) and of
+    the PAC-Bayes bound; the PAC-Bayes mean and final bound/perplexity ratio, R² and Pearson r
+    over the checkpoints that meet its hypotheses (left out when none does). Empty when the
+    bounds stage has not run."""
     try:
         summary = bounds_summary(params, root)["summary"]
     except ValueError:
         return {}
     out: dict = {}
-    for lam, entry in summary.items():
-        pb = entry["pac_bayes"]
-        out[f"lam={lam}"] = pb if isinstance(pb, str) else {
-            k: pb[k] for k in ("mean_ratio", "final_ratio", "r2", "n_checkpoints", "n_kl_clamped", "n_vacuous")}
-    return {"pac_bayes": out}
+    for variant, per_lam in summary.items():
+        for lam, entry in per_lam.items():
+            if entry["status"] != "ok":
+                continue
+            pb, env, t2 = entry["pac_bayes"], entry["envelope"], entry["theorem2"]
+            out[f"{variant}/lam={lam}"] = _numbers({
+                "n_checkpoints": t2["n_checkpoints"], "theorem2_n_applicable": t2["n_applicable"],
+                "envelope_n_applicable": env["n_applicable"], "envelope_n_holds": env["n_holds"],
+                "envelope_n_violated": env["n_violated"], "pac_bayes_n_applicable": pb["n_applicable"],
+                "pac_bayes_n_vacuous": pb["n_vacuous"], "pac_bayes_mean_ratio": pb["mean_ratio"],
+                "pac_bayes_final_ratio": pb["final_ratio"], "pac_bayes_r2": pb["r2"],
+                "pac_bayes_pearson_r": pb["pearson_r"]})
+    return {"bounds": out}
+
+
+def claims_metrics(root) -> dict:
+    """``{"claims": {<id>: 1 | 0 | −1, …, "n_supported": …}}`` from ``claims.json``; empty when
+    the claims stage has not run."""
+    path = layout.fmt(layout.CLAIMS_JSON, root)
+    try:
+        doc = _atomic.read_json(path, "claims ledger")
+    except ValueError:
+        return {}
+    out = {c["id"]: CODES[c["verdict"]] for c in doc["claims"]}
+    out.update({f"n_{v}": sum(c["verdict"] == v for c in doc["claims"]) for v in CODES})
+    return {"claims": out}
 
 
 def _mean(values) -> float | None:
@@ -52,26 +87,26 @@ def _mean(values) -> float | None:
 
 
 def measurement_metrics(params: Mapping, root=layout.RESULTS) -> dict:
-    """Headline numbers per λ at the last checkpoint of the plain runs, mean over seeds.
+    """Headline numbers per variant and λ at the last checkpoint, mean over seeds.
 
-    ``{"measurement": {"lam=<λ>": {val_ppl, psi_s=<s>…, trace_L, laplacian_F, lam_d,
+    ``{"measurement": {"<variant>/lam=<λ>": {val_ppl, psi_s=<s>…, trace_L, laplacian_F, lam_d,
     lambda_max, spectral_ratio, grad_noise_sigma_sq, n_seeds}}}``: means over the seeds whose
     value is defined (``None`` when none is, e.g. the ratio for λ_median ≤ 0); λ with no
     measurement yet are left out.
     """
-    df = measurements(params, root, missing_ok=True)
+    df = measurements(params, root, variants=None, missing_ok=True)
     out: dict = {}
     if df.empty:
         return {"measurement": out}
     last = df[df["step"] == int(params["train"]["steps"])]
     psi_cols = [c for c in df.columns if c.startswith("psi_s=") and "_ci95" not in c]
-    for lam, g in last.groupby("lam"):
+    for (variant, lam), g in last.groupby(["variant", "lam"], sort=False):
         entry = {"val_ppl": _mean(g["val_ppl"]), "trace_L": _mean(g["trace_L_mean"]),
                  "laplacian_F": _mean(g["laplacian_F"]), "lam_d": _mean(g["lam_d"]),
                  "lambda_max": _mean(g["lambda_max"]), "spectral_ratio": _mean(g["spectral_ratio"]),
                  "grad_noise_sigma_sq": _mean(g["grad_noise_sigma_sq"]), "n_seeds": int(g["seed"].nunique())}
         entry.update({c: _mean(g[c]) for c in psi_cols})
-        out[f"lam={layout.format_lam(lam)}"] = entry
+        out[f"{variant}/lam={layout.format_lam(lam)}"] = entry
     return {"measurement": out}
 
 
@@ -79,6 +114,7 @@ def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
     metrics = {"dataset": params["data"]["name"], "training": training_metrics(params, root)}
     metrics.update(measurement_metrics(params, root))
     metrics.update(bounds_metrics(params, root))
+    metrics.update(claims_metrics(root))
     path = layout.fmt(layout.METRICS, root)
     atomic.write_json(path, metrics)
     return str(path)

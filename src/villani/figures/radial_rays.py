@@ -1,25 +1,35 @@
 """Fig 2: Ψ_s along random radial rays θ(r) = r·u against ‖θ‖² (log x), one panel per λ.
 
 Each line is one direction (line style per ray; the ray through a trained checkpoint is
-drawn thicker). The box gives the fitted large-‖θ‖ slope of Ψ_s vs ‖θ‖² from
-``slopes.json`` (the rays stage fits each ray over its ``rays.fit_points`` largest radii;
-shown: mean [min, max] over the random rays, and the checkpoint ray's) beside the paper's
-λ²/s and Lemma 4's λ²/(2s) (SPEC §5); the fitted lines are drawn thick and grey. The dashed grey line has slope λ²/s
-through the largest-radius mean: where Ψ_s follows it, the growth is the asymptote's.
-Only the primary s (``measure.s_values[0]``) is drawn; the CSV holds every s.
+drawn thicker), with a band of ±t·stderr around every point: Ψ_s's only stochastic part is
+the Hutchinson estimate of tr ∇²L, whose standard error at that point the rays stage
+stores (``trace_L_stderr``). The y axis is Ψ_s + λd = ‖∇F‖²/s − tr ∇²L: along a ray λd is
+a constant, so the shape and slope are those of Ψ_s, without a shift that puts every λ > 0
+at −λd (symlog when the values change sign). Each ray's line fitted to Ψ_s over its
+``rays.fit_points`` largest radii (the rays stage, ``slopes.json``) is drawn as a curve in
+these coordinates over the radii it was fitted to (a straight line in ‖θ‖² is curved on a
+log axis); the dashed grey line has slope λ²/s through the mean at the largest radius.
+Each panel's title gives the mean fitted slope over the random rays with its interval
+(:func:`ray_slope_interval`: rays resampled, each slope redrawn from its Hutchinson
+standard error) beside λ²/s (the asymptote of ‖∇F‖²/s the paper quotes) and λ²/(2s)
+(Lemma 4's lower bound). Only the primary s (``measure.s_values[0]``) is drawn; the CSV
+holds every s.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
-from villani.figures.style import fmt_num, lam_color, lam_label, value_axis
+from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, value_axis, wrap
 from villani.io.results import rays_table
 from villani.psi import psi_column
+from villani.stats import Interval, mean_interval
 
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
 
@@ -32,13 +42,36 @@ def _require_psi_column(df: pd.DataFrame, s: float) -> str:
     return col
 
 
-def slopes(slopes_json: Mapping, s: float) -> pd.DataFrame:
-    """Per λ at this s: the rays stage's fitted slopes (mean, min and max over the random
-    rays, and the checkpoint ray's) beside λ²/s and λ²/(2s) (``slopes.json["summary"]``)."""
+def ray_slope_interval(fits: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> Interval | None:
+    """The mean fitted slope of Ψ_s vs ‖θ‖² over the random rays of ``fits`` (rows of
+    slopes.json ``fits`` at one λ and s) with the interval of
+    :func:`villani.stats.mean_interval`: rays resampled, each slope redrawn from N(slope,
+    se²), se its Hutchinson standard error through the fit (``slope_stderr_from_trace``) —
+    the spread between directions and the trace noise of each fit. The claims ledger uses
+    the same function."""
+    rnd = fits[fits["kind"] == "random"] if "kind" in fits else fits
+    if rnd.empty:
+        return None
+    se = rnd["slope_stderr_from_trace"].fillna(0.0) if "slope_stderr_from_trace" in rnd else None
+    return mean_interval(rnd["slope"].to_numpy(float), None if se is None else se.to_numpy(float), n_boot=n_boot,
+                         confidence=confidence, seed=seed)
+
+
+def slopes(slopes_json: Mapping, s: float, claims: Mapping) -> pd.DataFrame:
+    """Per λ at this s: the rays stage's summary (mean, min and max over the random rays, the
+    checkpoint ray's slope, λ²/s, λ²/(2s)) and the mean slope's interval."""
     rows = [dict(r) for r in slopes_json.get("summary", []) if float(r["s"]) == float(s)]
     if not rows:
         raise ValueError(f"slopes.json: no slope summary for s = {s:g}")
     df = pd.DataFrame(rows)
+    fits = fit_segments(slopes_json, s)
+    lo, hi = [], []
+    for lam in df["lam"]:
+        iv = ray_slope_interval(fits[fits["lam"] == lam], n_boot=int(claims["bootstrap"]),
+                                confidence=float(claims["confidence"]), seed=int(claims["seed"]))
+        lo.append(None if iv is None else iv.low)
+        hi.append(None if iv is None else iv.high)
+    df["slope_ci_low"], df["slope_ci_high"] = lo, hi
     ref = df["asymptote"].where(df["asymptote"] > 0)
     df["ratio_to_asymptote"] = df["slope_mean"] / ref
     return df
@@ -49,48 +82,64 @@ def fit_segments(slopes_json: Mapping, s: float) -> pd.DataFrame:
     return pd.DataFrame([dict(f) for f in slopes_json.get("fits", []) if float(f["s"]) == float(s)])
 
 
+def _sign(lo, hi) -> str:
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return "sign unresolved"
+    return "> 0" if lo > 0 else "< 0" if hi < 0 else "sign unresolved"
+
+
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
     s = float(params["measure"]["s_values"][0])
     col = _require_psi_column(df, s)
-    fits = slopes(slopes_json, s)
+    fits = slopes(slopes_json, s, params["claims"])
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())
-    fig, axes = plt.subplots(1, len(lams), figsize=(4.6 * len(lams), 4.6), squeeze=False)
-    for ax, lam in zip(axes[0], lams):
-        d = df[df["lam"] == lam]
+    ncols = 2 if len(lams) > 1 else 1
+    nrows = math.ceil(len(lams) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.45 * nrows + 0.6), squeeze=False)
+    conf = float(params["claims"]["confidence"])
+    for ax, lam in zip(axes.ravel(), lams):
+        d = df[df["lam"] == lam].copy()
+        d["y"] = d[col] + d["lam_d"]
         for i, (ray, r) in enumerate(d.groupby("ray", sort=False)):
             r = r.sort_values("theta_sq")
             through = str(r["kind"].iloc[0]) == "checkpoint" if "kind" in r else False
-            ax.plot(r["theta_sq"], r[col], linestyle=LINESTYLES[i % len(LINESTYLES)], marker="o", ms=3,
-                    color=lam_color(lam), lw=2.2 if through else 1.2,
-                    label="through checkpoint" if through else f"ray {ray}")
-        f = fits[fits["lam"] == lam].iloc[0]
+            ls = LINESTYLES[i % len(LINESTYLES)]
+            ax.plot(r["theta_sq"], r["y"], linestyle=ls, marker="o", ms=2.5, color=lam_color(lam),
+                    lw=1.8 if through else 0.9, label="through a checkpoint" if through else f"random ray {ray}")
+            if "trace_L_stderr" in r:
+                half = float(sps.norm.ppf(0.5 + conf / 2)) * r["trace_L_stderr"].to_numpy(float)
+                ax.fill_between(r["theta_sq"], r["y"] - half, r["y"] + half, color=lam_color(lam), alpha=0.15, lw=0)
+        shift = float(d["lam_d"].iloc[0])
         for k, seg in enumerate(lines[lines["lam"] == lam].itertuples() if len(lines) else []):
-            xs = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 20)
-            ax.plot(xs, seg.intercept + seg.slope * xs, color="0.25", lw=1.8, alpha=0.3,
+            xs = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 40)
+            ax.plot(xs, seg.intercept + shift + seg.slope * xs, color="0.15", lw=1.6, alpha=0.45,
                     label="fitted line (largest radii)" if k == 0 else None)
+        f = fits[fits["lam"] == lam].iloc[0]
         top = d[d["theta_sq"] == d["theta_sq"].max()]
-        x_end, y_end = float(top["theta_sq"].iloc[0]), float(top[col].mean())
+        x_end, y_end = float(top["theta_sq"].iloc[0]), float(top["y"].mean())
         xs = np.geomspace(d["theta_sq"].min(), x_end, 60)
-        ax.plot(xs, y_end + f["asymptote"] * (xs - x_end), color="0.5", ls="--", lw=1, label="slope λ²/s")
+        ax.plot(xs, y_end + f["asymptote"] * (xs - x_end), color="0.5", ls="--", lw=0.9, label="slope λ²/s")
         ax.set_xscale("log")
-        value_axis(ax, d[col].to_numpy(float))
-        ax.set(xlabel="‖θ‖² along the ray", ylabel=f"Ψ_s = −ΔF + ‖∇F‖²/s  (s = {s:g})", title=lam_label(lam))
-        ratio = "" if np.isnan(f["ratio_to_asymptote"]) else f",  mean fit / (λ²/s) = {f['ratio_to_asymptote']:.3g}"
-        ck = "" if f.get("checkpoint_slope") is None or pd.isna(f.get("checkpoint_slope")) else \
-            f"\ncheckpoint ray: {fmt_num(f['checkpoint_slope'])}"
-        ax.text(0.0, -0.28, f"fitted slope, random rays: {fmt_num(f['slope_mean'])} [{fmt_num(f['slope_min'])}, "
-                f"{fmt_num(f['slope_max'])}]{ck}\nλ²/s = {fmt_num(f['asymptote'])},  "
-                f"λ²/(2s) = {fmt_num(f['lemma4_lower'])}{ratio}", transform=ax.transAxes, va="top", ha="left",
-                fontsize=8, bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.7"))
-    n_random = d[d["kind"] != "checkpoint"]["ray"].nunique() if "kind" in d else d["ray"].nunique()
-    extra = " + the ray through a trained checkpoint" if "kind" in d and (d["kind"] == "checkpoint").any() else ""
-    fig.suptitle(f"{params['data']['name']}: Villani diagnostic Ψ_s along {n_random} random radial rays{extra}",
-                 y=1.02)
+        value_axis(ax, np.concatenate([d["y"].to_numpy(float), y_end + f["asymptote"] * (xs - x_end)]))
+        ci = ("" if f.get("slope_ci_low") is None or pd.isna(f.get("slope_ci_low"))
+              else f" [{fmt_num(f['slope_ci_low'], 2)}, {fmt_num(f['slope_ci_high'], 2)}]")
+        ax.set_title(f"{lam_label(lam)}: slope {fmt_num(f['slope_mean'], 3)}{ci}, "
+                     f"{_sign(f.get('slope_ci_low'), f.get('slope_ci_high'))}\n"
+                     f"λ²/s = {fmt_num(f['asymptote'])}, λ²/(2s) = {fmt_num(f['lemma4_lower'])}", fontsize=7.5)
+        ax.set(xlabel="‖θ‖² along the ray", ylabel=f"Ψ_s + λd (s = {s:g})")
+    for ax in axes.ravel()[len(lams):]:
+        ax.set_visible(False)
+    n_random = df[df["kind"] != "checkpoint"]["ray"].nunique() if "kind" in df else df["ray"].nunique()
+    extra = " and the ray through a trained checkpoint" if "kind" in df and (df["kind"] == "checkpoint").any() else ""
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.55), fontsize=8, frameon=False)
-    fig.tight_layout()
+    handles.append(plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0))
+    labels.append(f"band: ±{int(round(100 * conf))}% of the Hutchinson error of tr ∇²L at each point")
+    fig.legend(handles, labels, loc="outside lower center", ncol=3)
+    fig.suptitle(wrap(f"{params['data']['name']}: the Villani diagnostic along {n_random} random radial rays{extra}; "
+                      f"slope = mean fitted slope of Ψ_s vs ‖θ‖² over the random rays with its {int(100 * conf)}% "
+                      "interval (ray spread and trace noise)", DOUBLE))
     table = pd.concat([df.assign(series="ray"), fits.assign(series="slope_summary"),
                        lines.drop(columns=["slope_parts"], errors="ignore").assign(series="slope_fit_per_ray")],
                       ignore_index=True)

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from villani.bounds.theory import c_ls_upper
-from villani.figures.style import fmt_num, lam_color, lam_label, note
+from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, wrap
 from villani.io.results import cost_table, measurements
 from villani.stats import fit_cost_model
 
-TARGETS = {"GPT-Neo-125M": 1.25e8, "1B": 1e9}
+TARGETS = {"125M": 1.25e8, "1B": 1e9}  # GPT-Neo-125M and a 1B-parameter model
 
 
 FP32_FLOOR_BYTES_PER_PARAM = 16  # θ, ∇F (kept for the double backward), v, Hv
@@ -56,24 +56,24 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     d_model = float(m["d"].iloc[0])
     cost = cost_table(root)
     lams = [float(x) for x in params["train"]["lambdas"] if float(x) > 0]
-    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(16, 4.4))
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(DOUBLE, 3.9))
     rows = []
 
     d_grid = np.geomspace(min(1e8, d_model / 2), 1e12, 120)
     for lam in lams:
         c = c_ls_upper(lam, d_grid, s)
-        a1.plot(d_grid, c, color=lam_color(lam), lw=1.6, label=lam_label(lam))
+        a1.plot(d_grid, c, color=lam_color(lam), lw=1.4, label=f"C_LS bound, {lam_label(lam)}")
         a1.scatter([d_model], [c_ls_upper(lam, d_model, s)], color=lam_color(lam), zorder=3, s=25)
         rows += [{"series": "c_ls_bound", "lam": lam, "d": x, "value": y} for x, y in zip(d_grid, c)]
     a1.axvline(d_model, color="0.4", lw=0.8, ls=":")
-    a1.text(d_model, 0.55, " measured model", rotation=90, va="bottom", fontsize=7,
-            transform=a1.get_xaxis_transform())
+    a1.text(d_model, 0.98, " ours", rotation=90, va="top", fontsize=7, transform=a1.get_xaxis_transform())
     for label, dv in TARGETS.items():
         a1.axvline(dv, color="0.7", lw=0.8, ls="--")
-        a1.text(dv, 0.55, f" {label}", rotation=90, va="bottom", fontsize=7, transform=a1.get_xaxis_transform())
-    a1.set(xscale="log", yscale="log", xlabel="model dimension d (parameters)",
-           ylabel=f"C_LS(F) upper bound  (s/λ)(1 + d/(λs)), s = {s:g}", title="Log-Sobolev constant bound vs d")
-    a1.legend(title="λ = 0: undefined" if 0.0 in [float(x) for x in params["train"]["lambdas"]] else None)
+        a1.text(dv, 0.98, f" {label}", rotation=90, va="top", fontsize=7, transform=a1.get_xaxis_transform())
+    a1.set(xscale="log", yscale="log", xlabel="model dimension d",
+           ylabel=f"C_LS(F) ≤ (s/λ)(1 + d/(λs)), s = {s:g}",
+           title="log-Sobolev bound" + (" (λ = 0: undefined)" if 0.0 in [float(x) for x in params["train"]["lambdas"]]
+                                        else ""))
 
     d = cost["d"].to_numpy(float)
     d_ext = np.geomspace(d.min(), max(TARGETS.values()) * 1.3, 80)
@@ -96,28 +96,30 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
             for tl, tv in TARGETS.items():
                 yv = float(fit(tv)) / scale
                 ax.scatter([tv], [yv], facecolors="none", edgecolors=color, s=50, zorder=3)
-                ax.annotate(f"{tl}: {fmt_num(yv, 3)} {unit}", (tv, yv), textcoords="offset points",
-                            xytext=(-7, 5) if k == 0 else (7, -11), ha="right" if k == 0 else "left",
+                ax.annotate(f"{tl}: {fmt_num(yv, 2)}{' s' if unit == 'seconds' else ' GiB'}", (tv, yv),
+                            textcoords="offset points", xytext=(-5, 4) if k == 0 else (-5, -10), ha="right",
                             fontsize=7, color=color)
                 rows.append({"series": f"{series}_extrapolated", "d": tv, "value": yv, "fixed": fit.fixed,
                              "per_unit": fit.per_unit, "max_rel_residual": fit.max_rel_residual})
         if unit == "GiB":
             floor = FP32_FLOOR_BYTES_PER_PARAM * d_ext / scale
             ax.plot(d_ext, floor, color="0.5", ls=":", lw=1,
-                    label=f"floor: {FP32_FLOOR_BYTES_PER_PARAM} B/param (θ, ∇F, v, Hv in fp32)")
+                    label=f"memory floor {FP32_FLOOR_BYTES_PER_PARAM} B/param (θ, ∇F, v, Hv in fp32)")
             rows += [{"series": "peak_memory_gib_floor", "d": tv, "value": FP32_FLOOR_BYTES_PER_PARAM * tv / scale}
                      for tv in TARGETS.values()]
-        ax.set(xscale="log", yscale="log", xlabel="model dimension d (parameters)")
-        title = f"measured as: {cost['memory_source'].iloc[0]}" if ax is a3 and "memory_source" in cost else None
-        # memory: the empty corner below the floor line; time: above the measured points
-        ax.legend(fontsize=7, loc="lower right" if ax is a3 else "upper left", title=title, title_fontsize=7)
+        ax.set(xscale="log", yscale="log", xlabel="model dimension d")
     device = str(cost["device"].iloc[0]) if "device" in cost else "?"
-    a2.set(ylabel="seconds per product", title=f"Cost of one HVP and one gradient ({device})")
-    a3.set(ylabel="peak memory (GiB)", title=f"Peak memory of one HVP ({device})")
+    a2.set(ylabel="seconds per product", title=f"one HVP, one gradient ({device})")
+    a3.set(ylabel="peak memory (GiB)", title=f"peak memory, one HVP ({device})")
+    handles, labels = [], []
+    for ax in (a1, a2, a3):
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    fig.legend(handles, labels, loc="outside lower center", ncol=2)
     tokens = int(cost["tokens"].iloc[0]) if "tokens" in cost else None
-    if tokens:
-        note(a2, f"{tokens} tokens per product,\nwidth sweep {', '.join(map(str, cost['hidden_size']))}",
-             loc="lower right")
-    fig.suptitle(f"{params['data']['name']}: scaling of the bound and of curvature measurement", y=1.02)
-    fig.tight_layout()
+    source = f"; memory measured as {cost['memory_source'].iloc[0]}" if "memory_source" in cost else ""
+    sweep = (f"; {tokens} tokens per product, widths {', '.join(map(str, cost['hidden_size']))}" if tokens else "")
+    fig.suptitle(wrap(f"{params['data']['name']}: scaling of the bound and of curvature measurement{sweep}{source}",
+                      DOUBLE))
     return save(fig, pd.DataFrame(rows), params, root, name)

@@ -1,9 +1,13 @@
-"""Fig 4: top-k eigenvalues of ∇²F and λ_max/λ_median against ‖θ‖² across checkpoints (λ > 0).
+"""Fig 4: top-k eigenvalues μ of ∇²F and μ_max/μ_median against ‖θ‖² across checkpoints (λ > 0).
 
+Eigenvalues of the Hessian are μ (weight decay is λ; the two never share a symbol).
 Left: the ``measure.top_k`` largest eigenvalues (Lanczos with full re-orthogonalisation)
-of every checkpoint of every seed, as small points; λ_max as a line per seed with its
-Ritz residual as the error bar. Right: the spectral ratio λ_max/λ_median, λ_median the
-median of the SLQ spectral density. Both against ‖θ‖² of the checkpoint.
+of every checkpoint of every run with λ > 0, as small points; μ_max as a line per run with
+its Ritz residual as the error bar. Right: the spectral ratio μ_max/μ_median, μ_median the
+median of the SLQ spectral density. Both against ‖θ‖² of the checkpoint; colour = λ,
+line style and marker = update rule. Since ∇²F = ∇²L + λI, every eigenvalue of ∇²F is
+one of ∇²L plus λ: when the bulk of ∇²L sits near 0, μ_median ≈ λ and the ratio is about
+μ_max/λ. The title says, from the data, whether the ratio rises or falls with λ.
 """
 
 from __future__ import annotations
@@ -11,43 +15,58 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import matplotlib.pyplot as plt
+import numpy as np
 
-from villani.figures.style import lam_color, lam_label, note, value_axis
+from villani.figures.style import DOUBLE, lam_color, run_label, value_axis, variant_style, wrap
 from villani.io.results import eigen_frame, measurements
 
 
+def ratio_trend(m) -> str:
+    """"rises"/"falls"/"is flat" with λ: the median ratio of the AdamW runs at the smallest vs largest λ."""
+    a = m[m["variant"] == "adamw"].dropna(subset=["spectral_ratio"])
+    lams = sorted(a["lam"].unique())
+    if len(lams) < 2:
+        return ""
+    lo, hi = (float(a[a["lam"] == x]["spectral_ratio"].median()) for x in (lams[0], lams[-1]))
+    verb = "rises" if hi > lo else "falls" if hi < lo else "is flat"
+    return (f" — μ_max/μ_median {verb} with λ (AdamW, median over checkpoints: {lo:.3g} at λ = {lams[0]:g}, "
+            f"{hi:.3g} at λ = {lams[-1]:g})")
+
+
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
-    m = measurements(params, root)
+    m = measurements(params, root, variants=None)
     m = m[m["lam"] > 0].reset_index(drop=True)
     if m.empty:
         raise ValueError("Fig 4 needs a λ > 0 in train.lambdas")
-    eig = eigen_frame(m)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11.5, 4.3))
-    for lam, e in eig.groupby("lam"):
-        c = lam_color(lam)
-        a1.scatter(e["theta_sq_norm"], e["eigenvalue"], s=9, color=c, alpha=0.35, lw=0)
-        for k, (seed, d) in enumerate(m[m["lam"] == lam].groupby("seed")):
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(DOUBLE, 3.3))
+    for (variant, lam), g in m.groupby(["variant", "lam"], sort=False):
+        c, st = lam_color(lam), variant_style(variant)
+        e = eigen_frame(g)
+        a1.scatter(e["theta_sq_norm"], e["eigenvalue"], s=5, color=c, marker=st["marker"], alpha=0.3, lw=0)
+        for k, (_, d) in enumerate(g.groupby("seed")):
             d = d.sort_values("step")
-            a1.errorbar(d["theta_sq_norm"], d["lambda_max"], yerr=d["lambda_max_residual"], color=c, marker="o",
-                        ms=4, lw=1.3, capsize=2, label=f"{lam_label(lam)}: λ_max" if k == 0 else None)
-            a2.plot(d["theta_sq_norm"], d["spectral_ratio"], color=c, marker="o", ms=4, lw=1.3,
-                    label=lam_label(lam) if k == 0 else None)
+            label = run_label(variant, lam) if k == 0 else None
+            a1.errorbar(d["theta_sq_norm"], d["lambda_max"], yerr=d["lambda_max_residual"], color=c,
+                        marker=st["marker"], ls=st["ls"], ms=3.5, lw=1.0, label=label)
+            a2.plot(d["theta_sq_norm"], d["spectral_ratio"], color=c, marker=st["marker"], ls=st["ls"], ms=3.5,
+                    lw=1.0)
+    eig = eigen_frame(m)
     value_axis(a1, eig["eigenvalue"])
     value_axis(a1, eig["theta_sq_norm"], axis="x", decades=1.0)
     value_axis(a2, m["spectral_ratio"])
     value_axis(a2, m["theta_sq_norm"], axis="x", decades=1.0)
     k = int(m["top_k"].max())
-    a1.set(xlabel="‖θ‖² at the checkpoint", ylabel="eigenvalue of ∇²F",
-           title=f"Top-{k} Hessian eigenvalues (points), λ_max ± Ritz residual (lines)")
-    a2.set(xlabel="‖θ‖² at the checkpoint", ylabel="λ_max / λ_median", title="Spectral ratio (SLQ median)")
-    a1.legend()
-    a2.legend()
+    a1.set(xlabel="‖θ‖² at the checkpoint", ylabel="eigenvalue μ of ∇²F",
+           title=f"top-{k} eigenvalues μ (points); μ_max ± Ritz residual (lines)")
     undefined = int(m["spectral_ratio"].isna().sum())
-    note(a2, "one line per seed, in step order" + (f"\n{undefined} checkpoint(s) with λ_median ≤ 0:\nratio undefined, "
-                                                  "not drawn" if undefined else ""), loc="upper left")
-    note(a1, "one line per seed, in step order", loc="upper left")
-    fig.suptitle(f"{params['data']['name']}: Hessian spectrum of F across checkpoints (λ > 0)", y=1.02)
-    fig.tight_layout()
-    table = eig.merge(m[["lam", "seed", "step", "lambda_max", "lambda_median", "spectral_ratio"]],
-                      on=["lam", "seed", "step"])
+    a2.set(xlabel="‖θ‖² at the checkpoint", ylabel="μ_max / μ_median",
+           title="spectral ratio (SLQ median), one line per run"
+                 + (f"\n{undefined} checkpoint(s) with μ_median ≤ 0: not drawn" if undefined else ""))
+    fig.legend(loc="outside lower center", ncol=3)
+    fig.suptitle(wrap(f"{params['data']['name']}: Hessian spectrum of F across checkpoints, λ > 0{ratio_trend(m)}",
+                      DOUBLE))
+    table = eigen_frame(m).merge(
+        m[["variant", "lam", "seed", "step", "lambda_max", "lambda_median", "spectral_ratio"]],
+        on=["variant", "lam", "seed", "step"], how="left")
+    table = table[np.isfinite(table["eigenvalue"])]
     return save(fig, table, params, root, name)

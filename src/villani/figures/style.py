@@ -1,9 +1,17 @@
 """Shared figure style and the one function that writes a figure and its numbers.
 
+**Style.** One style file, ``villani.mplstyle`` (next to this module): figures are drawn
+at their print size — :data:`SINGLE` = 3.5 in (one column) or :data:`DOUBLE` = 7.2 in (two
+columns) wide — with every text at least :data:`MIN_FONT_PT` = 7 pt, so nothing is scaled
+down on paper; :func:`save_figure` saves at exactly that size (no tight bounding box that
+would grow the figure) and refuses another width.
+
 Colours are fixed per λ value across every figure (:func:`lam_color`): λ = 0 is black,
 and each half decade of λ > 0 has its own hue from matplotlib's qualitative ``tab10``
 (grey left out), so the same λ has the same colour in Fig 2 (the ray λs) and Fig 5 (the
-training λs), and neighbouring decades are easy to tell apart.
+training λs), and neighbouring decades are easy to tell apart. Each update rule (variant)
+has its own line style and marker (:func:`variant_style`). Weight decay is λ; eigenvalues
+of the Hessian are μ (μ_max, μ_median), so the two never share a symbol.
 """
 
 from __future__ import annotations
@@ -21,12 +29,13 @@ import pandas as pd  # noqa: E402
 
 from villani.io import atomic  # noqa: E402
 from villani.plan import layout  # noqa: E402
+from villani.plan.runs import variant_kind  # noqa: E402
 
-plt.rcParams.update({
-    "figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10, "axes.titlesize": 11,
-    "legend.fontsize": 8, "axes.spines.top": False, "axes.spines.right": False,
-    "axes.formatter.use_mathtext": True, "savefig.facecolor": "white",
-})
+STYLE = Path(__file__).with_name("villani.mplstyle")
+plt.style.use(str(STYLE))
+
+SINGLE, DOUBLE = 3.5, 7.2  # journal column widths, inches
+MIN_FONT_PT = 7.0
 
 ZERO_COLOR = "black"
 _QUALITATIVE = [plt.get_cmap("tab10")(i) for i in (0, 3, 2, 1, 4, 8, 5, 6, 9)]
@@ -34,6 +43,38 @@ _QUALITATIVE = [plt.get_cmap("tab10")(i) for i in (0, 3, 2, 1, 4, 8, 5, 6, 9)]
 
 def lam_label(lam: float) -> str:
     return "λ = 0" if float(lam) == 0 else f"λ = {float(lam):g}"
+
+
+_VARIANT_STYLE = {
+    "adamw": {"ls": "-", "marker": "o"},
+    "adam_l2": {"ls": "-.", "marker": "s"},
+    "langevin": {"ls": "--", "marker": "^"},
+    "adamw_noise": {"ls": ":", "marker": "D"},
+}
+
+
+def variant_style(variant: str) -> dict:
+    """Line style and marker of a variant (sweep arms: dotted-dash, ▽)."""
+    if variant in _VARIANT_STYLE:
+        return dict(_VARIANT_STYLE[variant])
+    return {"ls": (0, (3, 1, 1, 1)), "marker": "v"}
+
+
+_SHORT = {"adamw": "AdamW", "adam_l2": "Adam on F", "langevin": "Langevin (eq. 36)", "adamw_noise": "noisy AdamW"}
+
+
+def variant_label(variant: str) -> str:
+    """Short legend text of a variant (AdamW, Adam on F, Langevin (eq. 36), noisy AdamW; a
+    sweep arm's setting); :data:`villani.plan.runs.DESCRIPTION` says more."""
+    kind = variant_kind(variant)
+    if variant == kind:
+        return _SHORT[kind]
+    return f"AdamW {variant.removeprefix('adamw_').replace('lr', 'η = ').replace('wu', 'warm-up ')}"
+
+
+def run_label(variant: str, lam: float) -> str:
+    """``λ = 0.1, AdamW (decoupled weight decay)`` — the λ and the update rule of a run."""
+    return f"{lam_label(lam)}, {variant_label(variant)}"
 
 
 def lam_color(lam: float):
@@ -108,11 +149,22 @@ def _symlog_ticks(axis, linthresh: float, vmax: float, most: int = 4) -> None:
 
 
 def note(ax, text: str, loc: str = "upper left", **kw) -> None:
-    """A small boxed annotation inside the axes."""
+    """A small boxed annotation inside the axes — only where it covers no data (an empty
+    panel, or a corner the caller has kept free)."""
     xy = {"upper left": (0.02, 0.98, "left", "top"), "upper right": (0.98, 0.98, "right", "top"),
-          "lower left": (0.02, 0.02, "left", "bottom"), "lower right": (0.98, 0.02, "right", "bottom")}[loc]
-    ax.text(xy[0], xy[1], text, transform=ax.transAxes, ha=xy[2], va=xy[3], fontsize=kw.pop("fontsize", 8),
+          "lower left": (0.02, 0.02, "left", "bottom"), "lower right": (0.98, 0.02, "right", "bottom"),
+          "center": (0.5, 0.5, "center", "center")}[loc]
+    ax.text(xy[0], xy[1], text, transform=ax.transAxes, ha=xy[2], va=xy[3], fontsize=kw.pop("fontsize", MIN_FONT_PT),
             bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.7", alpha=0.9), **kw)
+
+
+def wrap(text: str, width_in: float, fontsize: float = 8.5) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` pt (an average
+    glyph is about half the font size wide); existing line breaks are kept."""
+    import textwrap
+
+    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
 
 
 def fmt_num(x, digits: int = 3) -> str:
@@ -125,19 +177,43 @@ def fmt_num(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def check_print_size(fig) -> None:
+    """A figure must be 3.5 or 7.2 in wide, every visible text ≥ 7 pt and inside the figure
+    (nothing clipped at the edge); ValueError naming the offending text otherwise."""
+    width = float(fig.get_size_inches()[0])
+    if not any(abs(width - w) < 1e-6 for w in (SINGLE, DOUBLE)):
+        raise ValueError(f"figure is {width:g} in wide; print widths are {SINGLE} (single) and {DOUBLE} (double column)")
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()
+             and not (t.axes is not None and not t.axes.get_visible())]
+    small = sorted({round(t.get_fontsize(), 2) for t in texts if t.get_fontsize() < MIN_FONT_PT})
+    if small:
+        raise ValueError(f"text below {MIN_FONT_PT:g} pt in the figure: sizes {small}")
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    box = fig.bbox
+    tol = 2.0  # pixels
+    for t in texts:
+        if getattr(t.axes, "name", "") == "3d":
+            continue  # 3-D tick labels are placed by the projection, inside their axes
+        bb = t.get_window_extent(renderer)
+        if bb.x0 < box.x0 - tol or bb.x1 > box.x1 + tol or bb.y0 < box.y0 - tol or bb.y1 > box.y1 + tol:
+            raise ValueError(f"text outside the figure (clipped): {t.get_text()[:60]!r}")
+
+
 def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure") -> list[str]:
     """Write ``fig`` in every configured format and ``data`` as CSV, atomically; close the figure.
 
+    The figure is saved at its own size (:func:`check_print_size`: a print width, text ≥ 7 pt).
     For ``kind="table"`` there is no figure (``fig`` is ignored) and the CSV goes to
     ``results/tables/``.
     """
     written = []
     if kind == "figure":
+        check_print_size(fig)
         folder = Path(layout.FIGURES_DIR.format(root=root))
         for ext in params["figures"]["formats"]:
             path = folder / f"{name}.{ext}"
-            atomic.write_with(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=params["figures"]["dpi"],
-                                                                      bbox_inches="tight"))
+            atomic.write_with(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=params["figures"]["dpi"]))
             written.append(str(path))
         plt.close(fig)
         csv_path = folder / f"{name}.csv"

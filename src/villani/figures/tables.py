@@ -26,6 +26,7 @@ import pandas as pd
 from villani.bounds.table import format_row, format_value
 from villani.bounds.theory import guideline_checks
 from villani.io.results import data_stats, measurements, run_records, train_tokens
+from villani.plan.runs import variant_params
 from villani.plan.schedule import checkpoint_steps
 
 
@@ -37,12 +38,13 @@ def _fmt_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def guideline_rows(params: Mapping, root) -> list[dict]:
-    """Per (λ, seed): the Table I guideline checks with σ² at the first and last checkpoint."""
-    eta = float(params["train"]["lr"])
+    """Per (variant, λ, seed): the Table I guideline checks with σ² at the first and last
+    checkpoint, η the run's peak (or, for the Langevin arm, constant) learning rate."""
     out = []
     for run, recs in run_records(params, root).items():
+        eta = float(variant_params(params, run.variant)["train"]["lr"])
         first, last = recs[0], recs[-1]
-        row = {"lam": run.lam, "seed": run.seed, "eta": eta}
+        row = {"variant": run.variant, "lam": run.lam, "seed": run.seed, "eta": eta}
         for tag, rec in (("theta0", first), ("final", last)):
             sigma = rec.get("grad_noise_sigma_sq")
             g = (guideline_checks(eta, run.lam, float(sigma), float(first["theta_sq_norm"]), float(first["loss"]))
@@ -75,7 +77,8 @@ def _check_text(values: dict[float, list], fmt: Callable) -> str:
 
 def hyperparameter_rows(params: Mapping, root) -> list[dict]:
     t, me, mo = params["train"], params["measure"], params["model"]
-    g = guideline_rows(params, root)
+    everything = guideline_rows(params, root)
+    g = [r for r in everything if r["variant"] == "adamw"]
     stats = data_stats(params, root)
     m = measurements(params, root)
     d = int(m["d"].iloc[0])
@@ -122,10 +125,10 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
          "value": _check_text(sig, lambda lam, rs: "/".join(format_value(x, "{:.3g}") for x in rs))
                   + " at step 0; "
                   + _check_text(sig_last, lambda lam, rs: "/".join(format_value(x, "{:.3g}") for x in rs))
-                  + " at the end (per seed)",
+                  + " at the end (per seed, AdamW runs)",
          "guideline": "β⁻¹ = ησ²/(2d), match with λ",
-         "measured": f"noise-injection runs: λ ∈ {{{', '.join(f'{float(x):g}' for x in t['noise']['lambdas'])}}}, "
-                     f"ξ ~ N(0, {t['noise']['grad_std']:g}²)"},
+         "measured": _arms_text(params)},
+        *_langevin_rows(params, [r for r in everything if r["variant"] == "langevin"]),
         {"parameter": "seeds", "value": ", ".join(map(str, t["seeds"])), "guideline": "—", "measured": ""},
         {"parameter": "model", "value": f"{model}; d = {d} parameters", "guideline": "—", "measured": ""},
         {"parameter": "curvature measurement",
@@ -134,6 +137,42 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
                   f"{', '.join(f'{float(x):g}' for x in me['s_values'])}",
          "guideline": "paper: M = 64, top-20", "measured": ""},
     ]
+
+
+def _arms_text(params: Mapping) -> str:
+    """The other update rules of the params, in words."""
+    t = params["train"]
+    lams = lambda xs: "{" + ", ".join(f"{float(x):g}" for x in xs) + "}"  # noqa: E731
+    parts = []
+    if t["adamw_noise"]["lambdas"]:
+        parts.append(f"noisy AdamW at λ ∈ {lams(t['adamw_noise']['lambdas'])}, ξ ~ N(0, {t['adamw_noise']['grad_std']:g}²)")
+    if t["adam_l2"]["lambdas"]:
+        parts.append(f"Adam on F (coupled L2) at λ ∈ {lams(t['adam_l2']['lambdas'])}")
+    if t["langevin"]["lambdas"]:
+        lv = t["langevin"]
+        beta = ("2/(η·σ²), σ = " + f"{lv['table1_std']:g}" if lv["beta"] == "table1"
+                else "1/λ" if lv["beta"] is None else f"{lv['beta']:g}")
+        parts.append(f"Langevin SGD on F (eq. 36) at λ ∈ {lams(lv['lambdas'])}, η = {lv['lr']:g}, β = {beta}")
+    sw = t["sweep"]
+    if sw["lr"] or sw["warmup_steps"]:
+        parts.append("AdamW sweep arms: " + ", ".join([f"η = {x:g}" for x in sw["lr"]]
+                                                      + [f"warm-up {w}" for w in sw["warmup_steps"]]))
+    return "; ".join(parts) or "AdamW only"
+
+
+def _langevin_rows(params: Mapping, rows: list[dict]) -> list[dict]:
+    """Theorem 2's η check for the Langevin arm (the only update rule it is about)."""
+    if not rows:
+        return []
+    def check(r):
+        if r["eta_limit_theta0"] is None:
+            return f"λ={r['lam']:g} seed {r['seed']}: undefined (λ = 0)"
+        limits = [x for x in (r["eta_limit_theta0"], r["eta_limit_final"]) if x is not None]
+        ok = all(r["eta"] <= min(1.0, x) for x in limits)
+        return (f"λ={r['lam']:g} seed {r['seed']}: λ/(4σ²) = {min(limits):.3g} → {'met' if ok else 'violated'}")
+    return [{"parameter": "Langevin step η (eq. 36, constant)", "value": f"{params['train']['langevin']['lr']:g}",
+             "guideline": "η ≤ min(1, λ/(4σ²)) (Theorem 2)",
+             "measured": "; ".join(check(r) for r in rows) + " (σ² at the first and last checkpoint, the larger)"}]
 
 
 def render_hyperparameters(params: Mapping, root, *, name: str, save: Callable) -> list[str]:

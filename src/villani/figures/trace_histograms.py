@@ -1,12 +1,13 @@
 """Fig 8: histograms of the M Hutchinson samples at an early, middle and late checkpoint.
 
-λ is the paper's 1e-3 when it is in ``train.lambdas``, else the middle positive λ; the
-seed is the first. The samples are vᵀ∇²L v (Rademacher v): the stochastic part. For
-Rademacher probes vᵀ∇²F v = vᵀ∇²L v + λd exactly, so the ∇²F samples are these shifted by
-λd; the box gives the mean tr∇²L, λd, their sum tr∇²F, the per-sample CV of both (the
-paper's "CV" is of the ∇²F samples; the shift by λd shrinks it without any change in the
-estimator's error) and the Shapiro–Wilk p (shift-invariant). The curve is the normal
-density with the sample mean and standard deviation.
+One row per update rule: the AdamW run at the paper's λ = 1e-3 when it is in
+``train.lambdas``, else the middle positive λ, and the Langevin run (eq. 36) at its first λ
+when there is one; the seed is the first. The samples are vᵀ∇²L v (Rademacher v): the
+stochastic part. For Rademacher probes vᵀ∇²F v = vᵀ∇²L v + λd exactly, so the ∇²F samples
+are these shifted by λd; each panel's title gives the mean tr∇²L, λd, the per-sample CV of
+both (the paper's "CV" is of the ∇²F samples; the shift by λd shrinks it without any change
+in the estimator's error) and the Shapiro–Wilk p (shift-invariant). The curve is the
+normal density with the sample mean and standard deviation.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from villani.figures.style import fmt_num, lam_color, lam_label, middle_lam, note
+from villani.figures.style import DOUBLE, fmt_num, lam_color, middle_lam, run_label, wrap
 from villani.io.results import measurements, trace_samples
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
@@ -31,38 +32,45 @@ def chosen_steps(params: Mapping) -> list[int]:
     return list(dict.fromkeys(picks))
 
 
+def chosen_runs(params: Mapping) -> list[Run]:
+    """The AdamW run at the middle λ and the first Langevin run, first seed."""
+    ds, seed = params["data"]["name"], int(params["train"]["seeds"][0])
+    out = [Run(ds, "adamw", middle_lam(params["train"]["lambdas"]), seed)]
+    if params["train"]["langevin"]["lambdas"]:
+        out.append(Run(ds, "langevin", float(params["train"]["langevin"]["lambdas"][0]), seed))
+    return out
+
+
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
-    lam = middle_lam(params["train"]["lambdas"])
-    seed = int(params["train"]["seeds"][0])
-    run = Run(params["data"]["name"], "adamw", lam, seed)
-    m = measurements(params, root)
-    recs = {int(r["step"]): r for _, r in m[(m["lam"] == lam) & (m["seed"] == seed)].iterrows()}
+    m = measurements(params, root, variants=None)
     picks = chosen_steps(params)
-    fig, axes = plt.subplots(1, len(picks), figsize=(4.6 * len(picks), 4.0), squeeze=False)
+    rs = chosen_runs(params)
+    fig, axes = plt.subplots(len(rs), len(picks), figsize=(DOUBLE, 2.3 * len(rs) + 0.5), squeeze=False)
     rows = []
-    for ax, phase, step in zip(axes[0], ("early", "middle", "late"), picks):
-        x = trace_samples(params, run, step, root)
-        rec = recs[step]
-        lam_d = float(rec["lam_d"])
-        st = sample_stats(x)
-        st_f = sample_stats(x + lam_d)
-        heights, _, _ = ax.hist(x, bins=max(6, int(np.sqrt(x.size)) + 2), color=lam_color(lam), alpha=0.6, edgecolor="white",
-                density=True, label=f"M = {x.size} samples")
-        if st.std:
-            grid = np.linspace(x.min() - 0.5 * st.std, x.max() + 0.5 * st.std, 200)
-            ax.plot(grid, sps.norm.pdf(grid, st.mean, st.std), color="0.2", lw=1.2, label="normal fit")
-        ax.axvline(st.mean, color="0.2", ls="--", lw=1, label="mean")
-        top = max(float(np.max(heights)), float(sps.norm.pdf(0, 0, st.std)) if st.std else 0.0)
-        ax.set_ylim(0, 1.85 * top)  # headroom for the legend and the statistics box
-        note(ax, f"tr∇²L ≈ {fmt_num(st.mean, 4)}\nλd = {fmt_num(lam_d, 4)}\ntr∇²F ≈ {fmt_num(st_f.mean, 4)}\n"
-                 f"CV (∇²F samples) = {fmt_num(100 * st_f.cv if st_f.cv else None)}%\n"
-                 f"CV (∇²L samples) = {fmt_num(100 * st.cv if st.cv else None)}%\n"
-                 f"Shapiro–Wilk p = {fmt_num(st.shapiro_p, 2)}", loc="upper right", fontsize=7)
-        ax.set(xlabel="Hutchinson sample vᵀ∇²L v", ylabel="density", title=f"{phase}: step {step}")
-        ax.legend(loc="upper left", fontsize=7)
-        rows += [{"phase": phase, "step": step, "lam": lam, "seed": seed, "probe": i, "sample_L": v,
-                  "sample_F": v + lam_d, "lam_d": lam_d, "cv_F": st_f.cv, "cv_L": st.cv, "shapiro_p": st.shapiro_p}
-                 for i, v in enumerate(x)]
-    fig.suptitle(f"{params['data']['name']}: Hutchinson trace samples, {lam_label(lam)}, seed {seed}", y=1.02)
-    fig.tight_layout()
+    for axrow, run in zip(axes, rs):
+        recs = {int(r["step"]): r for _, r in m[(m["variant"] == run.variant) & (m["lam"] == run.lam)
+                                                & (m["seed"] == run.seed)].iterrows()}
+        for ax, phase, step in zip(axrow, ("early", "middle", "late"), picks):
+            x = trace_samples(params, run, step, root)
+            lam_d = float(recs[step]["lam_d"])
+            st = sample_stats(x)
+            st_f = sample_stats(x + lam_d)
+            ax.hist(x, bins=max(6, int(np.sqrt(x.size)) + 2), color=lam_color(run.lam), alpha=0.6,
+                    edgecolor="white", density=True)
+            if st.std:
+                grid = np.linspace(x.min() - 0.5 * st.std, x.max() + 0.5 * st.std, 200)
+                ax.plot(grid, sps.norm.pdf(grid, st.mean, st.std), color="0.2", lw=1.0)
+            ax.axvline(st.mean, color="0.2", ls="--", lw=0.8)
+            cv_f = fmt_num(100 * st_f.cv if st_f.cv else None, 2)
+            cv_l = fmt_num(100 * st.cv if st.cv else None, 2)
+            ax.set_title(f"{phase} (step {step}): tr∇²L ≈ {fmt_num(st.mean, 3)}\nλd = {fmt_num(lam_d, 3)}; "
+                         f"Shapiro–Wilk p = {fmt_num(st.shapiro_p, 2)}\nCV: ∇²F {cv_f}%, ∇²L {cv_l}%",
+                         fontsize=7)
+            ax.set(xlabel="sample vᵀ∇²L v")
+            rows += [{"variant": run.variant, "phase": phase, "step": step, "lam": run.lam, "seed": run.seed,
+                      "probe": i, "sample_L": v, "sample_F": v + lam_d, "lam_d": lam_d, "cv_F": st_f.cv,
+                      "cv_L": st.cv, "shapiro_p": st.shapiro_p} for i, v in enumerate(x)]
+        axrow[0].set_ylabel(wrap(f"{run_label(run.variant, run.lam)}\ndensity", 2.0, 8))
+    fig.suptitle(wrap(f"{params['data']['name']}: the M = {len(x)} Hutchinson samples vᵀ∇²L v (histogram), "
+                      f"their normal fit (curve) and mean (dashed), seed {rs[0].seed}", DOUBLE))
     return save(fig, pd.DataFrame(rows), params, root, name)

@@ -1,15 +1,20 @@
-"""Fig 5: training curves, and the measured gap F(θ_t) − F* against the eq. (41) envelope.
+"""Fig 5: training curves of every update rule, and F(θ_t) − F* against the eq. (41)
+envelope where its hypotheses hold.
 
-Left: training loss vs step, mean ± s.e.m. over seeds. Per-step losses are smoothed with
-a centred moving average of ``max(1, T/40)`` steps before averaging over seeds; the band
-is ±1 s.e.m. across seeds (sd/√n, n seeds). Noise-injection runs (variant ``noise``) are
-dashed. Middle: ‖θ‖² vs step. Right (λ > 0): the measured F(θ_t) − F* at the checkpoints
-(F on the measurement set, F* the smallest F of the run — ``villani.bounds.table.run_bounds``)
-and the envelope of eq. (41) with β = 1/λ from :func:`villani.bounds.envelope`, as printed
-(``form="paper"``, solid) and as eqs. (38)+(40) give it (``form="consistent"``, dotted),
-with each run's C_LS(F), η, L and σ² from ``bounds.json``, averaged over seeds. The printed
-form is not a valid bound (docs/bounds.md): at T = 0 it is λ(F₀ − F*) + ηLσ²/4, below
-the true gap; the figure shows it.
+Left: training loss vs step, mean ± s.e.m. over seeds, per λ (colour) and update rule
+(line style: AdamW, Adam on F, Langevin SGD on F = eq. 36, noisy AdamW, sweep arms).
+Per-step losses are smoothed with a centred moving average of ``max(1, T/40)`` steps
+before averaging over seeds; the band is ±1 s.e.m. across seeds (sd/√n). Middle: ‖θ‖²
+vs step. Right: F(θ_t) − F* at the checkpoints (F on the measurement set, F* = 0 — a
+lower bound of min F, ``villani.bounds.table``), mean ± s.e.m. over seeds, on a log
+axis, for every run with λ > 0 — whether the optimizer minimises F at all is visible
+here (AdamW's decoupled decay need not). Where Theorem 2's hypotheses hold for a run
+(update rule eq. 36, η ≤ min(1, λ/(4σ²)), λ > 0) the eq. (41) envelope with β = 1/λ is
+drawn over the run, as printed (solid) and as eqs. (38)+(40) give it (dotted), averaged
+over seeds; checkpoints where a hypothesis of the envelope fails (F above F(θ₀)) are
+hollow. No envelope is drawn for a run whose hypotheses fail: the legend says why. The
+title states what the data show: for how many checkpoints the envelope holds, and which
+runs' F rises.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.bounds.theory import envelope
-from villani.figures.style import lam_color, lam_label, note
+from villani.bounds.theory import F_STAR_LOWER, envelope
+from villani.figures.style import DOUBLE, lam_color, run_label, variant_label, variant_style, wrap
 from villani.io.results import bounds_frame, training_log
 from villani.plan.runs import runs
 
@@ -40,7 +45,7 @@ def curves(params: Mapping, root) -> pd.DataFrame:
                          variant=r.variant, lam=r.lam, seed=r.seed)
         per_run.append(log)
     df = pd.concat(per_run, ignore_index=True)
-    g = df.groupby(["variant", "lam", "step"])
+    g = df.groupby(["variant", "lam", "step"], sort=False)
     out = pd.DataFrame({
         "loss_mean": g["loss_smooth"].mean(), "loss_sem": g["loss_smooth"].agg(_sem),
         "theta_sq_mean": g["theta_sq_norm"].mean(), "theta_sq_sem": g["theta_sq_norm"].agg(_sem),
@@ -50,82 +55,129 @@ def curves(params: Mapping, root) -> pd.DataFrame:
 
 
 def envelopes(params: Mapping, root, num: int = 121) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(measured, envelope): the checkpoint gaps F − F* (mean ± s.e.m. over seeds) and both
-    envelope forms on a step grid (mean over seeds), for every λ > 0."""
+    """(measured, envelope): per (variant, λ > 0) and checkpoint the gap F − F* (mean ± s.e.m.
+    over seeds, and how many seeds meet the envelope's hypotheses there); both envelope
+    forms on a step grid (mean over seeds) for the runs whose Theorem 2 hypotheses hold."""
     b = bounds_frame(params, root)
     b = b[b["status"] == "ok"].copy()
     if b.empty:
-        empty = pd.DataFrame(columns=["lam", "step"])
+        empty = pd.DataFrame(columns=["variant", "lam", "step"])
         return empty, empty
-    b["gap"] = b["F"] - b["f_star"]
-    g = b.groupby(["lam", "step"])["gap"]
-    measured = pd.DataFrame({"gap_mean": g.mean(), "gap_sem": g.agg(_sem), "n_seeds": g.size()}).reset_index()
+    b["gap"] = b["F"] - F_STAR_LOWER
+    b["applicable"] = b["envelope_status"] == "ok"
+    g = b.groupby(["variant", "lam", "step"], sort=False)
+    measured = pd.DataFrame({"gap_mean": g["gap"].mean(), "gap_sem": g["gap"].agg(_sem), "n_seeds": g.size(),
+                             "n_applicable": g["applicable"].sum(),
+                             "n_holds": g["envelope_check"].agg(lambda c: int((c == "holds").sum())),
+                             "status": g["envelope_status"].first()}).reset_index()
     grid = np.linspace(0.0, float(params["train"]["steps"]), num)
     env_rows = []
-    for (lam, seed), r in b.groupby(["lam", "seed"]):
+    for (variant, lam, seed), r in b.groupby(["variant", "lam", "seed"], sort=False):
         r0 = r.iloc[0]
-        args = (float(r0["f0"]) - float(r0["f_star"]), float(r0["c_ls"]), float(r0["eta"]),
+        if r0["theorem2_status"] != "ok":
+            continue
+        args = (float(r0["f0"]) - F_STAR_LOWER, float(r0["c_ls"]), float(r0["eta"]),
                 float(r0["smoothness_L"]), float(r0["sigma_sq"]), float(lam))
         paper = envelope(grid, *args, form="paper")
         consistent = envelope(grid, *args, form="consistent")
-        env_rows += [{"lam": lam, "seed": seed, "step": s, "envelope_paper": p, "envelope_consistent": c}
-                     for s, p, c in zip(grid, paper, consistent)]
-    env = pd.DataFrame(env_rows).groupby(["lam", "step"])[["envelope_paper", "envelope_consistent"]].mean()
+        env_rows += [{"variant": variant, "lam": lam, "seed": seed, "step": s, "envelope_paper": p,
+                      "envelope_consistent": c} for s, p, c in zip(grid, paper, consistent)]
+    if not env_rows:
+        return measured, pd.DataFrame(columns=["variant", "lam", "step", "envelope_paper", "envelope_consistent"])
+    env = pd.DataFrame(env_rows).groupby(["variant", "lam", "step"], sort=False)[
+        ["envelope_paper", "envelope_consistent"]].mean()
     return measured, env.reset_index()
 
 
 def draw_curves(ax_loss, ax_theta, data: pd.DataFrame) -> None:
-    for (variant, lam), d in data.groupby(["variant", "lam"]):
-        style = "--" if variant == "noise" else "-"
-        label = lam_label(lam) + (" + noise injection" if variant == "noise" else "")
+    for (variant, lam), d in data.groupby(["variant", "lam"], sort=False):
+        st = variant_style(variant)
         for ax, col in ((ax_loss, "loss"), (ax_theta, "theta_sq")):
-            if ax is None:
-                continue
             m, s = d[f"{col}_mean"].to_numpy(), d[f"{col}_sem"].to_numpy()
-            ax.plot(d["step"], m, style, color=lam_color(lam), label=label, lw=1.4)
+            ax.plot(d["step"], m, ls=st["ls"], color=lam_color(lam), lw=1.1,
+                    label=run_label(variant, lam) if ax is ax_loss else None)
             ax.fill_between(d["step"], m - s, m + s, color=lam_color(lam), alpha=0.2, lw=0)
 
 
-def draw_envelope(ax, measured: pd.DataFrame, env: pd.DataFrame) -> None:
-    """Measured gaps (points) and both envelope forms (lines) per λ, on a symlog y axis
-    (gaps of exactly 0 — the checkpoint at F* — stay visible)."""
-    handles = []
-    for lam, m in measured.groupby("lam"):
-        c = lam_color(lam)
-        handles.append(ax.errorbar(m["step"], m["gap_mean"], yerr=m["gap_sem"], fmt="o", ms=4, color=c, capsize=2,
-                                   label=f"{lam_label(lam)}: measured F(θ_t) − F*"))
-        e = env[env["lam"] == lam]
-        handles += ax.plot(e["step"], e["envelope_paper"], "-", color=c, lw=1.2, label="   eq. (41) as printed")
-        handles += ax.plot(e["step"], e["envelope_consistent"], ":", color=c, lw=1.6, label="   eqs. (38)+(40)")
-    values = np.concatenate([measured["gap_mean"], env["envelope_paper"], env["envelope_consistent"]])
-    pos = values[np.isfinite(values) & (values > 0)]
-    if pos.size:
-        ax.set_yscale("symlog", linthresh=10.0 ** np.floor(np.log10(pos.min())))
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+def _reason(status: str) -> str:
+    return status.removeprefix("n/a: ").split(";")[0]
+
+
+def draw_envelope(ax, measured: pd.DataFrame, env: pd.DataFrame) -> list[str]:
+    """Measured gaps per (variant, λ) and, where drawn, both envelope forms; returns the legend
+    notes of the runs without an envelope."""
+    notes = []
+    for (variant, lam), m in measured.groupby(["variant", "lam"], sort=False):
+        c, st = lam_color(lam), variant_style(variant)
+        full = m["n_applicable"] == m["n_seeds"]
+        ax.errorbar(m["step"], m["gap_mean"], yerr=m["gap_sem"], fmt=st["marker"], ls="none", ms=3.5, color=c,
+                    mfc="none")
+        ax.plot(m["step"][full], m["gap_mean"][full], st["marker"], ls="none", ms=3.5, color=c)
+        e = env[(env["variant"] == variant) & (env["lam"] == lam)]
+        if len(e):
+            ax.plot(e["step"], e["envelope_paper"], "-", color=c, lw=1.0)
+            ax.plot(e["step"], e["envelope_consistent"], ":", color=c, lw=1.3)
+        else:
+            notes.append(f"{lam_label_short(lam)}, {variant_label(variant)}: no envelope — "
+                         f"{_reason(str(m['status'].iloc[-1]))}")
+    ax.set_yscale("log")
+    return notes
+
+
+def lam_label_short(lam: float) -> str:
+    return f"λ = {float(lam):g}"
+
+
+def title_from_data(measured: pd.DataFrame) -> str:
+    """What the right panel shows, counted: where the envelope holds, and which runs' F rises."""
+    parts = []
+    app = measured[measured["n_applicable"] > 0]
+    if len(app):
+        n, k = int(app["n_applicable"].sum()), int(app["n_holds"].sum())
+        who = ", ".join(sorted({f"{variant_label(v)} λ = {lam:g}" for v, lam in zip(app["variant"], app["lam"])}))
+        parts.append(f"eq. (41) as printed holds at {k} of {n} checkpoints where its hypotheses hold ({who})")
+    else:
+        parts.append("eq. (41)'s hypotheses hold at no checkpoint")
+    rising = []
+    for (variant, lam), m in measured.groupby(["variant", "lam"], sort=False):
+        m = m.sort_values("step")
+        if float(m["gap_mean"].iloc[-1]) > float(m["gap_mean"].iloc[0]):
+            rising.append(f"{variant_label(variant)} λ = {lam:g}: {m['gap_mean'].iloc[0]:.3g} → "
+                          f"{m['gap_mean'].iloc[-1]:.3g}")
+    parts.append("F rises under " + "; ".join(rising) if rising else "F decreases in every run")
+    return "; ".join(parts)
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     data = curves(params, root)
     measured, env = envelopes(params, root)
-    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15.5, 4.2))
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(DOUBLE, 3.6))
     draw_curves(a1, a2, data)
     n = int(data["n_seeds"].max())
-    a1.set(xlabel="optimizer step", ylabel="training loss L (nats/token)",
-           title=f"Training loss, mean ± s.e.m. over {n} seed(s)")
-    a2.set(xlabel="optimizer step", ylabel="‖θ‖² (squared L2 norm)", title="Parameter norm")
-    a1.legend()
+    a1.set(xlabel="optimizer step", ylabel="training loss (nats/token)", title=f"training loss\n±1 s.e.m. over {n} seeds")
+    a2.set(xlabel="optimizer step", ylabel="‖θ‖²", title="parameter norm\n")
+    a2.set_yscale("log")
+    notes = []
     if measured.empty:
-        note(a3, "no λ > 0: eq. (41) is undefined for λ = 0", loc="upper right")
+        a3.text(0.5, 0.5, "no λ > 0:\neq. (41) is undefined for λ = 0", transform=a3.transAxes, ha="center",
+                va="center")
     else:
-        draw_envelope(a3, measured, env)
-    a3.set(xlabel="optimizer step", ylabel="F(θ_t) − F* (nats/token)",
-           title="F(θ_t) − F* vs the eq. (41) envelope (β = 1/λ)\n"
-                 "as printed it is not a bound: at step 0 it lies below F₀ − F*")
-    fig.suptitle(f"{params['data']['name']}: training across weight decay λ", y=1.02)
-    fig.tight_layout()
+        notes = draw_envelope(a3, measured, env)
+    a3.set(xlabel="optimizer step", ylabel="F(θ_t) − F*, F* = 0 (nats/token)",
+           title="F at the checkpoints; envelope\neq. (41) solid, (38)+(40) dotted")
+    handles, labels = a1.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], color="0.3", marker="o", ls="none", mfc="none", ms=3.5),
+                plt.Line2D([], [], color="none")]
+    labels += ["hollow: a hypothesis of eq. (41) fails there", ""]
+    for text in notes:
+        handles.append(plt.Line2D([], [], color="none"))
+        labels.append(wrap(text, DOUBLE / 2 - 0.5, 7))
+    fig.legend(handles, labels, loc="outside lower center", ncol=2)
+    fig.suptitle(wrap(f"{params['data']['name']}: " + (title_from_data(measured) if not measured.empty
+                                                       else "training across weight decay λ"), DOUBLE))
     table = pd.concat([
         data.assign(series="training"),
-        measured.assign(series="measured_gap", variant="adamw"),
-        env.assign(series="envelope", variant="adamw"),
+        measured.assign(series="measured_gap"),
+        env.assign(series="envelope"),
     ], ignore_index=True)
     return save(fig, table, params, root, name)

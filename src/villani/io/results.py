@@ -200,15 +200,17 @@ def run_records(params: Mapping, root, variants: Iterable[str] | None = None) ->
 
 
 def eigen_frame(m: pd.DataFrame) -> pd.DataFrame:
-    """Long table of the top eigenvalues: lam, seed, step, theta_sq_norm, rank, eigenvalue, residual."""
+    """Long table of the top eigenvalues: variant, lam, seed, step, theta_sq_norm, rank, eigenvalue, residual."""
     rows = []
     for r in m.itertuples():
         res = list(r.top_residuals)
         for i, ev in enumerate(r.top_eigenvalues):
-            rows.append({"lam": float(r.lam), "seed": int(r.seed), "step": int(r.step),
-                         "theta_sq_norm": float(r.theta_sq_norm), "rank": i + 1, "eigenvalue": float(ev),
+            rows.append({"variant": getattr(r, "variant", "adamw"), "lam": float(r.lam), "seed": int(r.seed),
+                         "step": int(r.step), "theta_sq_norm": float(r.theta_sq_norm), "rank": i + 1,
+                         "eigenvalue": float(ev),
                          "residual": float(res[i]) if i < len(res) and res[i] is not None else np.nan})
-    return pd.DataFrame(rows, columns=["lam", "seed", "step", "theta_sq_norm", "rank", "eigenvalue", "residual"])
+    return pd.DataFrame(rows, columns=["variant", "lam", "seed", "step", "theta_sq_norm", "rank", "eigenvalue",
+                                       "residual"])
 
 
 def trace_samples(params: Mapping, run: Run, step: int, root) -> np.ndarray:
