@@ -451,10 +451,14 @@ def bootstrap_interval(
     if n < 2:
         return Interval(estimate, None, None, confidence, n, units, 0, method)
     rng = np.random.default_rng(seed)
+    flat = [np.concatenate(g) if all(len(c) == 1 for c in g) else None for g in groups]  # one row per cluster
     values = []
     for _ in range(int(n_boot)):
         idx = []
-        for g in groups:
+        for g, rows in zip(groups, flat):
+            if rows is not None:
+                idx.append(rows[rng.integers(len(rows), size=len(rows))])
+                continue
             for c in rng.integers(len(g), size=len(g)):
                 members = g[c]
                 idx.append(members[rng.integers(len(members), size=len(members))])

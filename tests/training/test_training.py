@@ -56,7 +56,7 @@ def test_segmented_run_equals_uninterrupted(tmp_path, tiny_data_root):
     one = tiny_params(train={"segments": 1})
     two = tiny_params(train={"segments": 2})
     assert len(segment_ends(two["train"])) == 2
-    for variant in ("adamw", "noise"):
+    for variant in ("adamw", "adamw_noise", "langevin"):
         a = _train_all(one, _root_with_data(tmp_path / f"one-{variant}", tiny_data_root), variant=variant)
         b = _train_all(two, _root_with_data(tmp_path / f"two-{variant}", tiny_data_root), variant=variant)
         assert a == b, variant
@@ -135,13 +135,14 @@ def test_sigkill_mid_segment_resumes_bit_identical(tmp_path, tiny_data_root):
 def test_langevin_temperature_rules():
     from villani.training.loop import langevin_beta
 
-    assert langevin_beta({"langevin_beta": None, "grad_std": 0.05}, 0.01, 1e-3) == pytest.approx(100.0)
-    assert langevin_beta({"langevin_beta": None, "grad_std": 0.05}, 0.0, 1e-3) is None
-    assert langevin_beta({"langevin_beta": 7.0, "grad_std": 0.05}, 0.0, 1e-3) == 7.0
-    # Table I: β⁻¹ = ησ²/(2d), σ² = grad_std²·d  →  β = 2/(η·grad_std²); step √(2η/β) = η·grad_std
-    beta = langevin_beta({"langevin_beta": "table1", "grad_std": 0.05}, 0.01, 1e-3)
+    assert langevin_beta(None, 0.01, 1e-3, 0.05) == pytest.approx(100.0)
+    assert langevin_beta(None, 0.0, 1e-3, 0.05) is None
+    assert langevin_beta(7.0, 0.0, 1e-3, 0.05) == 7.0
+    # Table I: β⁻¹ = ησ²/(2d), σ² = std²·d  →  β = 2/(η·std²); step √(2η/β) = η·std
+    beta = langevin_beta("table1", 0.01, 1e-3, 0.05)
     assert beta == pytest.approx(2 / (1e-3 * 0.05**2))
     assert (2 * 1e-3 / beta) ** 0.5 == pytest.approx(1e-3 * 0.05)
+    assert langevin_beta("table1", 0.01, 1e-3, 0.0) is None
 
 
 def test_state_kept_only_at_segment_ends_by_default(tmp_path, tiny_data_root):

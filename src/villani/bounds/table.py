@@ -315,9 +315,9 @@ def format_value(value: Any, fmt: str = "{:.6g}", none: str = UNDEFINED) -> str:
 
 
 def format_row(row: Mapping[str, Any], fmt: str = "{:.6g}") -> dict[str, str]:
-    """:func:`format_value` applied to every value of a row: ``None`` reads ``undefined`` in a
-    row of λ = 0 (``status`` undefined) and ``n/a`` (hypotheses fail) otherwise."""
-    none = UNDEFINED if row.get("status", "ok") == UNDEFINED else NOT_APPLICABLE
+    """:func:`format_value` applied to every value of a row: ``None`` reads ``n/a`` (hypotheses
+    fail) in a bounds row with ``status`` ok and ``undefined`` otherwise (λ = 0, other tables)."""
+    none = NOT_APPLICABLE if row.get("status") == "ok" else UNDEFINED
     return {k: format_value(v, fmt, none) for k, v in row.items()}
 
 

@@ -56,7 +56,8 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         ax2.set(xlabel="a (along δ₁)", ylabel="b (along δ₂)",
                 title=f"{lam_label(lam)}: {levels} iso-F levels", aspect="equal")
         ax2.grid(False)
-        ax2.legend(loc="upper right")
+    handles, labels = ax2.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=2)
     fig.suptitle(wrap(f"{params['data']['name']}: F (nats/token) on a random 2-D slice θ₀ + a·δ₁ + b·δ₂ around θ₀ "
                       "(filter-normalised directions)", DOUBLE))
     return save(fig, pd.concat(frames, ignore_index=True), params, root, name)

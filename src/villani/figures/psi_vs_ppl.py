@@ -21,7 +21,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, variant_label, variant_style, wrap
+from villani.figures.style import (
+    DOUBLE,
+    fmt_num,
+    lam_color,
+    lam_label,
+    plain_log_ticks,
+    variant_label,
+    variant_style,
+    wrap,
+)
 from villani.io.results import measurements
 from villani.psi import psi_column
 from villani.stats import correlation_interval, pearson_r
@@ -72,6 +81,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         size = 8 + 50 * (d["step"].to_numpy(float) - steps.min()) / span
         ax.scatter(d[col], d["val_ppl"], s=size, color=c, marker=st["marker"], alpha=0.9, edgecolors="white", lw=0.4)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
         ci = ("" if row.rho_ci_low is None or pd.isna(row.rho_ci_low)
               else f" [{fmt_num(row.rho_ci_low, 2)}, {fmt_num(row.rho_ci_high, 2)}]")

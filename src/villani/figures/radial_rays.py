@@ -88,6 +88,37 @@ def _sign(lo, hi) -> str:
     return "> 0" if lo > 0 else "< 0" if hi < 0 else "sign unresolved"
 
 
+def draw_slopes(ax, fits: pd.DataFrame, lines: pd.DataFrame, conf: float, s: float) -> None:
+    """The fitted slope of every ray against λ (symlog axes): random rays as points with
+    ±z·se (Hutchinson error through the fit), the checkpoint ray as an open square, the mean
+    over random rays with its interval as a grey bar; λ²/s dashed, λ²/(2s) dotted."""
+    z = float(sps.norm.ppf(0.5 + conf / 2))
+    lams = sorted(fits["lam"].unique())
+    pos = [x for x in lams if x > 0]
+    for lam in lams:
+        seg = lines[lines["lam"] == lam] if len(lines) else lines
+        for r in seg.itertuples():
+            se = float(getattr(r, "slope_stderr_from_trace", 0.0) or 0.0)
+            ck = getattr(r, "kind", "random") == "checkpoint"
+            ax.errorbar([lam], [r.slope], yerr=[[z * se], [z * se]], fmt="s" if ck else "o", ms=3,
+                        color=lam_color(lam), mfc="none" if ck else lam_color(lam), lw=0.8)
+        f = fits[fits["lam"] == lam].iloc[0]
+        if f.get("slope_ci_low") is not None and not pd.isna(f.get("slope_ci_low")):
+            ax.plot([lam, lam], [f["slope_ci_low"], f["slope_ci_high"]], color="0.2", lw=3, alpha=0.35,
+                    solid_capstyle="butt")
+    grid = np.unique(np.concatenate([[0.0], np.geomspace(min(pos), max(pos), 50)])) if pos else np.array([0.0])
+    ax.plot(grid, grid**2 / s, color="0.4", ls="--", lw=0.9)
+    ax.plot(grid, grid**2 / (2 * s), color="0.6", ls=":", lw=0.9)
+    if pos:
+        ax.set_xscale("symlog", linthresh=min(pos))
+    slopes_ = np.abs(lines["slope"].to_numpy(float)) if len(lines) else np.array([1.0])
+    slopes_ = slopes_[slopes_ > 0]
+    linthresh = 10.0 ** np.floor(np.log10(slopes_.min())) if slopes_.size else 1.0
+    ax.set_yscale("symlog", linthresh=linthresh)
+    ax.set(xlabel="λ", ylabel="fitted slope of Ψ_s vs ‖θ‖²",
+           title="slope per ray (±Hutchinson error), mean\n(grey: interval); λ²/s dashed, λ²/(2s) dotted")
+
+
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
     s = float(params["measure"]["s_values"][0])
@@ -95,11 +126,14 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     fits = slopes(slopes_json, s, params["claims"])
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())
-    ncols = 2 if len(lams) > 1 else 1
-    nrows = math.ceil(len(lams) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.45 * nrows + 0.6), squeeze=False)
+    n = len(lams) + 1  # one panel per λ and the slopes
+    ncols = 3 if n > 4 else 2
+    nrows = math.ceil((n + 1) / ncols)  # and a slot for the legend
+    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.35 * nrows + 0.5), squeeze=False)
+    flat = axes.ravel()
     conf = float(params["claims"]["confidence"])
-    for ax, lam in zip(axes.ravel(), lams):
+    z = float(sps.norm.ppf(0.5 + conf / 2))
+    for ax, lam in zip(flat, lams):
         d = df[df["lam"] == lam].copy()
         d["y"] = d[col] + d["lam_d"]
         for i, (ray, r) in enumerate(d.groupby("ray", sort=False)):
@@ -107,39 +141,39 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
             through = str(r["kind"].iloc[0]) == "checkpoint" if "kind" in r else False
             ls = LINESTYLES[i % len(LINESTYLES)]
             ax.plot(r["theta_sq"], r["y"], linestyle=ls, marker="o", ms=2.5, color=lam_color(lam),
-                    lw=1.8 if through else 0.9, label="through a checkpoint" if through else f"random ray {ray}")
+                    lw=1.6 if through else 0.9, label="ray through a checkpoint" if through else f"random ray {ray}")
             if "trace_L_stderr" in r:
-                half = float(sps.norm.ppf(0.5 + conf / 2)) * r["trace_L_stderr"].to_numpy(float)
-                ax.fill_between(r["theta_sq"], r["y"] - half, r["y"] + half, color=lam_color(lam), alpha=0.15, lw=0)
+                half = z * r["trace_L_stderr"].to_numpy(float)
+                ax.fill_between(r["theta_sq"], r["y"] - half, r["y"] + half, color=lam_color(lam), alpha=0.13, lw=0)
         shift = float(d["lam_d"].iloc[0])
         for k, seg in enumerate(lines[lines["lam"] == lam].itertuples() if len(lines) else []):
-            xs = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 40)
-            ax.plot(xs, seg.intercept + shift + seg.slope * xs, color="0.15", lw=1.6, alpha=0.45,
-                    label="fitted line (largest radii)" if k == 0 else None)
-        f = fits[fits["lam"] == lam].iloc[0]
-        top = d[d["theta_sq"] == d["theta_sq"].max()]
-        x_end, y_end = float(top["theta_sq"].iloc[0]), float(top["y"].mean())
-        xs = np.geomspace(d["theta_sq"].min(), x_end, 60)
-        ax.plot(xs, y_end + f["asymptote"] * (xs - x_end), color="0.5", ls="--", lw=0.9, label="slope λ²/s")
+            xs = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 60)
+            ax.plot(xs, seg.intercept + shift + seg.slope * xs, color="0.15", lw=1.4, alpha=0.45,
+                    label="line fitted to the largest radii" if k == 0 else None)
         ax.set_xscale("log")
-        value_axis(ax, np.concatenate([d["y"].to_numpy(float), y_end + f["asymptote"] * (xs - x_end)]))
+        value_axis(ax, d["y"].to_numpy(float))
+        f = fits[fits["lam"] == lam].iloc[0]
         ci = ("" if f.get("slope_ci_low") is None or pd.isna(f.get("slope_ci_low"))
               else f" [{fmt_num(f['slope_ci_low'], 2)}, {fmt_num(f['slope_ci_high'], 2)}]")
-        ax.set_title(f"{lam_label(lam)}: slope {fmt_num(f['slope_mean'], 3)}{ci}, "
-                     f"{_sign(f.get('slope_ci_low'), f.get('slope_ci_high'))}\n"
-                     f"λ²/s = {fmt_num(f['asymptote'])}, λ²/(2s) = {fmt_num(f['lemma4_lower'])}", fontsize=7.5)
+        ax.set_title(f"{lam_label(lam)}: slope {fmt_num(f['slope_mean'], 2)}{ci}\n"
+                     f"{_sign(f.get('slope_ci_low'), f.get('slope_ci_high'))}; λ²/s = {fmt_num(f['asymptote'])}",
+                     fontsize=7.5)
         ax.set(xlabel="‖θ‖² along the ray", ylabel=f"Ψ_s + λd (s = {s:g})")
-    for ax in axes.ravel()[len(lams):]:
+    draw_slopes(flat[len(lams)], fits, lines, conf, s)
+    handles, labels = flat[0].get_legend_handles_labels()
+    handles.append(plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0))
+    labels.append(f"band: {int(round(100 * conf))}% interval of the\nHutchinson estimate of tr ∇²L")
+    legend_ax = flat[len(lams) + 1]
+    legend_ax.axis("off")
+    legend_ax.legend(handles, labels, loc="center")
+    for ax in flat[len(lams) + 2:]:
         ax.set_visible(False)
     n_random = df[df["kind"] != "checkpoint"]["ray"].nunique() if "kind" in df else df["ray"].nunique()
     extra = " and the ray through a trained checkpoint" if "kind" in df and (df["kind"] == "checkpoint").any() else ""
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    handles.append(plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0))
-    labels.append(f"band: ±{int(round(100 * conf))}% of the Hutchinson error of tr ∇²L at each point")
-    fig.legend(handles, labels, loc="outside lower center", ncol=3)
-    fig.suptitle(wrap(f"{params['data']['name']}: the Villani diagnostic along {n_random} random radial rays{extra}; "
-                      f"slope = mean fitted slope of Ψ_s vs ‖θ‖² over the random rays with its {int(100 * conf)}% "
-                      "interval (ray spread and trace noise)", DOUBLE))
+    fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s + λd = ‖∇F‖²/s − tr ∇²L along {n_random} random radial rays"
+                      f"{extra}; slopes of Ψ_s vs ‖θ‖² over the {params['rays']['fit_points']} largest radii, "
+                      f"mean over random rays with its {int(100 * conf)}% interval (ray spread and trace noise)",
+                      DOUBLE))
     table = pd.concat([df.assign(series="ray"), fits.assign(series="slope_summary"),
                        lines.drop(columns=["slope_parts"], errors="ignore").assign(series="slope_fit_per_ray")],
                       ignore_index=True)

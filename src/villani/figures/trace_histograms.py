@@ -64,7 +64,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
             cv_f = fmt_num(100 * st_f.cv if st_f.cv else None, 2)
             cv_l = fmt_num(100 * st.cv if st.cv else None, 2)
             ax.set_title(f"{phase} (step {step}): tr∇²L ≈ {fmt_num(st.mean, 3)}\nλd = {fmt_num(lam_d, 3)}; "
-                         f"Shapiro–Wilk p = {fmt_num(st.shapiro_p, 2)}\nCV: ∇²F {cv_f}%, ∇²L {cv_l}%",
+                         f"Shapiro p = {fmt_num(st.shapiro_p, 2)}\nCV: ∇²F {cv_f}%, ∇²L {cv_l}%",
                          fontsize=7)
             ax.set(xlabel="sample vᵀ∇²L v")
             rows += [{"variant": run.variant, "phase": phase, "step": step, "lam": run.lam, "seed": run.seed,
