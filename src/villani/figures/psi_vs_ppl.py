@@ -32,6 +32,7 @@ from villani.figures.style import (
     wrap,
 )
 from villani.io.results import measurements
+from villani.plan.runs import variants
 from villani.psi import psi_column
 from villani.stats import correlation_interval, pearson_r
 
@@ -63,7 +64,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     m = measurements(params, root, variants=None)
     s = float(params["measure"]["s_values"][0])
     col = psi_column(s)
-    order = {v: i for i, v in enumerate(dict.fromkeys(m["variant"]))}
+    order = {v: i for i, v in enumerate(variants(params))}
     m = m.sort_values(["variant", "lam"], key=lambda c: c.map(order) if c.name == "variant" else c)
     corr = correlations(m, col, params)
     groups = list(m.groupby(["variant", "lam"], sort=False))

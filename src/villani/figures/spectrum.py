@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 
-from villani.figures.style import DOUBLE, lam_color, run_label, value_axis, variant_style, wrap
+from villani.figures.style import DOUBLE, lam_color, plain_log_ticks, run_label, value_axis, variant_style, wrap
 from villani.io.results import eigen_frame, measurements
 
 
@@ -55,6 +55,8 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     value_axis(a1, eig["theta_sq_norm"], axis="x", decades=1.0)
     value_axis(a2, m["spectral_ratio"])
     value_axis(a2, m["theta_sq_norm"], axis="x", decades=1.0)
+    for ax in (a1, a2):
+        plain_log_ticks(ax)
     k = int(m["top_k"].max())
     a1.set(xlabel="‖θ‖² at the checkpoint", ylabel="eigenvalue μ of ∇²F",
            title=f"top-{k} eigenvalues μ (points); μ_max ± Ritz residual (lines)")

@@ -105,8 +105,8 @@ def _reason(status: str) -> str:
 
 def draw_envelope(ax, measured: pd.DataFrame, env: pd.DataFrame) -> list[str]:
     """Measured gaps per (variant, λ) and, where drawn, both envelope forms; returns the legend
-    notes of the runs without an envelope."""
-    notes = []
+    notes of the runs without an envelope, one per reason."""
+    notes: dict[str, list[str]] = {}
     for (variant, lam), m in measured.groupby(["variant", "lam"], sort=False):
         c, st = lam_color(lam), variant_style(variant)
         full = m["n_applicable"] == m["n_seeds"]
@@ -118,10 +118,11 @@ def draw_envelope(ax, measured: pd.DataFrame, env: pd.DataFrame) -> list[str]:
             ax.plot(e["step"], e["envelope_paper"], "-", color=c, lw=1.0)
             ax.plot(e["step"], e["envelope_consistent"], ":", color=c, lw=1.3)
         else:
-            notes.append(f"{lam_label_short(lam)}, {variant_label(variant)}: no envelope — "
-                         f"{_reason(str(m['status'].iloc[-1]))}")
+            reason = _reason(str(m["status"].iloc[-1]))
+            reason = "update rule not eq. (36)" if reason.startswith("update rule") else reason
+            notes.setdefault(reason, []).append(f"{variant_label(variant)} {lam_label_short(lam)}")
     ax.set_yscale("log")
-    return notes
+    return [f"no envelope for {', '.join(runs_)}: {reason}" for reason, runs_ in notes.items()]
 
 
 def lam_label_short(lam: float) -> str:

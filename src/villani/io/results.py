@@ -34,6 +34,7 @@ import pandas as pd
 from villani.io import atomic
 from villani.plan import layout
 from villani.plan.runs import Run, runs
+from villani.plan.runs import variants as variant_names
 from villani.plan.schedule import checkpoint_steps, segment_ends
 from villani.psi import psi_column
 
@@ -147,7 +148,8 @@ def measurement_row(m: Mapping, path) -> dict:
 def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str] | None = ("adamw",),
                  missing_ok: bool = False) -> pd.DataFrame:
     """One row per measured checkpoint of the runs of ``variants`` (``None``: every variant;
-    see the module docstring), sorted by variant, λ, seed, step.
+    see the module docstring), sorted by variant (in the order of
+    :func:`villani.plan.runs.variants`), λ, seed, step.
 
     A missing measurement is a one-line ``ValueError`` naming it, unless ``missing_ok``
     (then it is skipped).
@@ -161,7 +163,11 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
         rows.append(measurement_row(read_measure(path), path))
     if not rows:
         return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
-    df = pd.DataFrame(rows).sort_values(["variant", "lam", "seed", "step"]).reset_index(drop=True)
+    order = {v: i for i, v in enumerate(variant_names(params))}  # AdamW first, the Langevin arm last
+    df = pd.DataFrame(rows).sort_values(
+        ["variant", "lam", "seed", "step"],
+        key=lambda c: c.map(lambda v: order.get(v, len(order))) if c.name == "variant" else c,
+    ).reset_index(drop=True)
     df["top_k"] = df["top_eigenvalues"].map(len)
     df["lambda_max_residual"] = df["top_residuals"].map(lambda r: float(r[0]) if len(r) else np.nan)
     for col in df.columns:
