@@ -12,7 +12,8 @@ from villani.plan.digest import stage_digest
 def test_committed_params_are_valid_and_complete():
     p = load_params([REPO / "params.yaml"])
     assert p["train"]["lambdas"] == [0.0, 0.1, 1.0]
-    assert p["train"]["noise"]["langevin_beta"] == "table1"
+    assert p["train"]["adamw_noise"]["langevin_beta"] == "table1"
+    assert p["train"]["langevin"]["beta"] == "table1" and p["train"]["langevin"]["lambdas"] == [1.0]
     assert p["measure"]["num_probes"] >= 2
 
 
@@ -27,7 +28,8 @@ def test_defaults_fill_an_empty_document():
     ({"train": {"lambdas": ["abc"]}}, "train.lambdas[0]", "number"),
     ({"train": {"lambdas": []}}, "train.lambdas", "at least 1"),
     ({"train": {"lambdas": [0.001, 0.001]}}, "train.lambdas", "no duplicates"),
-    ({"train": {"lambdas": [0, 0.1], "noise": {"lambdas": []}}}, "train.lambdas[0]", "write λ as a float"),
+    ({"train": {"lambdas": [0, 0.1], "langevin": {"lambdas": []}, "adam_l2": {"lambdas": []}}}, "train.lambdas[0]",
+     "write λ as a float"),
     ({"train": {"steps": 0}}, "train.steps", "≥ 1"),
     ({"data": {"source": "s3:bucket"}}, "data.source", "builtin:pydoc"),
     ({"data": {"tokenizer": {"vocab_size": 100}}}, "data.tokenizer.vocab_size", "≥ 256"),
@@ -66,9 +68,9 @@ def test_digest_changes_only_with_keys_the_stage_reads():
     s = tiny_params(measure={"num_probes": 4})
     assert stage_digest(p, "train") == stage_digest(s, "train")
     assert stage_digest(p, "measure") != stage_digest(s, "measure")
-    n = tiny_params(train={"noise": {"grad_std": 0.1, "lambdas": [0.01]}})
+    n = tiny_params(train={"adamw_noise": {"grad_std": 0.1, "lambdas": [0.01]}})
     assert stage_digest(p, "train", "adamw") == stage_digest(n, "train", "adamw")
-    assert stage_digest(p, "train", "noise") != stage_digest(n, "train", "noise")
+    assert stage_digest(p, "train", "adamw_noise") != stage_digest(n, "train", "adamw_noise")
 
 
 def test_cli_validate_one_line_error(tmp_path, capsys):

@@ -68,7 +68,7 @@ def _check_dag(p):
     steps = checkpoint_steps(p["train"])
     assert steps[0] == 0 and steps[-1] == p["train"]["steps"] and steps == sorted(set(steps))
     assert segment_ends(p["train"])[-1] == p["train"]["steps"]
-    assert len(targets.measurements(p)) == len([r for r in all_runs if r.variant == "adamw"]) * len(steps)
+    assert len(targets.measurements(p)) == len(all_runs) * len(steps)  # every run of every variant
     targets.segments(p)
     targets.figure_inputs(p)
     figure_outputs(p)
@@ -96,7 +96,9 @@ def valid_documents(draw):
     doc["train"].update(lambdas=lams, seeds=draw(st.lists(st.integers(0, 9), min_size=1, max_size=3, unique=True)),
                         steps=steps, warmup_steps=draw(st.integers(0, steps)),
                         checkpoints={"count": count, "spacing": draw(st.sampled_from(["linear", "log"]))},
-                        segments=1, noise={"lambdas": draw(st.lists(st.sampled_from(lams), max_size=2, unique=True))})
+                        segments=1,
+                        **{arm: {"lambdas": draw(st.lists(st.sampled_from(lams), max_size=2, unique=True))}
+                           for arm in ("adamw_noise", "adam_l2", "langevin")})
     n_ckpt = len(checkpoint_steps(resolve(doc)["train"])) - 1
     doc["train"]["segments"] = draw(st.integers(1, n_ckpt))
     return doc

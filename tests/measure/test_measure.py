@@ -276,9 +276,9 @@ def test_loaders_and_metrics(measured, micro):
     with pytest.raises(ValueError, match="measurement not found"):
         measurements(p, root)
     m = measurement_metrics(p, root)["measurement"]
-    assert set(m) == {"lam=0.0", "lam=0.01"} or set(m) == {f"lam={layout.format_lam(x)}" for x in (0.0, 0.01)}
+    assert set(m) == {f"adamw/lam={layout.format_lam(x)}" for x in (0.0, 0.01)}
     row = df[(df["lam"] == LAM) & (df["step"] == STEP)].iloc[0]
-    entry = m[f"lam={layout.format_lam(LAM)}"]
+    entry = m[f"adamw/lam={layout.format_lam(LAM)}"]
     assert entry["val_ppl"] == pytest.approx(row["val_ppl"]) and entry["psi_s=1.0"] == pytest.approx(row["psi_s=1.0"])
     assert entry["n_seeds"] == 1
     assert all(v is None or np.isfinite(v) for e in m.values() for v in e.values())

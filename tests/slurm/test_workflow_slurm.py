@@ -138,7 +138,7 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
 
 PREEMPT = {  # long enough (a few thousand fast steps) to be caught mid-segment
     "train": {"lambdas": [0.01], "seeds": [0], "steps": 1600, "segments": 2,
-              "checkpoints": {"count": 2}, "save_every": 20, "noise": {"lambdas": []}},
+              "checkpoints": {"count": 2}, "save_every": 20, "langevin": {"lambdas": []}},
 }
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
 

@@ -63,7 +63,7 @@ def test_push_and_pull_through_the_local_remote(dvc_repo):
 
 
 def test_changing_one_lambda_marks_only_its_stages(dvc_repo):
-    write_params(dvc_repo / "params.yaml", train={"lambdas": [0.0, 0.02], "noise": {"lambdas": [0.02]}})
+    write_params(dvc_repo / "params.yaml", train={"lambdas": [0.0, 0.02], "langevin": {"lambdas": [0.02]}})
     try:
         changed = set(_status(dvc_repo))
         assert "train@0.02-0" in changed and "measure@0.02-0" in changed
@@ -75,7 +75,7 @@ def test_changing_one_lambda_marks_only_its_stages(dvc_repo):
 
 def test_experiment_with_set_param_differs(dvc_repo):
     run([BIN / "dvc", "exp", "run", "-n", "bigger-lambda", "-S", "train.lambdas=[0.0,0.02]",
-         "-S", "train.noise.lambdas=[0.02]"], cwd=dvc_repo)
+         "-S", "train.langevin.lambdas=[0.02]"], cwd=dvc_repo)
     show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
     text = json.dumps(show)
     assert "bigger-lambda" in text

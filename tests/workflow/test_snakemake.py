@@ -36,7 +36,7 @@ def test_second_invocation_is_a_no_op(snakemake_done):
 
 def test_changing_one_lambda_reruns_only_its_branch(snakemake_done):
     cfg = snakemake_done / "one-lambda.yaml"
-    cfg.write_text("train:\n  lambdas: [0.0, 0.02]\n  noise: {lambdas: [0.02]}\n")
+    cfg.write_text("train:\n  lambdas: [0.0, 0.02]\n  langevin: {lambdas: [0.02]}\n")
     out = run([BIN / "snakemake", "--configfile", "tests/configs/tiny.yaml", str(cfg), "--cores", "2", "-n", "-p"],
               cwd=snakemake_done)
     text = out.stdout + out.stderr
