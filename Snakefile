@@ -1,6 +1,6 @@
 # villani: train GPT-Neo across weight decay λ, measure curvature at every checkpoint,
 # evaluate the paper's bounds and render its figures. Parameters: params.yaml
-# (documented in workflow/schemas/params.schema.yaml). Logic lives in src/villani.
+# (documented in src/villani/schemas/params.schema.yaml). Logic lives in src/villani.
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -15,14 +15,21 @@ import os
 import sys
 
 
-def _common() -> argparse.ArgumentParser:
+def _common(top: bool) -> argparse.ArgumentParser:
+    """The options every command takes, accepted before and after the command name.
+
+    The top-level parser holds the defaults; a subcommand's copy has none (SUPPRESS), so
+    ``villani --params a.yaml validate`` keeps ``a.yaml``. ``--params`` given in both places
+    is merged in order (global files first); any other option given after the command wins.
+    """
+    dflt = (lambda v: v) if top else (lambda v: argparse.SUPPRESS)
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--params", action="append", metavar="FILE",
-                   help="parameter file(s), merged in order (default: params.yaml)")
-    p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
+    p.add_argument("--params", action="append", metavar="FILE", dest="params" if top else "sub_params",
+                   default=dflt(None), help="parameter file(s), merged in order (default: params.yaml)")
+    p.add_argument("--results", default=dflt("results"), metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--device", default=dflt(None), help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--threads", type=int, default=dflt(None), help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--traceback", action="store_true", default=dflt(False), help="show full tracebacks on errors")
     return p
 
 
@@ -33,8 +40,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
-    parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[common])
+    from villani import __version__
+
+    common = _common(top=False)
+    parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[_common(top=True)])
+    parser.add_argument("--version", action="version", version=f"villani {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     v = sub.add_parser("validate", parents=[common], help="validate parameter files; print the runs, segments and checkpoints they define")
@@ -223,8 +233,15 @@ def _one_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line; ``--params`` before and after the command are merged in order."""
     args = build_parser().parse_args(argv)
+    args.params = (args.params or []) + (vars(args).pop("sub_params", None) or []) or None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from villani.plan.config import ParamsError
     from villani.training import TrainingDiverged
 
