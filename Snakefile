@@ -3,10 +3,16 @@
 # (documented in src/villani/schemas/params.schema.yaml). Logic lives in src/villani.
 from snakemake.utils import min_version
 
+from villani.figures import REPORT_DIR
+
 min_version("9.0")
 
 
 configfile: "params.yaml"
+
+
+# The report's description; each figure's caption sits beside it (package data).
+report: f"{REPORT_DIR}/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
@@ -19,6 +25,22 @@ include: "workflow/rules/bounds.smk"
 include: "workflow/rules/cost.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/metrics.smk"
+
+
+# One results tree for Snakemake and DVC (villani.dag.dvc_sync): while this run lasts it
+# is registered in DVC's rwlock as the writer of results/, so `dvc repro` refuses instead
+# of deleting outputs under it (and this run refuses to start under a running DVC stage);
+# a successful run of params.yaml is then recorded in dvc.lock.
+onstart:
+    claim_results()
+
+
+onsuccess:
+    release_results(success=True)
+
+
+onerror:
+    release_results(success=False)
 
 
 rule all:

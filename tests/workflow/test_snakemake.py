@@ -25,7 +25,7 @@ def test_every_output_exists_and_is_not_empty(snakemake_done):
         assert path.exists(), f
         assert path.stat().st_size > 0, f
     metrics = json.loads((snakemake_done / "results/metrics.json").read_text())
-    assert metrics["dataset"] == "tiny"
+    assert metrics and all(isinstance(v, (int, float)) for v in metrics.values())
 
 
 def test_second_invocation_is_a_no_op(snakemake_done):

@@ -5,12 +5,16 @@ rule metrics:
         bounds=targets.bounds_outputs(P),
     output:
         METRICS,
-    params:
-        digest=digest("metrics"),
     log:
-        LOGS + "/metrics.log",
+        "results/logs/metrics.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("metrics", attempt),
-    threads: 1
+    params:
+        digest=digest("metrics"),
     shell:
-        "villani metrics --threads {threads} {PARAMS} > {log} 2>&1"
+        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
+        f"villani metrics --threads {{threads}} {PARAMS} > {{log}} 2>&1"

@@ -4,6 +4,15 @@ Per λ (plain runs, averaged over seeds): final training loss, final ‖θ‖²,
 training wall-clock; measurement-based numbers (validation perplexity, Ψ_s, trace, λ_max)
 (:func:`measurement_metrics`); PAC-Bayes tightness from the bounds table
 (:func:`bounds_metrics`).
+
+The builders return nested groups (``{"measurement": {"lam=0.1": {"psi_s=1.0": …}}}``);
+the file is one flat object of numbers (:func:`flat_metrics`), because DVC addresses
+metrics by dotted key paths and shows only numbers: each key is the path joined by ``_``
+with λ and s written without dots or ``=`` (:func:`metric_key`) —
+``<group>[_<variant>]_lam<λ>_<name>``, e.g. ``training_adamw_lam0p1_train_loss``,
+``measurement_lam1em05_psi_s1p0``, ``pac_bayes_lam0p01_final_ratio``. A value that is
+undefined (None, NaN, or a reason such as PAC-Bayes at λ = 0, see ``bounds.json``) is left
+out. A new group extends the file the same way: return it nested from a builder.
 """
 
 from __future__ import annotations
@@ -33,7 +42,8 @@ def training_metrics(params: Mapping, root) -> dict:
 def bounds_metrics(params: Mapping, root) -> dict:
     """PAC-Bayes tightness per λ from ``bounds.json`` (:func:`villani.bounds.table.tightness`):
     mean and final bound/perplexity ratio, R², and how many checkpoints were KL-clamped or
-    vacuous; ``"undefined"`` for λ = 0. Empty when the bounds stage has not run."""
+    vacuous; ``"undefined"`` for λ = 0 (left out of metrics.json). Empty when the bounds
+    stage has not run."""
     try:
         summary = bounds_summary(params, root)["summary"]
     except ValueError:
@@ -75,10 +85,35 @@ def measurement_metrics(params: Mapping, root=layout.RESULTS) -> dict:
     return {"measurement": out}
 
 
+_KEY_CHARS = str.maketrans({".": "p", "-": "m", "=": "", "+": "", "/": "_", " ": "_"})
+
+
+def metric_key(*path: str) -> str:
+    """A flat metrics key from a nested path: ``("measurement", "lam=1e-05", "psi_s=1.0")``
+    → ``measurement_lam1em05_psi_s1p0`` (``.`` → ``p``, ``-`` → ``m``; ``=``, ``+`` dropped;
+    ``/`` → ``_``)."""
+    return "_".join(str(p).translate(_KEY_CHARS) for p in path)
+
+
+def flat_metrics(nested: Mapping, prefix: tuple = ()) -> dict[str, float | int]:
+    """Flatten nested groups to ``{metric_key(*path): number}``, leaving out what is not a
+    finite number (None, NaN, ±inf, strings such as ``"undefined"``)."""
+    out: dict = {}
+    for k, v in nested.items():
+        if isinstance(v, Mapping):
+            out.update(flat_metrics(v, prefix + (k,)))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
+            key = metric_key(*prefix, k)
+            if key in out:
+                raise ValueError(f"metrics: two entries map to the key {key!r}")
+            out[key] = v
+    return out
+
+
 def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
-    metrics = {"dataset": params["data"]["name"], "training": training_metrics(params, root)}
-    metrics.update(measurement_metrics(params, root))
-    metrics.update(bounds_metrics(params, root))
+    nested = {"training": training_metrics(params, root)}
+    nested.update(measurement_metrics(params, root))
+    nested.update(bounds_metrics(params, root))
     path = layout.fmt(layout.METRICS, root)
-    atomic.write_json(path, metrics)
+    atomic.write_json(path, flat_metrics(nested))
     return str(path)
