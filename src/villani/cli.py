@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
-    sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers)")
+    sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers) and results/plots/ (DVC plot data)")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     return parser
@@ -204,9 +204,12 @@ def cmd_figures(args) -> None:
 
 
 def cmd_metrics(args) -> None:
+    from villani.figures.dvc_plots import write_plots
     from villani.figures.metrics import write_metrics
 
-    print(write_metrics(_params(args), root=args.results))
+    p = _params(args)
+    print(write_metrics(p, root=args.results))
+    print("\n".join(write_plots(p, root=args.results)))
 
 
 def cmd_prune(args) -> None:

@@ -14,7 +14,7 @@ rule bounds:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("bounds", attempt),
     params:
+        files=PARAMS,
         digest=digest("bounds"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani bounds --threads {{threads}} {PARAMS} > {{log}} 2>&1"
+        "villani bounds --threads {threads} {params.files} > {log} 2>&1"

@@ -4,6 +4,7 @@
 from villani.dag import dvc_sync, targets
 from villani.dag.jobs import params_args, runtime_minutes
 from villani.figures import CAPTIONS, figure_outputs
+from villani.figures.dvc_plots import plot_outputs
 from villani.plan import layout
 from villani.plan.config import ParamsError, resolve
 from villani.plan.digest import stage_digest
@@ -13,10 +14,7 @@ try:
 except ParamsError as e:
     raise WorkflowError(str(e)) from None
 
-# `--params FILE …` of every job. Each rule formats it into its shell line instead of
-# taking it as a `params:` entry (which `snakemake --lint` prefers): a param is compared
-# as text, so giving the same values through another --configfile would rerun every job.
-# The `digest` param of each rule tracks what the files say, key by key.
+# `--params FILE …` of every job: each rule's params.files (see ParamsArgs)
 PARAMS = params_args(workflow)
 DATASET = P["data"]["name"]
 METRICS = str(layout.fmt(layout.METRICS, targets.ROOT))

@@ -12,7 +12,7 @@ rule cost:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("cost", attempt),
     params:
+        files=PARAMS,
         digest=digest("cost"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani cost --threads {{threads}} {PARAMS} > {{log}} 2>&1"
+        "villani cost --threads {threads} {params.files} > {log} 2>&1"

@@ -14,7 +14,7 @@ rule figures:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("figures", attempt),
     params:
+        files=PARAMS,
         digest=digest("figures"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani figures --threads {{threads}} {PARAMS} > {{log}} 2>&1"
+        "villani figures --threads {threads} {params.files} > {log} 2>&1"

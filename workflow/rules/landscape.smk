@@ -14,7 +14,7 @@ rule landscape:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("landscape", attempt),
     params:
+        files=PARAMS,
         digest=digest("landscape"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani landscape --threads {{threads}} {PARAMS} --lam {{wildcards.lam}} > {{log}} 2>&1"
+        "villani landscape --threads {threads} {params.files} --lam {wildcards.lam} > {log} 2>&1"

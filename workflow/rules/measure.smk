@@ -16,9 +16,9 @@ rule measure:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("measure", attempt),
     params:
+        files=PARAMS,
         digest=digest("measure"),
         step=lambda wc: int(wc.step),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani measure --threads {{threads}} {PARAMS} --variant {{wildcards.variant}} --lam {{wildcards.lam}} "
+        "villani measure --threads {threads} {params.files} --variant {wildcards.variant} --lam {wildcards.lam} "
         "--seed {wildcards.seed} --step {params.step} > {log} 2>&1"

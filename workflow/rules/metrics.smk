@@ -4,7 +4,8 @@ rule metrics:
         measurements=targets.measurements(P),
         bounds=targets.bounds_outputs(P),
     output:
-        METRICS,
+        metrics=METRICS,
+        plots=plot_outputs(targets.ROOT),
     log:
         "results/logs/metrics.log",
     conda:
@@ -14,7 +15,7 @@ rule metrics:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("metrics", attempt),
     params:
+        files=PARAMS,
         digest=digest("metrics"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani metrics --threads {{threads}} {PARAMS} > {{log}} 2>&1"
+        "villani metrics --threads {threads} {params.files} > {log} 2>&1"

@@ -14,7 +14,7 @@ rule rays:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("rays", attempt),
     params:
+        files=PARAMS,
         digest=digest("rays"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani rays --threads {{threads}} {PARAMS} > {{log}} 2>&1"
+        "villani rays --threads {threads} {params.files} > {log} 2>&1"

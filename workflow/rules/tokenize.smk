@@ -14,7 +14,7 @@ rule tokenize:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("tokenize", attempt),
     params:
+        files=PARAMS,
         digest=digest("tokenize"),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani tokenize --threads {{threads}} {PARAMS} > {{log}} 2>&1"
+        "villani tokenize --threads {threads} {params.files} > {log} 2>&1"

@@ -14,9 +14,9 @@ rule train:
     resources:
         runtime=lambda wc, attempt: runtime_minutes("train", attempt),
     params:
+        files=PARAMS,
         digest=digest("train"),
         step=lambda wc: int(wc.step),
     shell:
-        # {PARAMS} is formatted in here, not a params: entry (see common.smk)
-        f"villani train --threads {{threads}} {PARAMS} --variant {{wildcards.variant}} --lam {{wildcards.lam}} "
+        "villani train --threads {threads} {params.files} --variant {wildcards.variant} --lam {wildcards.lam} "
         "--seed {wildcards.seed} --until {params.step} > {log} 2>&1"

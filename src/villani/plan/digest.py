@@ -42,7 +42,7 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
         "cost": ["data.seq_len", "model", "measure.batch_size", "measure.hvp_method",
                  "figures.model_sizes", "figures.cost_repeats"],
         "figures": ["data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"],
-        "metrics": ["data.name", "train.steps"],
+        "metrics": ["data.name", "train.steps", "measure.s_values"],
     }
     if stage not in keys:
         raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")

@@ -36,6 +36,7 @@ FIGURES_DIR = "{root}/figures"
 TABLES_DIR = "{root}/tables"
 COST_CSV = "{root}/cost/hvp_cost.csv"
 METRICS = "{root}/metrics.json"
+PLOTS_DIR = "{root}/plots"  # DVC plot data (villani.figures.dvc_plots)
 
 VARIANTS = ("adamw", "noise")
 SPLITS = ("train", "validation", "test")
