@@ -73,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers) and results/plots/ (DVC plot data)")
+    pf = sub.add_parser("profile", parents=[common], help="install profiles/slurm where `snakemake --profile NAME` "
+                        "finds it (~/.config/snakemake/NAME), never over an existing profile")
+    pf.add_argument("action", choices=["install"], help="what to do")
+    pf.add_argument("--name", default="slurm", help="profile name (default: slurm; taken → slurm-villani, …)")
+    pf.add_argument("--source", default="profiles/slurm", metavar="DIR", help="profile folder (default: profiles/slurm)")
+    pf.add_argument("--account", help="sbatch -A for every rule (fills the USER: slurm_account line)")
+    pf.add_argument("--partition", help="sbatch -p for every rule (fills the USER: slurm_partition line)")
+    pf.add_argument("--gpu-partition", help="sbatch -p for the GPU rules (train, measure, rays, landscape, cost)")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     return parser
@@ -220,10 +228,19 @@ def cmd_prune(args) -> None:
     print(f"{len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
 
 
+def cmd_profile(args) -> None:
+    from villani.dag.profiles import install_profile
+
+    used, path = install_profile(args.source, args.name, account=args.account, partition=args.partition,
+                                 gpu_partition=args.gpu_partition)
+    taken = "" if used == args.name else f" ({args.name!r} exists and was left alone)"
+    print(f"installed profile {used!r}{taken}: {path}\nuse: snakemake --profile {used}")
+
+
 COMMANDS = {
     "validate": cmd_validate, "fetch": cmd_fetch, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
     "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
-    "metrics": cmd_metrics, "prune": cmd_prune,
+    "metrics": cmd_metrics, "prune": cmd_prune, "profile": cmd_profile,
 }
 
 
