@@ -8,9 +8,9 @@ these files hold one series each, and the project's templates
 Every row carries ``variant``, ``lam`` (Python's repr, as in paths), ``seed``, ``run`` and
 ``group``. The numbers are those of the figures, not new ones:
 
-- ``training_loss.csv`` — Fig 5's training loss per run against the step, as the mean
-  over windows of ``ceil(T / 400)`` steps (at most ~400 points per run, also at
-  paper scale);
+- ``training_loss.csv`` — Fig 5's training loss per run: the mean over each window of
+  ``ceil(T / 400)`` steps, at the window's last step (at most ~400 points per run, also
+  at paper scale);
 - ``psi_vs_ppl.csv`` — Fig 7: Ψ_s at the first ``measure.s_values`` (``psi_s``) and the
   validation perplexity at every checkpoint;
 - ``spectrum.csv`` — Fig 4: λ_max of ∇²F against ‖θ‖² at every checkpoint;
@@ -43,14 +43,14 @@ def _labelled(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def training_loss(params: Mapping, root) -> pd.DataFrame:
-    """Per run: step (window centre) and loss (window mean), windows of ceil(T/400) steps."""
+    """Per run: loss (window mean) at step (the window's last), windows of ceil(T/400) steps."""
     window = max(1, math.ceil(int(params["train"]["steps"]) / POINTS_PER_RUN))
     frames = []
     for r in runs(params):
         log = training_log(params, r, root)
         w = (log["step"] - log["step"].min()) // window
         g = log.groupby(w)
-        frames.append(pd.DataFrame({"step": g["step"].mean(), "loss": g["loss"].mean()})
+        frames.append(pd.DataFrame({"step": g["step"].max(), "loss": g["loss"].mean()})
                       .assign(variant=r.variant, lam=r.lam, seed=r.seed))
     return _labelled(pd.concat(frames, ignore_index=True))
 
