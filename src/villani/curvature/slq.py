@@ -31,8 +31,7 @@ import numpy as np
 import torch
 
 from .lanczos import lanczos
-from .operators import as_operator, operator_device, operator_dtype
-from .probes import ProbeStream
+from .operators import as_operator, operator_device, operator_dtype, operator_vectors
 from .results import SpectralDensity
 
 __all__ = ["slq"]
@@ -62,7 +61,7 @@ def slq(
     op = as_operator(op)
     if num_probes < 1:
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
-    stream = ProbeStream(op.dim, seed, dtype=operator_dtype(op), device=operator_device(op))
+    stream = operator_vectors(op).probes(seed, dtype=operator_dtype(op), device=operator_device(op))
     nodes, weights, traces, matvecs = [], [], [], 0
     for _ in range(num_probes):
         v = stream.next(1)[0]
