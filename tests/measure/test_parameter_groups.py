@@ -9,7 +9,8 @@ from villani.curvature import ModelHessian, hutchinson
 from villani.measure import measurement_set
 from villani.measure.parameter_groups import FAMILIES, group_columns, parameter_group
 
-from ..curvature.cases import FAMILIES as TINY, tiny_causal_lm, token_batches
+from ..curvature.cases import FAMILIES as TINY
+from ..curvature.cases import tiny_causal_lm, token_batches
 
 FUSED_QKV = {"gpt2", "gpt_neox"}
 

@@ -43,16 +43,22 @@ own rounding adds a term of the same form. So
     h^\ast = \Big(\frac{3Cu}{\kappa^2}\Big)^{1/3},\qquad
     \text{error}(h^\ast) \approx \frac32\,\frac{C\,u}{h^\ast}.
 
-Measured against the exact product in fp32 (``benchmarks/sharded.py``; table in
-``docs/curvature.md``): :math:`C \approx 0.5\text{–}0.8`; :math:`\kappa \approx 16` for
-Rademacher directions of a GPT-Neo at initialisation, 50 for Rademacher directions and
-140 for the top eigenvectors of the test model (tiny, weights jittered to be large). The
-curvature changes much faster than on the weights' own scale (:math:`\kappa = 1` would
-give :math:`h = (3u)^{1/3}`, 13× too large). The default (:func:`default_rel_step`)
-takes :math:`C = 1`, :math:`\kappa = 50`: :math:`h` = 4.2e-4 in fp32 (predicted error
-2e-4), 1.7e-2 in bf16 (0.35), 5.1e-7 in fp64 (3e-10); pass ``rel_step`` to override.
-bf16 finite differences are only good to tens of percent: the step must be large for
-:math:`\theta\pm\varepsilon v` to differ from θ at all, and then truncation dominates.
+Measured against the exact product (``benchmarks/sharded.py``; table in
+``docs/curvature.md``) on three GPT-Neo points — at initialisation, trained to near the
+source entropy, and the test suite's tiny model with large weights: :math:`C \approx
+0.75\text{–}4` (fp32) and :math:`\kappa \approx 5` (trained, Rademacher directions), 12–15
+(trained top eigenvectors; initialisation), 50–130 (tiny model, Rademacher / top
+eigenvectors). The curvature changes much faster than on the weights' own scale
+(:math:`\kappa = 1` would give :math:`h = (3u)^{1/3}`, 13× too large). The default
+(:func:`default_rel_step`) takes :math:`C = 1`, :math:`\kappa = 50` — safe for the
+sharpest point: :math:`h` = 4.2e-4 in fp32, where the measured error is 1.1e-4 to 6.2e-4
+on all three points and both kinds of direction (each point's best :math:`h` gives 6e-5
+to 3e-4); 1.7e-2 in bf16 (measured 6e-2 to 0.56); 5.1e-7 in fp64. Pass ``rel_step`` to
+override. bf16 finite differences are only good to tens of percent: the step must be
+large for :math:`\theta\pm\varepsilon v` to differ from θ at all, and then truncation
+dominates (FSDP2 mixed precision — fp32 shards, bf16 compute — is no better: 6e-2 to
+0.17, because θ ± εv is rounded to bf16 when the shards are cast).
+
 A model that computes part of its forward in float32 even in float64 (GPT-Neo's and
 Llama's attention softmax, Llama's RMSNorm) has the round-off of float32 there: pass
 ``compute_dtype=torch.float32``.
@@ -77,10 +83,10 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss
+from .model_hessian import decayed_names
 from .operators import LocalVectors
 from .sharded_vectors import ShardedVectors, fsdp_param_ranges
 
@@ -191,18 +197,13 @@ class FiniteDifferenceHessian:
         return [p.to_local() if _is_sharded(p) else p for p in self._params]
 
     def _decay(self, decay) -> tuple[list[str], Tensor | None]:
+        names = decayed_names(self.names, self._params, decay)
         if decay is None:
-            return list(self.names), None
-        if callable(decay):
-            chosen = {n for n, p in zip(self.names, self._params) if decay(n, p)}
-        else:
-            chosen = set(decay)
-            unknown = chosen - set(self.names)
-            if unknown:
-                raise ValueError(f"decay names not among the trainable parameters: {sorted(unknown)}")
+            return names, None
+        chosen = set(names)
         mask = torch.cat([torch.full((t.numel(),), float(n in chosen), dtype=self.dtype, device=self.device)
                           for n, t in zip(self.names, self._locals())])
-        return [n for n in self.names if n in chosen], mask
+        return names, mask
 
     def _masked(self, v: Tensor) -> Tensor:
         return v if self._mask is None else v * self._mask
