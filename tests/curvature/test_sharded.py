@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from villani.curvature import ModelHessian, hutchinson, slq, top_eigenvalues
+from villani.curvature import CallableOperator, ModelHessian, hutchinson, slq, top_eigenvalues
 from villani.curvature.finite_difference_hessian import FiniteDifferenceHessian
 from villani.curvature.probes import ProbeStream
 from villani.curvature.sharded_vectors import fsdp_param_ranges, fsdp_ranges
@@ -81,6 +81,9 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
         res["dp_slq"] = (np.concatenate(dens.nodes), dens.trace_samples)
         g = op.grad()
         res["dp_grad"], res["dp_grad_sq"], res["dp_loss"] = g, float(vec.dot(g, g)), op.loss()
+        # a wrapper (∇²F − λI + λI, as the measure stage shifts ∇²L) passes the layout on
+        wrapped = CallableOperator(lambda v: op.matvec(v) - LAM * v + LAM * v, op.dim, dtype=op.dtype, vectors=vec)
+        res["wrapped_samples"] = hutchinson(wrapped, 2, seed=SEED).samples
 
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             fd = FiniteDifferenceHessian(_fsdp_model(dtype), batches, lam=LAM)
@@ -189,6 +192,7 @@ def test_exact_data_parallel_equals_single_process(sharded, single):
         np.testing.assert_allclose(block_samples, est.block_samples, rtol=1e-5, atol=1e-5 * np.abs(est.block_samples).max())
         assert frob == pytest.approx(est.frob_sq, rel=1e-5)
         assert diag_sq == pytest.approx(est.diag_sq, rel=1e-5)
+        np.testing.assert_allclose(r["wrapped_samples"], est.samples[:2], rtol=1e-5)
         np.testing.assert_allclose(r["dp_top"], single["top"], rtol=1e-5)
         np.testing.assert_allclose(r["dp_slq"][1], single["slq"][1], rtol=1e-5)
         np.testing.assert_allclose(np.sort(r["dp_slq"][0]), np.sort(single["slq"][0]), rtol=1e-4, atol=1e-4)
@@ -220,3 +224,4 @@ def test_fsdp2_estimators_match_single_process(sharded, single):
         assert r["fd_grad_sq"] == pytest.approx(single["grad_sq"], rel=1e-5)
         psi = _psi(float(np.mean(r["fd_est"])), r["fd_grad_sq"])
         assert psi == pytest.approx(_psi(est.mean, single["grad_sq"]), rel=2e-3)
+

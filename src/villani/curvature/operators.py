@@ -107,6 +107,8 @@ class CallableOperator:
         dtype: dtype of probe vectors (default ``torch.get_default_dtype()``).
         device: device of probe vectors (default CPU).
         matmat: optional batched form ``V (k, dim) -> rows A v_i``.
+        vectors: the vector layout, when ``fn`` acts on sharded vectors (e.g. the
+            ``vectors`` of the sharded operator it wraps); default whole vectors.
     """
 
     def __init__(
@@ -117,11 +119,13 @@ class CallableOperator:
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
         matmat: Callable[[Tensor], Tensor] | None = None,
+        vectors=None,
     ):
         if int(dim) <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
         self._fn = fn
         self._matmat = matmat
+        self.vectors = vectors
         self.dim = int(dim)
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device(device) if device is not None else torch.device("cpu")
