@@ -52,9 +52,9 @@ def test_wheel_holds_schema_captions_and_license(wheel):
 
 def test_installed_wheel_runs_from_another_directory(wheel, tmp_path):
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", venv])
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
     py = venv / "bin" / "python"
-    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel])
+    _run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", wheel])
     site = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
     (Path(site) / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -72,6 +72,9 @@ def test_installed_wheel_runs_from_another_directory(wheel, tmp_path):
     bad.write_text("measure:\n  s_values: [0.0]\n")
     p = subprocess.run([villani, "--params", bad, "validate"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert p.returncode == 2 and "measure.s_values[0]: 0.0 is invalid" in p.stderr, p.stderr
+    engine = _run([py, "-c", "import torch; from villani.curvature import hutchinson; "
+                   "print(hutchinson(torch.eye(5), 64).mean)"], cwd=elsewhere, env=env).stdout.strip()
+    assert float(engine) == 5.0  # the README's example: every Rademacher sample of tr I is exact
     caps = _run([py, "-c", "from villani.figures import CAPTIONS; import pathlib; "
                  "print(all(pathlib.Path(c).is_file() for c in CAPTIONS.values()), next(iter(CAPTIONS.values())))"],
                 cwd=elsewhere, env=env).stdout.split()
