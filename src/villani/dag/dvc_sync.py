@@ -90,7 +90,8 @@ def claim(workdir: str | Path = ".", root: str = layout.RESULTS, cmd: str | None
 def release(c: Claim | None) -> None:
     """Remove the entry :func:`claim` made (no-op for None)."""
     if c is not None:
-        c.lock.__exit__(None, None, None)
+        with contextlib.suppress(AssertionError, KeyError):  # the entry was removed by hand
+            c.lock.__exit__(None, None, None)
 
 
 def holders(workdir: str | Path = ".") -> dict[str, Any]:
@@ -111,8 +112,8 @@ def is_committed_params(config_files, overrides: Mapping | None, workdir: str | 
 
     Only then do the run's outputs belong in ``dvc.lock``.
     """
-    files = [Path(workdir, f).resolve() for f in config_files]
-    return not overrides and files == [Path(workdir, "params.yaml").resolve()]
+    files = {Path(workdir, f).resolve() for f in config_files}
+    return not overrides and files == {Path(workdir, "params.yaml").resolve()}
 
 
 def record(workdir: str | Path = ".") -> str:
