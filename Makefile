@@ -45,7 +45,7 @@ dryrun: install
 # Snakemake's own checks of the workflow files (also run by the test suite)
 lint: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
-	$(BIN)/snakefmt --check .
+	$(BIN)/snakefmt --check Snakefile workflow
 
 test: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
