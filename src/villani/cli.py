@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--sharded", choices=["exact", "fsdp"], default=None,
                     help="under torchrun: exact data-parallel HVPs (model replicated) or finite differences on an "
                          "FSDP2-sharded model")
+    dg.add_argument("--basis-device", default=None, help="where the Lanczos basis is kept (default: the model's "
+                    "device; cpu: host memory, for models that fill the GPU)")
     dg.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RESULTS/diagnose/<model>)")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
@@ -250,7 +252,8 @@ def cmd_diagnose(args) -> None:
                                  blocks=args.blocks, batch_size=args.batch_size, set_seed=args.set_seed,
                                  probes=args.probes, probe_seed=args.probe_seed, top_k=args.top_k,
                                  lanczos_steps=args.lanczos_steps, s_values=args.s,
-                                 lam_grid=parse_lam_grid(args.lam_grid), device=args.device, sharded=args.sharded)
+                                 lam_grid=parse_lam_grid(args.lam_grid), device=args.device, sharded=args.sharded,
+                                 basis_device=args.basis_device)
     finally:
         if args.sharded:
             dist.destroy_process_group()

@@ -179,7 +179,8 @@ def test_command_on_a_saved_model(saved_model, single):
     rec, curve = single["json"], single["curve"]
     assert rec["model"]["model_type"] == "gpt2" and rec["d"] == rec["model"]["d"]
     assert rec["measurement"] == {"operator": "ModelHessian", "sharded": None, "world_size": 1, "device": "cpu",
-                                  "dtype": "float32", "probes": 6, "probe_seed": 0, "top_k": 2, "lanczos_steps": 8}
+                                  "dtype": "float32", "probes": 6, "probe_seed": 0, "top_k": 2, "lanczos_steps": 8,
+                                  "basis_device": None}
     assert rec["data"]["blocks"] == 8 and rec["data"]["num_tokens"] == 8 * 15 and rec["data"]["split"] == "train"
     assert len(rec["trace_L"]["samples"]) == 6 and len(rec["top_eigenvalues"]) == 2
     assert rec["trace_L"]["ci95"][0] < rec["trace_L"]["mean"] < rec["trace_L"]["ci95"][1]

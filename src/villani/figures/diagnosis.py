@@ -6,7 +6,8 @@ changes sign over several decades (:func:`~villani.figures.style.value_axis`), s
 negative dip (−λd) and the positive λ²‖θ‖²/s branch are both visible. The band is the
 trace's 95% interval (constant width: only tr ∇²L is estimated). Each sign change is a
 vertical line with its interval shaded; an interval open on one side (the data allow no
-sign change there) is shaded to the edge of the axes. Drawn for a 3.5-inch column.
+sign change there) is hatched to the edge of the axes. The sign changes and Ψ_s(0) are
+written under the axes. Drawn for a 3.5-inch column.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from villani.figures.style import fmt_num, note, plain_log_ticks, plt, value_axis
+from villani.figures.style import fmt_num, plain_log_ticks, plt, value_axis
 from villani.io import atomic
 from villani.measure.diagnose import describe_sign_change
 from villani.psi import psi_key
@@ -50,12 +51,14 @@ def plot_psi_of_lambda(record: Mapping, curve: pd.DataFrame, out_dir: str | Path
                 continue
             ax.axvline(sc["lam"], color=color, ls="--", lw=0.9)
             lo, hi = sc["ci95"] if sc["ci95"] is not None else (sc["lam"], sc["lam"])
+            is_open = lo is None or hi is None  # the data allow no sign change on that side: hatched
             ax.axvspan(lo if lo is not None else float(pos["lam"].min()),
-                       hi if hi is not None else float(pos["lam"].max()), color=color, alpha=0.12, lw=0)
+                       hi if hi is not None else float(pos["lam"].max()), color=color, lw=0,
+                       alpha=0.25 if is_open else 0.15, fill=not is_open, hatch="////" if is_open else None)
             lines.append(f"s={float(s):g}: {describe_sign_change(sc)}")
         if not info["sign_changes"]:
             lines.append(f"s={float(s):g}: no sign change on λ ≥ 0")
-        lines.append(f"Ψ(0) = {fmt_num(info['psi_at_zero'], 3)}")
+        lines.append(f"s={float(s):g}: Ψ(0) = {fmt_num(info['psi_at_zero'], 3)}")
     ax.axhline(0.0, color="0.3", lw=0.7)
     ax.set_xscale("log")
     value_axis(ax, np.asarray(values, dtype=float), "y")
@@ -66,9 +69,9 @@ def plot_psi_of_lambda(record: Mapping, curve: pd.DataFrame, out_dir: str | Path
     model = record["model"]
     ax.set_title(f"{_short(model['source'])}: d = {fmt_num(model['d'], 3)}, "
                  f"M = {record['trace_L']['num_probes']}", fontsize=9)
-    note(ax, "\n".join(lines), loc="upper left", fontsize=6.5)
+    ax.text(0.0, -0.22, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=6.5)
     if len(record["s_values"]) > 1:
-        ax.legend(loc="lower right", fontsize=7)
+        ax.legend(loc="upper center", fontsize=7)
     written = []
     for ext in formats:
         path = Path(out_dir) / f"{FIGURE_FILE}.{ext}"

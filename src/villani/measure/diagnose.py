@@ -223,14 +223,17 @@ def parse_lam_grid(text: Sequence[str] | None) -> np.ndarray | None:
 
 
 # --------------------------------------------------------------------------- measurement
-def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps: int) -> dict[str, Any]:
+def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps: int,
+                  basis_device: str | None = None) -> dict[str, Any]:
     """The quantities of :class:`PsiParts` and the spectrum of ∇²L at the operator's θ.
 
     ``op``: a Hessian of L (λ = 0) with ``data_loss``, ``data_grad``, ``flat_params``,
     ``theta_sq_norm``, ``dim`` — ``ModelHessian``, ``DataParallelHessian`` or
     ``FiniteDifferenceHessian``; inner products of sharded vectors go through
     ``op.vectors``. Returns ``parts``, ``loss``, the ``trace`` estimate, ``top``
-    (eigenvalues of ∇²L with residuals) and ``hvp_count``.
+    (eigenvalues of ∇²L with residuals) and ``hvp_count``. ``basis_device``: where the
+    Lanczos basis (``lanczos_steps`` × d/R numbers) is kept (default: the operator's device;
+    ``"cpu"`` moves it to host memory).
     """
     from villani.curvature import hutchinson, top_eigenvalues
     from villani.curvature.operators import operator_vectors
@@ -242,7 +245,8 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     g = op.data_grad().double()
     theta = op.flat_params().double()
     est = hutchinson(op, int(probes), seed=int(probe_seed))
-    top = top_eigenvalues(op, int(top_k), num_steps=int(lanczos_steps), seed=int(probe_seed))
+    top = top_eigenvalues(op, int(top_k), num_steps=int(lanczos_steps), seed=int(probe_seed),
+                          basis_device=basis_device)
     parts = PsiParts(trace_L=float(est.mean), trace_L_ci95=None if est.ci95 is None else tuple(map(float, est.ci95)),
                      grad_L_sq=float(vectors.dot(g, g)), theta_dot_grad_L=float(vectors.dot(theta, g)),
                      theta_sq=float(op.theta_sq_norm()), d=int(op.dim))
@@ -306,13 +310,14 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
              seq_len: int | None = None, blocks: int = 16, batch_size: int = 4, set_seed: int = 0,
              probes: int = 32, probe_seed: int = 0, top_k: int = 5, lanczos_steps: int | None = None,
              s_values: Sequence[float] = (1.0,), lam_grid: Sequence[float] | None = None,
-             device: str | None = None, sharded: str | None = None) -> tuple[dict, pd.DataFrame]:
+             device: str | None = None, sharded: str | None = None,
+             basis_device: str | None = None) -> tuple[dict, pd.DataFrame]:
     """Measure a pretrained causal LM once and assemble Ψ_s(λ): return (record, curve).
 
     ``model_ref``: hub name or ``save_pretrained`` directory; ``tokenizer``: default the
     model's. ``sharded``: ``None`` (one process), ``"exact"`` or ``"fsdp"`` (under an
     initialised ``torch.distributed`` process group: every process calls this with the same
-    arguments and gets the same numbers).
+    arguments and gets the same numbers). ``basis_device``: see :func:`measure_parts`.
     """
     from villani.curvature import ModelHessian
     from villani.io.finite import check_finite
@@ -355,7 +360,8 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
             raise ValueError(f"--blocks/--batch-size: {len(batches)} micro-batches for {world} processes; "
                              "every process needs at least one")
         op = _sharded_operator(model, batches, sharded, dev)
-    m = measure_parts(op, probes=probes, probe_seed=probe_seed, top_k=top_k, lanczos_steps=lanczos_steps)
+    m = measure_parts(op, probes=probes, probe_seed=probe_seed, top_k=top_k, lanczos_steps=lanczos_steps,
+                      basis_device=basis_device)
     t2 = time.perf_counter()
     parts, est, top = m["parts"], m["trace"], m["top"]
     where = f"diagnose {model_ref}"
@@ -391,7 +397,7 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
         "measurement": {"operator": type(op).__name__, "sharded": sharded, "world_size": world, "device": dev.type,
                         "dtype": str(next(iter(model.parameters())).dtype).replace("torch.", ""),
                         "probes": int(probes), "probe_seed": int(probe_seed), "top_k": int(top_k),
-                        "lanczos_steps": lanczos_steps},
+                        "lanczos_steps": lanczos_steps, "basis_device": basis_device},
         "d": parts.d,
         "loss": m["loss"],
         "theta_sq_norm": parts.theta_sq,
