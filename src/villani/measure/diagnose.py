@@ -23,7 +23,8 @@ between its real roots :math:`r_- \le r_+` and positive outside them; on λ ≥ 
 changes sign from + to − at :math:`r_-` and from − to + at :math:`r_+` where those are
 ≥ 0. Typically :math:`c < 0` (a positive trace larger than ‖∇L‖²/s): then
 :math:`r_- < 0 < r_+`, one sign change, Ψ_s > 0 exactly for λ > r₊ (about :math:`sd/\|\theta\|^2`
-when d dominates b). With the discriminant :math:`D(t) = b^2 - 4a(\|\nabla L\|^2/s - t)`
+when d dominates b). With :math:`c > 0` (a large gradient, or a negative trace at a
+saddle) and :math:`b < 0` there are two: + → − at :math:`r_-` near 0, − → + at :math:`r_+`. With the discriminant :math:`D(t) = b^2 - 4a(\|\nabla L\|^2/s - t)`
 increasing in t, :math:`r_+(t)` increases and :math:`r_-(t)` decreases in t, so the
 roots' 95% intervals are :math:`[r_+(t_{lo}), r_+(t_{hi})]` and
 :math:`[r_-(t_{hi}), r_-(t_{lo})]` — the roots of the band's edges. An end is ``None``
@@ -346,8 +347,9 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
                                   set_seed=set_seed, vocab_size=vocab,
                                   key="--tokenizer" if tokenizer else "--model (its tokenizer)")
     batches = [b.to(dev) for b in data["blocks"].split(int(batch_size))]
-    model = model.to(dev)
     arch = describe_model(model)
+    if sharded != "fsdp":  # fully_shard moves each unit's shards to the device itself
+        model = model.to(dev)
     t1 = time.perf_counter()
     if sharded is None:
         op = ModelHessian(model, batches)
