@@ -59,6 +59,18 @@ def test_a_family_key_left_from_gpt_neo_is_refused(micro_data):
         model_for_run(p, micro_data, 0)
 
 
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma"])
+def test_llama_like_families_have_llama_groups(family):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from villani.measure.parameter_groups import group_columns
+
+    cfg = AutoConfig.for_model(family, vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                               num_key_value_heads=1, intermediate_size=12, head_dim=4)
+    names = [n for n, _ in AutoModelForCausalLM.from_config(cfg).named_parameters()]
+    assert set(group_columns(names, family)) == {"embeddings", "final.layernorm"} | LAYER0_GROUPS["llama"]
+
+
 def test_no_bias_norm_leaves_out_rmsnorm_gains(micro_data):
     from villani.model import model_for_run
     from villani.training.optim import decayed_parameter_names
