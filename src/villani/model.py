@@ -40,9 +40,9 @@ def _quiet_transformers() -> None:
 
 def _config_from_params(config_kw: Mapping):
     """The config class of ``model_type`` called with the rest of ``model.config`` (as
-    ``AutoConfig.for_model``); an unknown family,
-    one without a causal-LM class, or a key the family's config does not use (e.g. GPT-Neo's
-    ``window_size`` left in a Llama config by a merged parameter file) is a one-line ValueError."""
+    ``AutoConfig.for_model``). An unknown family, one without a causal-LM class, a key the
+    family's config does not use (e.g. GPT-Neo's ``window_size`` left in a Llama config by a
+    merged parameter file) or an invalid config is a one-line ValueError."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 

@@ -121,7 +121,7 @@ def test_lambda_grids():
     assert grid[0] == 0.0 and grid[1] == pytest.approx(1e-6) and grid[-1] >= 10 * sign_changes(p, 1.0)[0].lam
     np.testing.assert_allclose(parse_lam_grid(["1e-3:1e-1:3", "0,5"]), [0.0, 1e-3, 1e-2, 1e-1, 5.0])
     assert parse_lam_grid(None) is None
-    for bad in (["-1"], ["1:0.1:3"], ["x"]):
+    for bad in (["-1"], ["1:0.1:3"], ["x"], ["0"]):
         with pytest.raises(ValueError, match=r"^--lam-grid: "):
             parse_lam_grid(bad)
 

@@ -197,7 +197,7 @@ def default_lam_grid(parts: PsiParts, s_values: Sequence[float], per_decade: int
 
 def parse_lam_grid(text: Sequence[str] | None) -> np.ndarray | None:
     """``--lam-grid`` values: numbers, or ``lo:hi:n`` for n log-spaced values from lo to hi
-    (> 0); None for none given. Bad text is a one-line ValueError."""
+    (> 0), sorted, at least one > 0; None for none given. Bad text is a one-line ValueError."""
     if not text:
         return None
     out: list[float] = []
@@ -218,8 +218,9 @@ def parse_lam_grid(text: Sequence[str] | None) -> np.ndarray | None:
             except ValueError:
                 raise ValueError(f"--lam-grid: {part!r} is not a number or lo:hi:n with 0 < lo < hi, n ≥ 2") from None
     grid = np.array(sorted(set(out)), dtype=float)
-    if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0):
-        raise ValueError(f"--lam-grid: {' '.join(map(str, text))!r}: λ values must be finite and ≥ 0")
+    if not np.all(np.isfinite(grid)) or np.any(grid < 0) or not np.any(grid > 0):
+        raise ValueError(f"--lam-grid: {' '.join(map(str, text))!r}: λ values must be finite and ≥ 0, "
+                         "at least one > 0 (the figure's λ axis is logarithmic)")
     return grid
 
 
