@@ -78,7 +78,7 @@ def _set_dropout(config, p: float) -> None:
     """Every dropout probability of the config (``*dropout``, ``*_pdrop``; not a
     classification head's) to ``p``."""
     for key in list(config.to_dict()):
-        if (key.endswith("dropout") or key.endswith("_pdrop")) and not key.startswith(("classifier", "summary")):
+        if key.endswith(("dropout", "_pdrop")) and not key.startswith(("classifier", "summary")):
             setattr(config, key, p)
 
 

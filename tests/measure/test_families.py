@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,7 +114,8 @@ def test_train_measure_rays_landscape(family, micro_data, tmp_path):
     torch.set_num_threads(1)
     p = family_params(family)
     ds = p["data"]["name"]
-    shutil.copytree(layout.fmt(layout.DATA_DIR, micro_data, dataset=ds), layout.fmt(layout.DATA_DIR, tmp_path, dataset=ds))
+    shutil.copytree(layout.fmt(layout.DATA_DIR, micro_data, dataset=ds),
+                    layout.fmt(layout.DATA_DIR, tmp_path, dataset=ds))
     manifest = train_segment(p, variant="adamw", lam=0.01, seed=0, end=12, root=tmp_path, device="cpu", progress=False)
     assert [c["step"] for c in manifest["checkpoints"]][-1] == 12
 
@@ -124,15 +126,15 @@ def test_train_measure_rays_landscape(family, micro_data, tmp_path):
     fresh = model_for_run(p, tmp_path, 0)
     assert any(not torch.equal(a, b) for a, b in zip(fresh.parameters(), model.parameters()))  # trained weights loaded
 
-    rec = json.loads(open(measure_checkpoint(p, variant="adamw", lam=0.01, seed=0, step=12, root=tmp_path,
-                                             device="cpu")).read())
+    rec = json.loads(Path(measure_checkpoint(p, variant="adamw", lam=0.01, seed=0, step=12, root=tmp_path,
+                                             device="cpu")).read_text())
     assert rec["d"] == meta["d"] and rec["trace_L"]["num_probes"] == p["measure"]["num_probes"]
     groups = rec["block_traces"]
     assert LAYER0_GROUPS[family] <= set(groups) and "other" not in groups
     np.testing.assert_allclose(sum(groups.values()), rec["trace_L"]["mean"], rtol=1e-6)
     assert np.isfinite(rec["psi_s"]["1.0"]) and len(rec["top_eigenvalues"]) == p["measure"]["top_k"]
 
-    slopes = json.loads(open(f"{run_rays(p, tmp_path, 'cpu')}/slopes.json").read())
+    slopes = json.loads((Path(run_rays(p, tmp_path, "cpu")) / "slopes.json").read_text())
     assert slopes["model"]["model_type"] == family and slopes["model"]["d"] == rec["d"]
-    surface = json.loads(open(f"{run_landscape(p, 0.01, tmp_path, 'cpu')}/surface.json").read())
+    surface = json.loads((Path(run_landscape(p, 0.01, tmp_path, "cpu")) / "surface.json").read_text())
     assert surface["d"] == rec["d"] and np.isfinite(surface["F_center"])

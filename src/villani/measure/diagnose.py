@@ -282,7 +282,7 @@ def measurement_blocks_for(data_cfg: Mapping, tokenizer: str, *, split: str, seq
     if int(x.max()) >= int(vocab_size):
         raise ValueError(f"{key}: {tokenizer!r} gives token id {int(x.max())} ≥ the model's vocabulary size "
                          f"{vocab_size}; use the model's own tokenizer")
-    return {"blocks": x, "ids": chosen, "split_blocks": n, "tokens": int(len(ids)), "source": source.spec,
+    return {"blocks": x, "ids": chosen, "split_blocks": n, "tokens": len(ids), "source": source.spec,
             "source_commit": source.commit, "origin": text.origin, "text_sha256": text.sha256(), "separator": sep}
 
 
@@ -394,7 +394,8 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
         "tokenizer": str(tokenizer or model_ref),
         "data": {"source": data["source"], "revision": data_cfg.get("revision"), "source_commit": data["source_commit"],
                  "text_column": data_cfg.get("text_column"), "split": split, "split_origin": data["origin"],
-                 "text_sha256": data["text_sha256"], "split_tokens": data["tokens"], "split_blocks": data["split_blocks"],
+                 "text_sha256": data["text_sha256"], "split_tokens": data["tokens"],
+                 "split_blocks": data["split_blocks"],
                  "seq_len": seq_len, "blocks": int(blocks), "set_seed": int(set_seed), "batch_size": int(batch_size),
                  "ids": data["ids"].tolist(), "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))},
         "measurement": {"operator": type(op).__name__, "sharded": sharded, "world_size": world, "device": dev.type,
@@ -417,7 +418,8 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
         "lam_grid": [float(x) for x in grid],
         "psi_s": per_s,
         "hvp_count": m["hvp_count"],
-        "seconds": {"load": round(t1 - t0, 3), "measure": round(t2 - t1, 3), "total": round(time.perf_counter() - t0, 3)},
+        "seconds": {"load": round(t1 - t0, 3), "measure": round(t2 - t1, 3),
+                    "total": round(time.perf_counter() - t0, 3)},
         "versions": _versions(),
         "note": ("Ψ_s(λ) = −(tr∇²L + λd) + ‖∇L + λθ‖²/s at this θ for every λ (F_λ = L + λ/2‖θ‖², all parameters "
                  "regularised); only tr∇²L is estimated, so the band is the trace's 95% interval at every λ; "
