@@ -21,6 +21,7 @@ from villani.plan.config import ParamsError
 
 __all__ = [
     "measurement_block_ids",
+    "sample_block_ids",
     "measurement_blocks",
     "measurement_batches",
     "mean_token_loss",
@@ -39,8 +40,14 @@ def measurement_block_ids(params: Mapping, n_train: int) -> np.ndarray:
         raise ParamsError(
             f"measure.blocks: {k} > {n}, the number of train blocks of dataset {params['data']['name']!r} "
             f"(lower measure.blocks or use more data)")
-    rng = np.random.default_rng(int(me["set_seed"]))
-    return np.sort(rng.choice(n, size=k, replace=False)).astype(np.int64)
+    return sample_block_ids(n, k, int(me["set_seed"]))
+
+
+def sample_block_ids(n_blocks: int, k: int, seed: int) -> np.ndarray:
+    """``k`` of ``n_blocks`` block ids drawn without replacement by
+    ``numpy.random.default_rng(seed)``, sorted (``k ≤ n_blocks``)."""
+    rng = np.random.default_rng(int(seed))
+    return np.sort(rng.choice(int(n_blocks), size=int(k), replace=False)).astype(np.int64)
 
 
 def train_blocks(params: Mapping, root) -> torch.Tensor:

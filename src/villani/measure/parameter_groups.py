@@ -20,7 +20,7 @@ The groups partition θ, so group traces sum to the total trace. Names are those
 | ``gpt_neo`` | ``wte``, ``wpe``, ``lm_head`` | ``h.i`` | ``attn.attention.{q,k,v,out}_proj`` | ``mlp`` | ``ln_1``, ``ln_2`` | ``ln_f`` |
 | ``gpt2`` | ``wte``, ``wpe``, ``lm_head`` | ``h.i`` | ``attn.c_attn`` (qkv), ``attn.c_proj`` (out) | ``mlp`` | ``ln_1``, ``ln_2`` | ``ln_f`` |
 | ``gpt_neox`` | ``embed_in``, ``lm_head`` (``embed_out`` before transformers 5) | ``layers.i`` | ``attention.query_key_value`` (qkv), ``attention.dense`` (out) | ``mlp`` | ``input_layernorm``, ``post_attention_layernorm`` | ``final_layer_norm`` |
-| ``llama`` | ``embed_tokens``, ``lm_head`` | ``layers.i`` | ``self_attn.{q,k,v,o}_proj`` | ``mlp`` | ``input_layernorm``, ``post_attention_layernorm`` | ``norm`` |
+| ``llama`` (also ``mistral``, ``qwen2``, ``gemma``) | ``embed_tokens``, ``lm_head`` | ``layers.i`` | ``self_attn.{q,k,v,o}_proj`` | ``mlp`` | ``input_layernorm``, ``post_attention_layernorm`` | ``norm`` |
 """
 
 from __future__ import annotations
@@ -67,6 +67,9 @@ _LAYOUTS = {
          r"^self_attn\.o_proj\.": "out"},
         r"^mlp\.", r"^(input_layernorm|post_attention_layernorm)\."),
 }
+
+# Llama's names exactly (Qwen2 adds q/k/v biases under the same modules, Gemma ties its head)
+_LAYOUTS.update({family: _LAYOUTS["llama"] for family in ("mistral", "qwen2", "gemma")})
 
 FAMILIES = tuple(sorted(_LAYOUTS))
 """The ``model_type`` values with parameter groups."""
