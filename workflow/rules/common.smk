@@ -67,5 +67,11 @@ def release_results(success):
     while CLAIMS:
         dvc_sync.release(CLAIMS.pop())
     overrides = getattr(workflow.config_settings, "config", None)
-    if success and dvc_sync.is_committed_params(workflow.configfiles, overrides):
+    if not success:
+        return
+    if dvc_sync.is_committed_params(workflow.configfiles, overrides):
         logger.info(dvc_sync.record())
+    else:
+        logger.info(
+            "dvc.lock not updated: dvc.yaml reads params.yaml alone, this run more"
+        )
