@@ -8,28 +8,44 @@ STAMP := $(VENV)/.villani-installed
 # run) are built once. Slowest tests are listed at the end.
 PYTEST_ARGS ?= -n 2 --dist loadfile --durations=15
 
-.PHONY: install run test dryrun clean-results
+.PHONY: install run test dryrun lint lock profile clean-results
 
 install: $(STAMP)
 
 # torch first: a torch already in the venv (e.g. the user's CUDA build) is kept and pinned
-# as installed; otherwise the tested CPU build from requirements/torch.txt. Then the rest,
-# constrained so nothing can pull another torch.
-$(STAMP): pyproject.toml requirements/torch.txt requirements/pins.txt requirements/oracle.txt
+# as installed; otherwise the tested CPU build from requirements/torch.txt. Then the rest
+# at the tested versions of requirements/lock.txt (`make lock` refreshes it), constrained
+# so nothing can pull another torch.
+$(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requirements/oracle.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q -r requirements/torch.txt
 	$(BIN)/python -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
-	grep -v '^torch==' requirements/pins.txt | grep -v '^#' >> $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[test,slurm]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[test,slurm]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
 	touch $(STAMP)
+
+# Re-resolve the lock from pyproject.toml's ranges (newest versions that fit, preferring
+# the current pins); then `make install test` and commit requirements/lock.txt.
+lock:
+	test -x $(BIN)/uv || $(BIN)/python -m pip install -q uv
+	$(BIN)/uv pip compile pyproject.toml --extra test --extra slurm --override requirements/lock-overrides.txt \
+		--no-emit-package torch --universal --python-version 3.11 -o requirements/lock.txt $(LOCK_ARGS)
+
+# The SLURM profile under a name `snakemake --profile` finds: make profile ARGS="--account X"
+profile: install
+	$(BIN)/villani profile install $(ARGS)
 
 run: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local
 
 dryrun: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local -n
+
+# Snakemake's own checks of the workflow files (also run by the test suite)
+lint: install
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check Snakefile workflow
 
 test: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,12 +1,18 @@
 # villani: train GPT-Neo across weight decay λ, measure curvature at every checkpoint,
 # evaluate the paper's bounds and render its figures. Parameters: params.yaml
-# (documented in workflow/schemas/params.schema.yaml). Logic lives in src/villani.
+# (documented in src/villani/schemas/params.schema.yaml). Logic lives in src/villani.
 from snakemake.utils import min_version
+
+from villani.figures import REPORT_DIR
 
 min_version("9.0")
 
 
 configfile: "params.yaml"
+
+
+# The report's description; each figure's caption sits beside it (package data).
+report: f"{REPORT_DIR}/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
@@ -20,6 +26,22 @@ include: "workflow/rules/cost.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/metrics.smk"
+
+
+# One results tree for Snakemake and DVC (villani.dag.dvc_sync): while this run lasts it
+# is registered in DVC's rwlock as the writer of results/, so `dvc repro` refuses instead
+# of deleting outputs under it (and this run refuses to start under a running DVC stage);
+# a successful run of params.yaml is then recorded in dvc.lock.
+onstart:
+    claim_results()
+
+
+onsuccess:
+    release_results(success=True)
+
+
+onerror:
+    release_results(success=False)
 
 
 rule all:

@@ -15,14 +15,21 @@ import os
 import sys
 
 
-def _common() -> argparse.ArgumentParser:
+def _common(top: bool) -> argparse.ArgumentParser:
+    """The options every command takes, accepted before and after the command name.
+
+    The top-level parser holds the defaults; a subcommand's copy has none (SUPPRESS), so
+    ``villani --params a.yaml validate`` keeps ``a.yaml``. ``--params`` given in both places
+    is merged in order (global files first); any other option given after the command wins.
+    """
+    dflt = (lambda v: v) if top else (lambda v: argparse.SUPPRESS)
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--params", action="append", metavar="FILE",
-                   help="parameter file(s), merged in order (default: params.yaml)")
-    p.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
+    p.add_argument("--params", action="append", metavar="FILE", dest="params" if top else "sub_params",
+                   default=dflt(None), help="parameter file(s), merged in order (default: params.yaml)")
+    p.add_argument("--results", default=dflt("results"), metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--device", default=dflt(None), help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--threads", type=int, default=dflt(None), help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--traceback", action="store_true", default=dflt(False), help="show full tracebacks on errors")
     return p
 
 
@@ -34,8 +41,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
-    parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[common])
+    from villani import __version__
+
+    common = _common(top=False)
+    parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[_common(top=True)])
+    parser.add_argument("--version", action="version", version=f"villani {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     v = sub.add_parser("validate", parents=[common], help="validate parameter files; print the runs, segments and checkpoints they define")
@@ -64,7 +74,42 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("claims", parents=[common], help="write results/claims.csv: a verdict on every claim of the paper")
-    sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers)")
+    sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers) and results/plots/ (DVC plot data)")
+    pf = sub.add_parser("profile", parents=[common], help="install profiles/slurm where `snakemake --profile NAME` "
+                        "finds it (~/.config/snakemake/NAME), never over an existing profile")
+    pf.add_argument("action", choices=["install"], help="what to do")
+    pf.add_argument("--name", default="slurm", help="profile name (default: slurm; taken → slurm-villani, …)")
+    pf.add_argument("--source", default="profiles/slurm", metavar="DIR", help="profile folder (default: profiles/slurm)")
+    pf.add_argument("--account", help="sbatch -A for every rule (fills the USER: slurm_account line)")
+    pf.add_argument("--partition", help="sbatch -p for every rule (fills the USER: slurm_partition line)")
+    pf.add_argument("--gpu-partition", help="sbatch -p for the GPU rules (train, measure, rays, landscape, cost)")
+    dg = sub.add_parser("diagnose", parents=[common], help="Ψ_s(λ) of any pretrained causal LM from one measurement "
+                        "(no parameter file; writes under --out)")
+    dg.add_argument("--model", required=True, help="hub name or save_pretrained directory of a causal LM")
+    dg.add_argument("--data", required=True, metavar="SOURCE", help="text source: builtin:pydoc, hf:<dataset>[:<config>], "
+                    "hf-disk:<dir> or files:<path or glob> (as data.source)")
+    dg.add_argument("--text-column", default="text", help="text column of an hf/hf-disk source (default: text)")
+    dg.add_argument("--revision", default=None, help="revision of an hf: hub dataset")
+    dg.add_argument("--split", default="train", help="split to measure on (default: train)")
+    dg.add_argument("--tokenizer", default=None, help="tokenizer name or directory (default: the model's)")
+    dg.add_argument("--seq-len", type=int, default=None, help="tokens per block (default: min(256, max positions))")
+    dg.add_argument("--blocks", type=int, default=16, help="blocks in the measurement set (default: 16)")
+    dg.add_argument("--batch-size", type=int, default=4, help="blocks per micro-batch (default: 4)")
+    dg.add_argument("--set-seed", type=int, default=0, help="seed of the block choice (default: 0)")
+    dg.add_argument("--probes", type=int, default=32, help="Hutchinson probes M (default: 32)")
+    dg.add_argument("--probe-seed", type=int, default=0, help="probe seed (default: 0)")
+    dg.add_argument("--top-k", type=int, default=5, help="top eigenvalues of ∇²L (default: 5)")
+    dg.add_argument("--lanczos-steps", type=int, default=None, help="Lanczos steps (default: max(3k, 20))")
+    dg.add_argument("--s-values", "--s", dest="s", type=float, nargs="+", default=[1.0],
+                    help="s values of Ψ_s (default: 1; under torchrun write --s-values: it reads --s as --standalone)")
+    dg.add_argument("--lam-grid", nargs="+", default=None, metavar="L",
+                    help="λ values, or lo:hi:n for n log-spaced (default: around the sign changes)")
+    dg.add_argument("--sharded", choices=["exact", "fsdp"], default=None,
+                    help="under torchrun: exact data-parallel HVPs (model replicated) or finite differences on an "
+                         "FSDP2-sharded model")
+    dg.add_argument("--basis-device", default=None, help="where the Lanczos basis is kept (default: the model's "
+                    "device; cpu: host memory, for models that fill the GPU)")
+    dg.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RESULTS/diagnose/<model>)")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     return parser
@@ -208,9 +253,67 @@ def cmd_claims(args) -> None:
 
 
 def cmd_metrics(args) -> None:
+    from villani.figures.dvc_plots import write_plots
     from villani.figures.metrics import write_metrics
 
-    print(write_metrics(_params(args), root=args.results))
+    p = _params(args)
+    print(write_metrics(p, root=args.results))
+    print("\n".join(write_plots(p, root=args.results)))
+
+
+def cmd_diagnose(args) -> None:
+    from pathlib import Path
+
+    from villani.measure.diagnose import describe_sign_change, diagnose, parse_lam_grid, write_diagnosis
+
+    data = {"source": args.data, "text_column": args.text_column, "revision": args.revision}
+    if args.data.startswith("files:") and args.data != "files:":
+        data.update(source="files", files={"train": args.data[len("files:"):]})
+    rank = 0
+    if args.sharded:
+        import torch
+        import torch.distributed as dist
+
+        if int(os.environ.get("WORLD_SIZE", "1")) < 2:
+            raise ValueError("--sharded: run under torchrun (or srun) with WORLD_SIZE ≥ 2")
+        cuda = torch.cuda.is_available() and args.device != "cpu"
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if cuda else "gloo")
+        rank = dist.get_rank()
+        args.device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
+    try:
+        record, curve = diagnose(args.model, data, tokenizer=args.tokenizer, split=args.split, seq_len=args.seq_len,
+                                 blocks=args.blocks, batch_size=args.batch_size, set_seed=args.set_seed,
+                                 probes=args.probes, probe_seed=args.probe_seed, top_k=args.top_k,
+                                 lanczos_steps=args.lanczos_steps, s_values=args.s,
+                                 lam_grid=parse_lam_grid(args.lam_grid), device=args.device, sharded=args.sharded,
+                                 basis_device=args.basis_device)
+    finally:
+        if args.sharded:
+            dist.destroy_process_group()
+    if rank != 0:
+        return
+    from villani.figures.diagnosis import plot_psi_of_lambda
+    from villani.figures.style import fmt_num
+
+    out = Path(args.out or Path(args.results) / "diagnose" / (Path(args.model.rstrip("/")).name or "model"))
+    paths = write_diagnosis(record, curve, out)
+    figures = plot_psi_of_lambda(record, curve, out)
+    tr = record["trace_L"]
+    ci = tr["ci95"] or [float("nan")] * 2
+    print(f"{record['model']['source']} ({record['model']['architecture']}): d = {record['d']:,}, "
+          f"{record['data']['num_tokens']:,} tokens, L = {record['loss']:.4g}")
+    print(f"tr ∇²L = {fmt_num(tr['mean'], 4)}  95% CI [{fmt_num(ci[0], 4)}, {fmt_num(ci[1], 4)}]  "
+          f"(M = {tr['num_probes']})")
+    print(f"‖∇L‖² = {fmt_num(record['grad_L_sq_norm'], 4)}  θ·∇L = {fmt_num(record['theta_dot_grad_L'], 4)}  "
+          f"‖θ‖² = {fmt_num(record['theta_sq_norm'], 4)}")
+    print("top eigenvalues of ∇²L (± Ritz residual): " + ", ".join(
+        f"{fmt_num(v, 4)} ± {fmt_num(r, 2)}" for v, r in zip(record["top_eigenvalues"], record["top_residuals"])))
+    for key, info in record["psi_s"].items():
+        changes = "; ".join(map(describe_sign_change, info["sign_changes"])) or "none on λ ≥ 0"
+        print(f"Ψ_{key}(0) = {fmt_num(info['psi_at_zero'], 4)}; sign change: {changes}")
+    print("wrote " + ", ".join([paths["json"], paths["curve"], *figures]))
 
 
 def cmd_prune(args) -> None:
@@ -221,10 +324,20 @@ def cmd_prune(args) -> None:
     print(f"{len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
 
 
+def cmd_profile(args) -> None:
+    from villani.dag.profiles import install_profile
+
+    used, path = install_profile(args.source, args.name, account=args.account, partition=args.partition,
+                                 gpu_partition=args.gpu_partition)
+    taken = "" if used == args.name else f" ({args.name!r} exists and was left alone)"
+    print(f"installed profile {used!r}{taken}: {path}\nuse: snakemake --profile {used}")
+
+
 COMMANDS = {
     "validate": cmd_validate, "fetch": cmd_fetch, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
     "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
-    "claims": cmd_claims, "metrics": cmd_metrics, "prune": cmd_prune,
+    "claims": cmd_claims, "metrics": cmd_metrics, "prune": cmd_prune, "diagnose": cmd_diagnose,
+    "profile": cmd_profile,
 }
 
 
@@ -237,8 +350,15 @@ def _one_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line; ``--params`` before and after the command are merged in order."""
     args = build_parser().parse_args(argv)
+    args.params = (args.params or []) + (vars(args).pop("sub_params", None) or []) or None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from villani.plan.config import ParamsError
     from villani.training import TrainingDiverged
 

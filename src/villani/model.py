@@ -1,15 +1,21 @@
-"""The GPT-Neo causal LM: build it from params (:func:`model_for_run` for a run's dataset),
-choose its device, save and load its weights.
+"""The causal LM: build it from params (:func:`model_for_run` for a run's dataset), open a
+pretrained one (:func:`load_causal_lm`), choose its device, save and load its weights.
 
-The model is always ``transformers.GPTNeoForCausalLM`` with
-``attn_implementation="eager"``: flash/SDPA attention kernels support neither double
-backward nor forward-mode AD, which every Hessian-vector product needs. Weights are
-stored as safetensors (no pickle); tied embeddings (``wte``/``lm_head``) are stored once.
-Pretrained weights or configs are loaded by name or local path with remote code off.
+Any Hugging Face ``AutoModelForCausalLM`` family: ``model.config.model_type`` (default
+``gpt_neo``) picks the config class (``AutoConfig.for_model``) whose keyword arguments are
+the rest of ``model.config``; ``model.name`` (hub name or local path) takes the named
+model's config instead, whatever its family. Training, measurement, rays and landscape are
+tested on GPT-Neo, GPT-2, GPT-NeoX/Pythia and Llama (``tests/measure/test_families.py``).
+Attention is always ``attn_implementation="eager"``: flash/SDPA attention kernels
+support neither double backward nor forward-mode AD, which every Hessian-vector product
+needs. Weights are stored as safetensors (no pickle); tied tensors (the output layer tied
+to the token embedding) are stored once. Pretrained weights or configs are loaded by name
+or local path with remote code off.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 from typing import Mapping
@@ -17,6 +23,8 @@ from typing import Mapping
 import torch
 
 EAGER = "eager"
+DEFAULT_FAMILY = "gpt_neo"
+"""``model_type`` of a ``model.config`` that names none."""
 
 
 def _quiet_transformers() -> None:
@@ -30,15 +38,59 @@ def _quiet_transformers() -> None:
         pass
 
 
-def gpt_neo_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id: int | None = None):
-    """The ``GPTNeoConfig`` for these params (from ``model.name`` when set, else ``model.config``)."""
+def _config_from_params(config_kw: Mapping):
+    """The config class of ``model_type`` called with the rest of ``model.config`` (as
+    ``AutoConfig.for_model``). An unknown family, one without a causal-LM class, a key the
+    family's config does not use (e.g. GPT-Neo's ``window_size`` left in a Llama config by a
+    merged parameter file) or an invalid config is a one-line ValueError."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    kw = dict(config_kw)
+    family = str(kw.pop("model_type", DEFAULT_FAMILY))
+    if family not in CONFIG_MAPPING or family not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ValueError(f"model.config.model_type: {family!r} is not a transformers causal-LM family "
+                         "(e.g. gpt_neo, gpt2, gpt_neox, llama)")
+    cls = CONFIG_MAPPING[family]
+    known = set(inspect.signature(cls.__init__).parameters) | set(getattr(cls, "attribute_map", {}))
+    for key in sorted(set(kw) - known):
+        # a key the family's config merely stores (instead of consuming it, as Llama does
+        # rope_theta) is used by no model code
+        if key in vars(_config_or_error(cls, {key: kw[key]}, family)):
+            raise ValueError(f"model.config.{key}: not a parameter of {family} models ({cls.__name__}; a key of "
+                             "another family kept from an earlier parameter file? give the whole model.config "
+                             "in one file)")
+    return _config_or_error(cls, kw, family)
+
+
+def _config_or_error(cls, kw: Mapping, family: str):
+    from huggingface_hub.errors import StrictDataclassError
+
+    try:
+        return cls(**kw)
+    except (ValueError, TypeError, StrictDataclassError) as e:
+        cause = e.__cause__ or e
+        text = str(cause).strip().splitlines()
+        raise ValueError(f"model.config: not a valid {family} config ({text[-1] if text else type(e).__name__})") from None
+
+
+def _set_dropout(config, p: float) -> None:
+    """Every dropout probability of the config (``*dropout``, ``*_pdrop``; not a
+    classification head's) to ``p``."""
+    for key in list(config.to_dict()):
+        if key.endswith(("dropout", "_pdrop")) and not key.startswith(("classifier", "summary")):
+            setattr(config, key, p)
+
+
+def model_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id: int | None = None):
+    """The transformers config for these params: ``model.name``'s when set (any family),
+    else ``model.config`` (family ``model.config.model_type``, default ``gpt_neo``) with
+    ``vocab_size``, ``max_position_embeddings`` and the BOS/EOS ids filled in unless given."""
     _quiet_transformers()
-    from transformers import AutoConfig, GPTNeoConfig
+    from transformers import AutoConfig
 
     if model_cfg.get("name"):
         config = AutoConfig.from_pretrained(model_cfg["name"], trust_remote_code=False)
-        if getattr(config, "model_type", None) != "gpt_neo":
-            raise ValueError(f"model.name: {model_cfg['name']} is a {config.model_type!r} model; allowed: gpt_neo")
         if vocab_size > config.vocab_size:
             raise ValueError(
                 f"model.name: {model_cfg['name']} has vocab_size {config.vocab_size} < tokenizer's {vocab_size}"
@@ -50,31 +102,65 @@ def gpt_neo_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_
         if eos_token_id is not None:
             kw.setdefault("eos_token_id", eos_token_id)
             kw.setdefault("bos_token_id", eos_token_id)
-        config = GPTNeoConfig(**kw)
+        config = _config_from_params(kw)
     if seq_len > config.max_position_embeddings:
         raise ValueError(f"data.seq_len: {seq_len} > the model's max_position_embeddings {config.max_position_embeddings}")
-    p = float(model_cfg.get("dropout", 0.0))
-    config.embed_dropout = config.attention_dropout = config.resid_dropout = p
+    _set_dropout(config, float(model_cfg.get("dropout", 0.0)))
     return config
 
 
 def build_model(model_cfg: Mapping, vocab_size: int, seq_len: int, *, seed: int,
                 eos_token_id: int | None = None) -> torch.nn.Module:
-    """A GPT-Neo LM in float32 with eager attention; random init is seeded by ``seed``."""
+    """The causal LM of these params in float32 with eager attention
+    (``AutoModelForCausalLM``); random init is seeded by ``seed``."""
     _quiet_transformers()
-    from transformers import GPTNeoForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    config = gpt_neo_config(model_cfg, vocab_size, seq_len, eos_token_id)
+    config = model_config(model_cfg, vocab_size, seq_len, eos_token_id)
     torch.manual_seed(seed)
     if model_cfg.get("init") == "pretrained":
-        model = GPTNeoForCausalLM.from_pretrained(
+        model = AutoModelForCausalLM.from_pretrained(
             model_cfg["name"], config=config, attn_implementation=EAGER, trust_remote_code=False,
-            torch_dtype=torch.float32,
+            dtype=torch.float32,
         )
     else:
-        model = GPTNeoForCausalLM._from_config(config, attn_implementation=EAGER, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=EAGER, dtype=torch.float32)
     assert_eager(model)
     return model.float()
+
+
+def load_causal_lm(name_or_path: str) -> torch.nn.Module:
+    """A pretrained causal LM by hub name or local directory (``save_pretrained`` layout),
+    in float32, eager attention, eval mode, remote code off. A directory or name that
+    holds no causal LM, or a hub model neither cached nor reachable, is a one-line ValueError."""
+    _quiet_transformers()
+    from transformers import AutoModelForCausalLM
+
+    from villani.data import hub
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), attn_implementation=EAGER,
+                                                     trust_remote_code=False, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if not Path(str(name_or_path)).exists() and hub.is_hub_name(str(name_or_path)) and (
+                hub.offline() or "connect" in first.lower()):
+            raise hub.not_cached("--model", f"model {name_or_path!r}") from None
+        raise ValueError(f"--model: cannot load a causal LM from {name_or_path!r}: {first[:300]}") from None
+    assert_eager(model)
+    return model.float().eval()
+
+
+def describe_model(model: torch.nn.Module) -> dict:
+    """Family, class and size of a causal LM, for the records stages write (canonical
+    config names; ``None`` where a family has no such setting)."""
+    cfg = model.config
+    out = {"model_type": cfg.model_type, "architecture": type(model).__name__, "d": num_params(model)}
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "intermediate_size", "vocab_size", "max_position_embeddings", "tie_word_embeddings"):
+        value = getattr(cfg, key, None)
+        out[key] = value if value is None or isinstance(value, bool) else int(value)
+    return out
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -149,14 +235,19 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
     return model
 
 
-_TIED_PAIR = {"lm_head.weight": "transformer.wte.weight", "transformer.wte.weight": "lm_head.weight"}
+def tied_names(model: torch.nn.Module) -> dict[str, list[str]]:
+    """State-dict name → the other names of the same tensor (tied weights, e.g. the output
+    layer tied to the token embedding), for every name that has one."""
+    by_storage: dict[tuple, list[str]] = {}
+    for name, t in model.state_dict(keep_vars=True).items():
+        by_storage.setdefault((t.device, t.data_ptr(), t.dtype, tuple(t.shape)), []).append(name)
+    return {n: [m for m in names if m != n] for names in by_storage.values() if len(names) > 1 for n in names}
 
 
 def _is_tied(model: torch.nn.Module, name: str, state) -> bool:
-    """``name`` is one of the tied embedding pair and the file holds the other one.
+    """``name`` is tied to a tensor the file holds.
 
     safetensors' ``save_model`` stores a shared tensor once under either name (it keeps
     ``lm_head.weight`` with transformers 5), so either may be the one missing.
     """
-    partner = _TIED_PAIR.get(name)
-    return partner is not None and partner in state and bool(getattr(model.config, "tie_word_embeddings", True))
+    return any(other in state for other in tied_names(model).get(name, ()))

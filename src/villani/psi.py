@@ -11,17 +11,30 @@ For :math:`F(\theta) = L(\theta) + \frac\lambda2\|\theta\|^2` on :math:`\mathbb 
 Only :math:`\operatorname{tr}\nabla^2 L` is estimated (Hutchinson); everything else is
 exact, so a 95% interval :math:`[t_{lo}, t_{hi}]` of the trace maps to the interval
 :math:`[-(t_{hi}+\lambda d) + g/s,\; -(t_{lo}+\lambda d) + g/s]` of Ψ_s (Ψ_s decreases in
-the trace). Every stage that assembles Ψ_s — the checkpoint measurement, the radial rays —
-calls :func:`psi_s`; every file names it through :func:`psi_key` (the key in a measure
-JSON's ``psi_s`` mapping) and :func:`psi_column` (the column in tables and CSVs).
+the trace). Every stage that assembles Ψ_s — the checkpoint measurement, the radial rays,
+``villani diagnose`` — calls :func:`psi_s`; every file names it through :func:`psi_key`
+(the key in a measure JSON's ``psi_s`` mapping) and :func:`psi_column` (the column in
+tables and CSVs).
+
+**Ψ_s as a function of λ.** At a fixed θ, :math:`\Delta F` is affine and
+:math:`\|\nabla F\|^2` quadratic in λ (:func:`grad_F_sq`), so
+
+.. math::
+    \Psi_s(\lambda) = \frac{\|\theta\|^2}{s}\lambda^2
+    + \Big(\frac{2\,\theta\cdot\nabla L}{s} - d\Big)\lambda
+    + \Big(\frac{\|\nabla L\|^2}{s} - \operatorname{tr}\nabla^2L\Big)
+
+for every λ follows from one measurement of :math:`\operatorname{tr}\nabla^2L`,
+:math:`\|\nabla L\|^2`, :math:`\theta\cdot\nabla L` and :math:`\|\theta\|^2`
+(:func:`psi_coefficients`; its curve and sign changes: :mod:`villani.measure.diagnose`).
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["psi_key", "psi_column", "laplacian_F", "psi_s", "psi_s_interval",
-           "psi_slope_reference"]
+__all__ = ["psi_key", "psi_column", "laplacian_F", "grad_F_sq", "psi_s", "psi_s_interval",
+           "psi_coefficients", "psi_slope_reference"]
 
 
 def psi_key(s: float) -> str:
@@ -37,6 +50,23 @@ def psi_column(s: float) -> str:
 def laplacian_F(trace_L: float, lam: float, d: int) -> float:
     r""":math:`\Delta F = \operatorname{tr}\nabla^2L + \lambda d` (∇²R = λI exactly)."""
     return float(trace_L) + float(lam) * int(d)
+
+
+def grad_F_sq(grad_L_sq: float, theta_dot_grad_L: float, theta_sq: float, lam: float) -> float:
+    r""":math:`\|\nabla F\|^2 = \|\nabla L + \lambda\theta\|^2 = \|\nabla L\|^2 + 2\lambda\,\theta\cdot\nabla L
+    + \lambda^2\|\theta\|^2` (θ and the dot products over the regularised parameters)."""
+    lam = float(lam)
+    return float(grad_L_sq) + 2.0 * lam * float(theta_dot_grad_L) + lam * lam * float(theta_sq)
+
+
+def psi_coefficients(trace_L: float, grad_L_sq: float, theta_dot_grad_L: float, theta_sq: float, d: int,
+                     s: float) -> tuple[float, float, float]:
+    r"""``(a, b, c)`` with :math:`\Psi_s(\lambda) = a\lambda^2 + b\lambda + c`:
+    :math:`a = \|\theta\|^2/s`, :math:`b = 2\,\theta\cdot\nabla L/s - d`,
+    :math:`c = \|\nabla L\|^2/s - \operatorname{tr}\nabla^2L` (the same polynomial as
+    :func:`psi_s` with :func:`grad_F_sq`)."""
+    s = float(s)
+    return float(theta_sq) / s, 2.0 * float(theta_dot_grad_L) / s - int(d), float(grad_L_sq) / s - float(trace_L)
 
 
 def psi_s(trace_L: float, grad_F_sq: float, lam: float, d: int, s: float) -> float:

@@ -37,10 +37,22 @@ def write_params(path: Path, **overrides) -> dict:
     return p
 
 
+def git_repo(work: Path) -> Path:
+    """Make ``work`` a git repository with everything committed (DVC needs one)."""
+    run(["git", "init", "-q"], cwd=work)
+    run(["git", "add", "-A"], cwd=work)
+    run(["git", "commit", "-qm", "tiny"], cwd=work)
+    return work
+
+
 @pytest.fixture(scope="session")
 def snakemake_done(tmp_path_factory):
-    """The whole tiny DAG run once with Snakemake (local profile) in a repo copy."""
+    """The whole tiny DAG run once with Snakemake (local profile) in a repo copy whose
+    params.yaml is the tiny set (so the run is of the committed parameters, as `make run`
+    is, and records its outputs in dvc.lock); later runs may add tests/configs/tiny.yaml,
+    which changes no value."""
     work = copy_repo(tmp_path_factory.mktemp("smk"))
-    run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml", "--cores", "2"],
-        cwd=work)
+    write_params(work / "params.yaml")
+    git_repo(work)
+    run([BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"], cwd=work)
     return work

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import tiny_params
 from tests.workflow.conftest import BIN, run
-from villani.dag import targets
+from villani.dag import dvc_sync, targets
 from villani.figures import figure_outputs
 from villani.plan import layout
 
@@ -25,7 +25,15 @@ def test_every_output_exists_and_is_not_empty(snakemake_done):
         assert path.exists(), f
         assert path.stat().st_size > 0, f
     metrics = json.loads((snakemake_done / "results/metrics.json").read_text())
-    assert metrics["dataset"] == "tiny"
+    assert metrics and all(isinstance(v, (int, float)) for v in metrics.values())
+
+
+def test_dvc_has_nothing_to_do_after_a_snakemake_run(snakemake_done):
+    """The run recorded its outputs in dvc.lock (onsuccess, villani.dag.dvc_sync.record)."""
+    assert (snakemake_done / "dvc.lock").exists()
+    out = run([BIN / "dvc", "status", "--json"], cwd=snakemake_done)
+    assert json.loads(out.stdout or "{}") == {}, out.stdout[-3000:]
+    assert dvc_sync.holders(snakemake_done).get("write", {}) == {}  # the run's claim is gone
 
 
 def test_second_invocation_is_a_no_op(snakemake_done):
@@ -47,11 +55,21 @@ def test_changing_one_lambda_reruns_only_its_branch(snakemake_done):
     assert not any(c.split()[1] in ("tokenize", "rays") for c in cmds), cmds
 
 
-def test_report_gathers_figures(snakemake_done):
+def test_report_has_a_description_and_one_entry_per_figure(snakemake_done):
+    from villani.figures import REGISTRY
+
     run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
          "--report", "results/report.html"], cwd=snakemake_done)
     html = (snakemake_done / "results/report.html").read_text(errors="replace")
     assert "fig5_training_curves" in html
+    # the report's data: one result per figure (its PNG) and per table, none for PDF/CSV twins
+    entries = set(re.findall(r'"(?:target|name)":\s*"([^"]+\.(?:png|pdf|csv))"', html))
+    figures = {n for n, e in REGISTRY.items() if e.kind == "figure"}
+    assert {f"{n}.png" for n in figures} <= entries, sorted(entries)
+    assert not {f"{n}.csv" for n in figures} & entries and not {f"{n}.pdf" for n in figures} & entries
+    # the description, with links to each figure's other files
+    assert "trains GPT-Neo language models across weight decay" in html
+    assert "figures/fig5_training_curves.csv" in html
 
 
 def test_bad_params_stop_snakemake_before_any_job(snakemake_done):

@@ -3,14 +3,18 @@ rule bounds:
         measurements=targets.measurements(P),
         stats=targets.data_files(P)["stats"],
     output:
-        table=targets.pattern(layout.BOUNDS_DIR) + "/bounds.csv",
-        summary=targets.pattern(layout.BOUNDS_DIR) + "/bounds.json",
-    params:
-        digest=digest("bounds"),
+        table=f"{targets.pattern(layout.BOUNDS_DIR)}/bounds.csv",
+        summary=f"{targets.pattern(layout.BOUNDS_DIR)}/bounds.json",
     log:
-        LOGS + "/bounds/{dataset}.log",
+        "results/logs/bounds/{dataset}.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("bounds", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("bounds"),
     shell:
-        "villani bounds --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani bounds --threads {threads} {params.files} > {log} 2>&1"

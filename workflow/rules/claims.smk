@@ -5,17 +5,19 @@ rule claims:
         extra=lambda wc: targets.figure_inputs(P),
     output:
         table=report(
-            targets.claims_outputs()[0],
-            caption=CLAIMS_CAPTION,
-            category="Claims",
+            targets.claims_outputs()[0], caption=CLAIMS_CAPTION, category="Claims"
         ),
         detail=targets.claims_outputs()[1],
-    params:
-        digest=digest("claims"),
     log:
-        LOGS + "/claims.log",
+        "results/logs/claims.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("claims", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("claims"),
     shell:
-        "villani claims --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani claims --threads {threads} {params.files} > {log} 2>&1"

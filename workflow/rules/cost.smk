@@ -3,12 +3,16 @@ rule cost:
         stats=targets.data_files(P)["stats"],
     output:
         targets.cost_output(),
-    params:
-        digest=digest("cost"),
     log:
-        LOGS + "/cost.log",
+        "results/logs/cost.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("cost", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("cost"),
     shell:
-        "villani cost --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani cost --threads {threads} {params.files} > {log} 2>&1"

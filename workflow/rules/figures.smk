@@ -5,12 +5,16 @@ rule figures:
         extra=lambda wc: targets.figure_inputs(P),
     output:
         report_outputs(),
-    params:
-        digest=digest("figures"),
     log:
-        LOGS + "/figures.log",
+        "results/logs/figures.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("figures", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("figures"),
     shell:
-        "villani figures --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani figures --threads {threads} {params.files} > {log} 2>&1"

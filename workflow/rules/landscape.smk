@@ -3,14 +3,18 @@ rule landscape:
         data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
         checkpoint=lambda wc: targets.landscape_checkpoint(P, wc),
     output:
-        surface=targets.pattern(layout.LANDSCAPE_DIR) + "/surface.csv",
-        meta=targets.pattern(layout.LANDSCAPE_DIR) + "/surface.json",
-    params:
-        digest=digest("landscape"),
+        surface=f"{targets.pattern(layout.LANDSCAPE_DIR)}/surface.csv",
+        meta=f"{targets.pattern(layout.LANDSCAPE_DIR)}/surface.json",
     log:
-        LOGS + "/landscape/{dataset}/lam{lam}.log",
+        "results/logs/landscape/{dataset}/lam{lam}.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("landscape", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("landscape"),
     shell:
-        "villani landscape --threads {threads} {PARAMS} --lam {wildcards.lam} > {log} 2>&1"
+        "villani landscape --threads {threads} {params.files} --lam {wildcards.lam} > {log} 2>&1"

@@ -1,18 +1,24 @@
 rule measure:
     input:
         segment=lambda wc: targets.segment_of_checkpoint(P, wc),
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "validation", "stats")],
+        data=lambda wc: [
+            targets.data_files(P)[s] for s in ("train", "validation", "stats")
+        ],
     output:
         json=targets.pattern(layout.MEASURE_JSON),
         samples=targets.pattern(layout.MEASURE_PARQUET),
-    params:
-        digest=digest("measure"),
-        step=lambda wc: int(wc.step),
     log:
-        LOGS + "/measure/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.log",
+        "results/logs/measure/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("measure", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("measure"),
+        step=lambda wc: int(wc.step),
     shell:
-        "villani measure --threads {threads} {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
+        "villani measure --threads {threads} {params.files} --variant {wildcards.variant} --lam {wildcards.lam} "
         "--seed {wildcards.seed} --step {params.step} > {log} 2>&1"

@@ -5,13 +5,18 @@ rule metrics:
         bounds=targets.bounds_outputs(P),
         claims=targets.claims_outputs(),
     output:
-        METRICS,
-    params:
-        digest=digest("metrics"),
+        metrics=METRICS,
+        plots=plot_outputs(targets.ROOT),
     log:
-        LOGS + "/metrics.log",
+        "results/logs/metrics.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("metrics", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("metrics"),
     shell:
-        "villani metrics --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani metrics --threads {threads} {params.files} > {log} 2>&1"

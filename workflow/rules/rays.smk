@@ -3,14 +3,18 @@ rule rays:
         data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
         checkpoint=lambda wc: targets.rays_checkpoint(P),
     output:
-        samples=targets.pattern(layout.RAYS_DIR) + "/rays.csv",
-        fits=targets.pattern(layout.RAYS_DIR) + "/slopes.json",
-    params:
-        digest=digest("rays"),
+        samples=f"{targets.pattern(layout.RAYS_DIR)}/rays.csv",
+        fits=f"{targets.pattern(layout.RAYS_DIR)}/slopes.json",
     log:
-        LOGS + "/rays/{dataset}.log",
+        "results/logs/rays/{dataset}.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("rays", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("rays"),
     shell:
-        "villani rays --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani rays --threads {threads} {params.files} > {log} 2>&1"

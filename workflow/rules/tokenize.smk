@@ -5,12 +5,16 @@ rule tokenize:
         test=targets.pattern(layout.SPLIT).replace("{split}", "test"),
         tokenizer=targets.pattern(layout.TOKENIZER),
         stats=targets.pattern(layout.DATA_STATS),
-    params:
-        digest=digest("tokenize"),
     log:
-        LOGS + "/tokenize/{dataset}.log",
+        "results/logs/tokenize/{dataset}.log",
+    conda:
+        # with --sdm conda; otherwise the environment Snakemake runs in
+        "../envs/villani.yaml"
+    threads: 1
     resources:
         runtime=lambda wc, attempt: runtime_minutes("tokenize", attempt),
-    threads: 1
+    params:
+        files=PARAMS,
+        digest=digest("tokenize"),
     shell:
-        "villani tokenize --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani tokenize --threads {threads} {params.files} > {log} 2>&1"

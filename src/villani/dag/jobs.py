@@ -45,11 +45,30 @@ def overrides_file(overrides: Mapping, root: str = "results") -> str | None:
     return str(path)
 
 
-def params_args(workflow) -> str:
+class ParamsArgs:
+    """``--params FILE …`` of a job, as a rule's ``params.files``: formatted into the shell
+    line (``{params.files}``), but not compared between runs — Snakemake's params trigger
+    compares only plain values (str, numbers, containers) and leaves other objects out.
+    Which files hold the parameters is no reason to rerun a job; what they say is, and the
+    rule's ``digest`` param tracks that, key by key."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"ParamsArgs({self.text!r})"
+
+
+def params_args(workflow) -> ParamsArgs:
     """``--params FILE …`` for a job's shell line: the workflow's parameter files in
     Snakemake's order, then the ``--config`` overrides (quoted)."""
     files = params_files(workflow)
     extra = overrides_file(getattr(workflow.config_settings, "config", None) or {})
     if extra:
         files.append(extra)
-    return " ".join(f"--params {shlex.quote(f)}" for f in files)
+    return ParamsArgs(" ".join(f"--params {shlex.quote(f)}" for f in files))

@@ -50,26 +50,27 @@ def train_bpe(documents: Sequence[str], vocab_size: int):
     return tok
 
 
-def load_pretrained(name: str):
-    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer."""
+def load_pretrained(name: str, key: str = "data.tokenizer.name"):
+    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer; errors
+    name ``key`` (the parameter or option that gave ``name``)."""
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
     if not name:
-        raise ValueError("data.tokenizer.name: kind 'pretrained' needs a hub name or local path")
+        raise ValueError(f"{key}: kind 'pretrained' needs a hub name or local path")
     try:
         hf = AutoTokenizer.from_pretrained(name, trust_remote_code=False, use_fast=True)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if hub.is_hub_name(name) and (hub.offline() or "connect" in first.lower()):
-            raise hub.not_cached("data.tokenizer.name", f"tokenizer {name!r}") from None
-        raise ValueError(f"data.tokenizer.name: cannot load tokenizer {name!r}: {first}") from None
+            raise hub.not_cached(key, f"tokenizer {name!r}") from None
+        raise ValueError(f"{key}: cannot load tokenizer {name!r}: {first}") from None
     backend = getattr(hf, "backend_tokenizer", None)
     if backend is None:
-        raise ValueError(f"data.tokenizer.name: {name!r} has no fast (tokenizers) backend")
+        raise ValueError(f"{key}: {name!r} has no fast (tokenizers) backend")
     sep = hf.eos_token or hf.sep_token
     if sep is None:
-        raise ValueError(f"data.tokenizer.name: tokenizer {name!r} has neither an EOS nor a SEP token")
+        raise ValueError(f"{key}: tokenizer {name!r} has neither an EOS nor a SEP token")
     tok = Tokenizer.from_str(backend.to_str())
     tok.no_truncation()
     tok.no_padding()

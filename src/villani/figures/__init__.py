@@ -6,13 +6,14 @@ and hands the figure and a DataFrame of the plotted numbers to ``save``
 (:func:`villani.figures.style.save_figure`), which writes every format of
 ``figures.formats`` and a CSV beside it, atomically. :data:`REGISTRY` names them in the
 paper's order; :func:`figure_outputs` lists their files for the Snakefile (with a report
-category and an ``.rst`` caption in ``workflow/report/``, :data:`CAPTIONS`).
+category and an ``.rst`` caption, package data in ``villani/report/``, :data:`CAPTIONS`).
 ``docs/figures.md`` says what each shows and where the paper's numbers differ.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -30,7 +31,7 @@ from villani.figures import (
 )
 from villani.plan import layout
 
-REPORT_DIR = Path(__file__).resolve().parents[3] / "workflow" / "report"
+REPORT_DIR = Path(str(files("villani").joinpath("report")))  # captions: package data
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,16 @@ training wall-clock; measurement-based numbers (validation perplexity, Ψ_s, tra
 checkpoints meet each bound's hypotheses and — only over those — the PAC-Bayes tightness
 (:func:`bounds_metrics`); and every claim's verdict as a number, 1 supported, 0
 inconclusive, −1 refuted (:func:`claims_metrics`; the text is in ``results/claims.csv``).
-Only numbers: a value that cannot be given (no checkpoint meets a bound's hypotheses) is
-left out, never written as a number.
+
+The builders return nested groups (``{"measurement": {"adamw/lam=0.1": {"psi_s=1.0": …}}}``);
+the file is one flat object of numbers (:func:`flat_metrics`), because DVC addresses
+metrics by dotted key paths and shows only numbers: each key is the path joined by ``_``
+with λ and s written without dots or ``=`` (:func:`metric_key`) —
+``<group>[_<variant>]_lam<λ>_<name>``, e.g. ``training_adamw_lam0p1_train_loss``,
+``measurement_adamw_lam1em05_psi_s1p0``, ``bounds_langevin_lam1p0_envelope_n_holds``,
+``claims_fig7_r2_zero``. A value that is undefined (None, NaN, or a reason such as
+PAC-Bayes at λ = 0 or where its hypotheses fail, see ``bounds.json``) is left out, never
+written as a number. A new group extends the file the same way: return it nested from a builder.
 """
 
 from __future__ import annotations
@@ -110,11 +118,36 @@ def measurement_metrics(params: Mapping, root=layout.RESULTS) -> dict:
     return {"measurement": out}
 
 
+_KEY_CHARS = str.maketrans({".": "p", "-": "m", "=": "", "+": "", "/": "_", " ": "_"})
+
+
+def metric_key(*path: str) -> str:
+    """A flat metrics key from a nested path: ``("measurement", "lam=1e-05", "psi_s=1.0")``
+    → ``measurement_lam1em05_psi_s1p0`` (``.`` → ``p``, ``-`` → ``m``; ``=``, ``+`` dropped;
+    ``/`` → ``_``)."""
+    return "_".join(str(p).translate(_KEY_CHARS) for p in path)
+
+
+def flat_metrics(nested: Mapping, prefix: tuple = ()) -> dict[str, float | int]:
+    """Flatten nested groups to ``{metric_key(*path): number}``, leaving out what is not a
+    finite number (None, NaN, ±inf, strings such as ``"undefined"``)."""
+    out: dict = {}
+    for k, v in nested.items():
+        if isinstance(v, Mapping):
+            out.update(flat_metrics(v, prefix + (k,)))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
+            key = metric_key(*prefix, k)
+            if key in out:
+                raise ValueError(f"metrics: two entries map to the key {key!r}")
+            out[key] = v
+    return out
+
+
 def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
-    metrics = {"dataset": params["data"]["name"], "training": training_metrics(params, root)}
-    metrics.update(measurement_metrics(params, root))
-    metrics.update(bounds_metrics(params, root))
-    metrics.update(claims_metrics(root))
+    nested = {"training": training_metrics(params, root)}
+    nested.update(measurement_metrics(params, root))
+    nested.update(bounds_metrics(params, root))
+    nested.update(claims_metrics(root))
     path = layout.fmt(layout.METRICS, root)
-    atomic.write_json(path, metrics)
+    atomic.write_json(path, flat_metrics(nested))
     return str(path)

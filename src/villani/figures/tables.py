@@ -103,8 +103,11 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
         model = f"{mo['name']} ({mo['init']})"
     else:
         c = mo["config"]
-        model = (f"GPT-Neo from scratch: {c.get('num_layers')} layers, hidden {c.get('hidden_size')}, "
-                 f"{c.get('num_heads')} heads, MLP {c.get('intermediate_size')}")
+        first = lambda *keys: next((c[k] for k in keys if k in c), None)  # noqa: E731 - family key names
+        model = (f"{c.get('model_type', 'gpt_neo')} from scratch: "
+                 f"{first('num_layers', 'num_hidden_layers', 'n_layer')} layers, "
+                 f"hidden {first('hidden_size', 'n_embd')}, {first('num_heads', 'num_attention_heads', 'n_head')} heads, "
+                 f"MLP {first('intermediate_size', 'n_inner')}")
     return [
         {"parameter": "learning rate η (peak)", "value": f"{t['lr']:g}",
          "guideline": "η ≲ λ/(4σ²)  (Theorem 2: η ≤ min(1, λ/(4σ²)))",

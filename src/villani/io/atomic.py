@@ -5,6 +5,10 @@ renamed over the target with ``os.replace`` (atomic on POSIX), and the folder is
 A reader therefore sees either the old complete file or the new complete file, never a
 half-written one — also when the writer is killed or the disk fills mid-write (the
 temporary file is removed and the error propagates).
+
+The temporary file is created with mode 0666 filtered by the process umask, as ``open``
+would create the target itself (0644 under the usual umask 022, group-readable on a
+shared cluster) — not 0600 as :func:`tempfile.mkstemp` would.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import hashlib
 import json
 import math
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -24,9 +28,7 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success fsync it and rename it into place."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp)
+    tmp = _create_temp(target)
     try:
         yield tmp
         with open(tmp, "rb+") as f:
@@ -37,6 +39,17 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def _create_temp(target: Path) -> Path:
+    """A new empty file ``.<name>.<random>.tmp`` beside ``target``, mode 0666 & ~umask."""
+    while True:
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
 
 
 def _fsync_dir(folder: Path) -> None:

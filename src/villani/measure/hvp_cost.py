@@ -1,8 +1,8 @@
 """``villani cost``: seconds and peak memory of one Hessian-vector product vs model size (Fig 10).
 
-For every hidden size h in ``figures.model_sizes`` a GPT-Neo is built from
-``model.config`` with ``hidden_size = h``, ``intermediate_size = 4h`` and the largest head
-count ≤ ``num_heads`` dividing h (layers, vocabulary — from the data stats — and
+For every hidden size h in ``figures.model_sizes`` a model of ``model.config``'s family
+is built with hidden size h, MLP width 4h and the largest head count ≤ the configured one
+dividing h (:func:`sized_config`) (layers, vocabulary — from the data stats — and
 ``data.seq_len`` unchanged), on one batch of ``measure.batch_size`` random token blocks.
 With :class:`villani.curvature.ModelHessian` (``measure.hvp_method``, λ = 1: the
 regulariser adds one axpy, the same for any λ > 0) it times, each the median of
@@ -43,12 +43,27 @@ from villani.model import pick_device
 from villani.plan import layout
 
 
+def _key(cfg: Mapping, names: tuple[str, ...], default: str) -> str:
+    """The first of ``names`` that ``cfg`` uses, else ``default``."""
+    return next((k for k in names if k in cfg), default)
+
+
 def sized_config(model_cfg: Mapping, hidden_size: int) -> dict:
-    """``model.config`` with the width set to ``hidden_size`` (MLP 4h, heads dividing h)."""
+    """``model.config`` with the width set to ``hidden_size`` (MLP 4h, heads dividing h,
+    key/value heads dividing the heads), under the key names the config uses (GPT-Neo
+    ``num_heads``, GPT-2 ``n_embd``/``n_inner``/``n_head``, or the canonical
+    ``hidden_size``/``intermediate_size``/``num_attention_heads`` of any family)."""
     cfg = copy.deepcopy(dict(model_cfg["config"]))
     h = int(hidden_size)
-    heads = max(k for k in range(1, int(cfg.get("num_heads", 1)) + 1) if h % k == 0)
-    cfg.update(hidden_size=h, intermediate_size=4 * h, num_heads=heads)
+    family = cfg.get("model_type", "gpt_neo")
+    heads_key = _key(cfg, ("num_heads", "num_attention_heads", "n_head"),
+                     "num_heads" if family == "gpt_neo" else "num_attention_heads")
+    mlp_key = _key(cfg, ("intermediate_size", "n_inner"), "n_inner" if family == "gpt2" else "intermediate_size")
+    heads = max(k for k in range(1, int(cfg.get(heads_key, 1)) + 1) if h % k == 0)
+    cfg.update({_key(cfg, ("hidden_size", "n_embd"), "hidden_size"): h, mlp_key: 4 * h, heads_key: heads})
+    if "num_key_value_heads" in cfg:
+        cfg["num_key_value_heads"] = max(k for k in range(1, min(int(cfg["num_key_value_heads"]), heads) + 1)
+                                         if heads % k == 0)
     return {**{k: v for k, v in model_cfg.items() if k != "config"}, "config": cfg, "init": "scratch", "name": None}
 
 
@@ -136,7 +151,7 @@ def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device
 def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: torch.device, repeats: int) -> dict:
     """One row of the sweep: d, seconds per product, peak memory, for one hidden size."""
     from villani.curvature import ModelHessian, causal_lm_token_loss
-    from villani.model import build_model, num_params
+    from villani.model import build_model, describe_model, num_params
 
     model_cfg = sized_config(params["model"], hidden_size)
     seq_len = int(params["data"]["seq_len"])
@@ -154,6 +169,7 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
 
     model, H, v = setup()
     d = num_params(model)
+    arch = describe_model(model)
     x = batch.to(device)
     params_list = [p for p in model.parameters() if p.requires_grad]
 
@@ -177,10 +193,9 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
         del H, model, v
     peak = mem.peak()
     gc.collect()
-    cfg = model_cfg["config"]
     return {
-        "hidden_size": int(hidden_size), "num_layers": int(cfg.get("num_layers", 0)),
-        "num_heads": int(cfg["num_heads"]), "intermediate_size": int(cfg["intermediate_size"]), "d": int(d),
+        "hidden_size": int(hidden_size), "num_layers": int(arch["num_hidden_layers"]),
+        "num_heads": int(arch["num_attention_heads"]), "intermediate_size": int(4 * hidden_size), "d": int(d),
         "tokens": batch_size * seq_len, "seconds_hvp": seconds_hvp, "seconds_hvp_fresh": seconds_fresh,
         "seconds_grad": seconds_grad, "peak_memory_bytes": int(peak), "memory_source": mem.source,
         "device": device.type, "method": params["measure"]["hvp_method"], "repeats": int(repeats),

@@ -11,11 +11,13 @@ Centre θ₀: the step-0 checkpoint (``landscape.center: init``) or the last che
 
 Directions (Li et al. 2018, "Visualizing the loss landscape of neural nets"): δ = Gaussian
 draws (seeded by ``landscape.seed``, δ₁ then δ₂, tensor by tensor in parameter order),
-*filter-normalised*: for every tensor with ≥ 2 dimensions, each slice along dim 0 — an
-output unit of an ``nn.Linear`` weight (HF GPT-Neo stores ``(out, in)``), a token row of
-the ``(vocab, hidden)`` embedding, a position row of the position embedding — is rescaled
-to the norm of the same slice of θ₀; 1-D tensors (biases, LayerNorm) are zeroed. The
-surface is thus invariant to the per-unit rescalings a network is insensitive to.
+*filter-normalised*: for every tensor with ≥ 2 dimensions, each slice along its
+output-unit axis — an output unit of an ``nn.Linear`` weight (stored ``(out, in)``: dim
+0) or of a transformers ``Conv1D`` weight (GPT-2's attention and MLP, stored ``(in,
+out)``: dim 1, :func:`output_unit_dims`), a token row of the ``(vocab, hidden)``
+embedding, a position row of the position embedding — is rescaled to the norm of the
+same slice of θ₀; 1-D tensors (biases, LayerNorm/RMSNorm) are zeroed. The surface is thus
+invariant to the per-unit rescalings a network is insensitive to.
 """
 
 from __future__ import annotations
@@ -34,21 +36,34 @@ from villani.plan import layout
 from villani.plan.runs import landscape_center
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["run_landscape", "filter_normalized_direction", "surface"]
+__all__ = ["run_landscape", "filter_normalized_direction", "output_unit_dims", "surface"]
 
 
-def filter_normalized_direction(theta0: Mapping[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """A Gaussian direction with each dim-0 slice rescaled to θ₀'s slice norm; 1-D tensors zero."""
+def output_unit_dims(model: torch.nn.Module) -> dict[str, int]:
+    """Parameter name → the axis that indexes output units: 1 for the weight of a
+    transformers ``Conv1D`` (stored ``(in, out)``), 0 for every other parameter."""
+    from transformers.pytorch_utils import Conv1D
+
+    return {f"{mod}.weight" if mod else "weight": 1 for mod, m in model.named_modules() if isinstance(m, Conv1D)}
+
+
+def filter_normalized_direction(theta0: Mapping[str, torch.Tensor], gen: torch.Generator,
+                                unit_dims: Mapping[str, int] | None = None) -> dict[str, torch.Tensor]:
+    """A Gaussian direction with each output-unit slice (along ``unit_dims[name]``, default
+    0) rescaled to θ₀'s slice norm; 1-D tensors zero."""
+    unit_dims = unit_dims or {}
     out = {}
     for name, w in theta0.items():
         g = torch.randn(w.shape, generator=gen, dtype=torch.float64)
         if w.dim() < 2:
             out[name] = torch.zeros_like(w)
             continue
-        rows_g = g.reshape(w.shape[0], -1)
-        rows_w = w.detach().double().reshape(w.shape[0], -1)
+        axis = int(unit_dims.get(name, 0))
+        units_g = g.movedim(axis, 0)
+        rows_g = units_g.reshape(w.shape[axis], -1)
+        rows_w = w.detach().double().movedim(axis, 0).reshape(w.shape[axis], -1)
         scale = rows_w.norm(dim=1, keepdim=True) / rows_g.norm(dim=1, keepdim=True).clamp_min(1e-300)
-        out[name] = (rows_g * scale).reshape(w.shape).to(device=w.device, dtype=w.dtype)
+        out[name] = (rows_g * scale).reshape(units_g.shape).movedim(0, axis).to(device=w.device, dtype=w.dtype)
     return out
 
 
@@ -83,8 +98,9 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
     dev = next(model.parameters()).device
     theta0 = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     gen = torch.Generator().manual_seed(int(la["seed"]))
-    d1 = filter_normalized_direction(theta0, gen)
-    d2 = filter_normalized_direction(theta0, gen)
+    units = output_unit_dims(model)
+    d1 = filter_normalized_direction(theta0, gen, units)
+    d2 = filter_normalized_direction(theta0, gen, units)
     ids, batches = measurement_batches(params, root, dev)
     axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
     table = surface(model, batches, theta0, d1, d2, axis, lam)
@@ -101,7 +117,7 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
         "d": int(sum(v.numel() for v in theta0.values())),
         "theta0_sq_norm": tsq0,
         "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,
-        "directions": {"kind": "filter-normalised Gaussian (Li et al. 2018): dim-0 slices of ≥2-D tensors "
+        "directions": {"kind": "filter-normalised Gaussian (Li et al. 2018): output-unit slices of ≥2-D tensors "
                                "rescaled to θ₀'s slice norms, 1-D tensors zero",
                        "seed": int(la["seed"]), "norms": [_norm(d1), _norm(d2)],
                        "cosine": _dot(d1, d2) / (_norm(d1) * _norm(d2))},

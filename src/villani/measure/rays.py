@@ -56,7 +56,7 @@ from villani.curvature import ModelHessian, hutchinson
 from villani.io import atomic
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import measurement_batches
-from villani.model import model_for_run, pick_device
+from villani.model import describe_model, model_for_run, pick_device
 from villani.plan import layout
 from villani.plan.runs import rays_center
 from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
@@ -208,15 +208,10 @@ def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
     table = ray_table(model, batches, directions, theta_sq, lambdas=r["lambdas"], s_values=s_values,
                       num_probes=int(r["num_probes"]), probe_seed=int(r["seed"]), method=me["hvp_method"])
     fits, summary = fit_slopes(table, s_values, int(r["fit_points"]))
-    cfg = model.config
     out_dir = layout.fmt(layout.RAYS_DIR, root, dataset=ds)
     meta = {
         "dataset": ds,
-        "model": {"architecture": "GPTNeoForCausalLM", "init": params["model"]["init"], "name": params["model"].get("name"),
-                  "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers, "num_heads": cfg.num_heads,
-                  "intermediate_size": cfg.intermediate_size, "vocab_size": cfg.vocab_size,
-                  "max_position_embeddings": cfg.max_position_embeddings,
-                  "d": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
+        "model": {**describe_model(model), "init": params["model"]["init"], "name": params["model"].get("name"),
                   "note": "weights replaced by r·u at every point; every trainable parameter moves"},
         "data": {"measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist(),
                                      "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))}},

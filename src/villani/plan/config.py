@@ -1,6 +1,7 @@
 """Parameters: load, merge, fill defaults, validate — one module for Snakemake, DVC and the CLI.
 
-The parameter documentation is the JSON schema ``workflow/schemas/params.schema.yaml``:
+The parameter documentation is the JSON schema ``villani/schemas/params.schema.yaml``
+(package data, read with :mod:`importlib.resources`, so an installed wheel has it):
 every key carries a description and a default. :func:`resolve` fills those defaults,
 validates types and ranges against the schema, then runs the cross-key checks a schema
 cannot express (checkpoint count vs steps, Lanczos steps vs k, …). Every failure is a
@@ -26,7 +27,7 @@ from ruamel.yaml import YAML
 
 from villani.plan.schedule import checkpoint_steps
 
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "params.schema.yaml"
+SCHEMA = "schemas/params.schema.yaml"  # inside the villani package
 
 _NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -41,8 +42,9 @@ def _yaml() -> YAML:
 
 
 def load_schema() -> dict:
-    with open(SCHEMA_PATH) as f:
-        return _yaml().load(f)
+    from importlib.resources import files
+
+    return _yaml().load(files("villani").joinpath(SCHEMA).read_text(encoding="utf-8"))
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -154,7 +156,7 @@ def _allowed(error: jsonschema.ValidationError) -> str:
     if parts:
         return "allowed: " + parts
     desc = " ".join(str(s.get("description", "")).split())
-    return (desc.split(". ")[0] if desc else "see workflow/schemas/params.schema.yaml")
+    return (desc.split(". ")[0] if desc else "see villani/schemas/params.schema.yaml")
 
 
 def _schema_errors(doc: dict, schema: Mapping, source: str) -> None:

@@ -52,7 +52,7 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
         "figures": ["data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"],
         "claims": ["data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds",
                    "claims"],
-        "metrics": ["data.name", "train.steps"],
+        "metrics": ["data.name", "train.steps", "measure.s_values"],
     }
     if stage not in keys:
         raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")

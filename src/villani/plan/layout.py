@@ -38,6 +38,7 @@ COST_CSV = "{root}/cost/hvp_cost.csv"
 METRICS = "{root}/metrics.json"
 CLAIMS_CSV = "{root}/claims.csv"
 CLAIMS_JSON = "{root}/claims.json"
+PLOTS_DIR = "{root}/plots"  # DVC plot data (villani.figures.dvc_plots)
 
 VARIANTS = ("adamw", "adamw_noise", "adam_l2", "langevin")  # update rules (villani.plan.runs)
 SPLITS = ("train", "validation", "test")

@@ -17,8 +17,18 @@ from typing import Mapping
 import torch
 
 
+def norm_parameter_names(model: torch.nn.Module) -> set[str]:
+    """Names of the parameters of normalisation layers — any module whose class name ends
+    in ``Norm`` (``LayerNorm``, ``LlamaRMSNorm``, …), in every family."""
+    return {f"{mod}.{name}" if mod else name
+            for mod, module in model.named_modules() if type(module).__name__.endswith("Norm")
+            for name, _ in module.named_parameters(recurse=False)}
+
+
 def decayed_parameter_names(model: torch.nn.Module, which: str) -> list[str]:
-    """Names of the parameters that carry λ: ``all``, ``matrices`` (dim ≥ 2) or ``no_bias_norm``."""
+    """Names of the parameters that carry λ: ``all``, ``matrices`` (dim ≥ 2) or
+    ``no_bias_norm`` (neither a bias nor a normalisation layer's parameter)."""
+    norms = norm_parameter_names(model) if which == "no_bias_norm" else set()
     names = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -27,7 +37,7 @@ def decayed_parameter_names(model: torch.nn.Module, which: str) -> list[str]:
             names.append(name)
         elif which == "matrices" and p.dim() >= 2:
             names.append(name)
-        elif which == "no_bias_norm" and not (name.endswith(".bias") or ".ln_" in name or "ln_f" in name):
+        elif which == "no_bias_norm" and not (name.endswith(".bias") or name in norms):
             names.append(name)
     return names
 

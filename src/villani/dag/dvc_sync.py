@@ -1,0 +1,134 @@
+"""Snakemake and DVC over one results tree: one lock both honour, one record both read.
+
+**The lock.** DVC guards every path a stage reads or writes with an entry ``{pid, cmd}`` in
+``.dvc/tmp/rwlock``, and refuses to read or write a path that overlaps a live process's
+write entry (it drops entries whose process is gone). A Snakemake run takes part in that
+protocol: its ``onstart`` hook registers the Snakemake process as the writer of
+``results/`` (:func:`claim`), its ``onsuccess``/``onerror`` hooks remove the entry
+(:func:`release`). So while Snakemake runs, ``dvc repro`` (and ``dvc status``) refuse with
+DVC's message naming the Snakemake PID and command, before deleting anything; and while a
+DVC stage runs, Snakemake refuses to start with one line naming the DVC process. An entry
+is only ever removed by its owner or, once its process has died, as stale — never under a
+live run. The rwlock file is edited under DVC's own guard (``rwlock.lock``), with DVC's
+own functions.
+
+**The record.** After a successful Snakemake run of the committed parameters, the outputs
+are recorded in ``dvc.lock`` (:func:`record`, ``dvc commit --force``): ``dvc status``
+then has nothing to do, and ``dvc repro`` recomputes nothing. The other way needs nothing:
+DVC's stages write the files Snakemake's rules declare, and Snakemake reruns on changed
+parameters or code, not file times (``rerun-triggers`` in the profiles).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from villani.plan import layout
+
+
+class TreeBusy(RuntimeError):
+    """Another engine is writing the results tree; ``str(err)`` is one line naming it."""
+
+
+@dataclass
+class Claim:
+    """Snakemake's entry in DVC's rwlock (:func:`claim`); hand it to :func:`release`."""
+
+    tmp_dir: str
+    hardlink: bool
+    lock: Any  # the entered dvc.rwlock.rwlock context
+
+
+def _dvc_tmp_dir(workdir: Path) -> Path | None:
+    dvc_dir = workdir / ".dvc"
+    return dvc_dir / "tmp" if dvc_dir.is_dir() else None
+
+
+def _hardlink_lock(workdir: Path) -> bool:
+    from dvc.config import Config
+
+    try:
+        return bool(Config(dvc_dir=str(workdir / ".dvc"), validate=False)["core"].get("hardlink_lock", False))
+    except Exception:  # an unreadable config: DVC itself will say so; use its default
+        return False
+
+
+def claim(workdir: str | Path = ".", root: str = layout.RESULTS, cmd: str | None = None) -> Claim | None:
+    """Register this process as the writer of ``<workdir>/<root>`` in DVC's rwlock.
+
+    Returns None when ``workdir`` is no DVC project (nothing to coordinate with). Raises
+    :class:`TreeBusy` (one line, naming the PID and command) when a live process holds a
+    path under ``root`` — DVC running a stage, or another Snakemake run.
+    """
+    workdir = Path(workdir).resolve()
+    tmp_dir = _dvc_tmp_dir(workdir)
+    if tmp_dir is None:
+        return None
+    from dvc.fs import localfs
+    from dvc.lock import LockError
+    from dvc.rwlock import rwlock
+
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    hardlink = _hardlink_lock(workdir)
+    cm = rwlock(str(tmp_dir), localfs, cmd or " ".join(sys.argv), [], [str(workdir / root)], hardlink)
+    try:
+        cm.__enter__()
+    except LockError as e:
+        holders = "; ".join(re.findall(r"\(PID \d+\): [^\n]*", str(e))) or str(e).splitlines()[0]
+        raise TreeBusy(f"{root}/ is being written by another process ({holders}); "
+                       f"start again when it has finished") from None
+    return Claim(str(tmp_dir), hardlink, cm)
+
+
+def release(c: Claim | None) -> None:
+    """Remove the entry :func:`claim` made (no-op for None)."""
+    if c is not None:
+        with contextlib.suppress(AssertionError, KeyError):  # the entry was removed by hand
+            c.lock.__exit__(None, None, None)
+
+
+def holders(workdir: str | Path = ".") -> dict[str, Any]:
+    """DVC's rwlock as it stands (``{"read": {path: [{pid, cmd}]}, "write": {path: {pid, cmd}}}``)."""
+    import json
+
+    tmp_dir = _dvc_tmp_dir(Path(workdir).resolve())
+    path = tmp_dir / "rwlock" if tmp_dir else None
+    if path is None or not path.exists():
+        return {}
+    with contextlib.suppress(ValueError):
+        return json.loads(path.read_text() or "{}")
+    return {}
+
+
+def is_committed_params(config_files, overrides: Mapping | None, workdir: str | Path = ".") -> bool:
+    """True when a Snakemake run read ``params.yaml`` alone — the parameters dvc.yaml reads.
+
+    Only then do the run's outputs belong in ``dvc.lock``.
+    """
+    files = {Path(workdir, f).resolve() for f in config_files}
+    return not overrides and files == {Path(workdir, "params.yaml").resolve()}
+
+
+def record(workdir: str | Path = ".") -> str:
+    """Record the workspace's outputs in ``dvc.lock`` (``dvc commit --force``); return a line
+    saying what happened (also when DVC is absent or fails: the run itself succeeded)."""
+    workdir = Path(workdir)
+    if _dvc_tmp_dir(workdir.resolve()) is None or not (workdir / "dvc.yaml").exists():
+        return "dvc.lock: no DVC project here, nothing recorded"
+    dvc = Path(sys.executable).parent / "dvc"
+    cmd = [str(dvc) if dvc.exists() else "dvc", "commit", "--force", "--quiet"]
+    try:
+        p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=os.environ.copy())
+    except OSError as e:
+        return f"dvc.lock not updated: cannot run dvc ({e.strerror})"
+    if p.returncode != 0:
+        first = next((line for line in (p.stderr + p.stdout).splitlines() if line.strip()), "")
+        return f"dvc.lock not updated: `dvc commit --force` failed: {first.strip()}"
+    return "dvc.lock: outputs recorded (dvc status: up to date)"
