@@ -1,12 +1,14 @@
 """Curvature engine: symmetric linear operators and free-function estimators.
 
 Operators are anything with ``dim`` and ``matvec(v)`` (see :mod:`.operators`); the
-estimators — :func:`hutchinson`, :func:`hutchpp`, :func:`lanczos`,
-:func:`top_eigenvalues`, :func:`slq` — only use that protocol. :class:`ModelHessian`
+estimators — :func:`hutchinson` (optionally deflated, optionally stopped at a CI
+target), :func:`hutchpp`, :func:`lanczos`, :func:`top_eigenvalues`, :func:`slq` — only
+use that protocol. :class:`ModelHessian`
 is the Hessian of a causal LM's regularised token loss. Numerics: ``docs/curvature.md``.
 """
 
 from .causal_lm_loss import causal_lm_token_loss
+from .deflated_hutchinson import Deflation, deflation_from_lanczos, deflation_from_products
 from .hutchinson import hutchinson
 from .lanczos import lanczos, top_eigenvalues
 from .meyer2021hutchpp import hutchpp
@@ -19,7 +21,8 @@ from .operators import (
     as_operator,
 )
 from .results import EigenResult, LanczosResult, SpectralDensity, TraceEstimate
-from .slq import slq
+from .slq import slq, slq_num_starts
+from .stein1945twostage import CITarget
 
 __all__ = [
     "LinearOperator",
@@ -28,10 +31,15 @@ __all__ = [
     "ShiftedOperator",
     "as_operator",
     "hutchinson",
+    "Deflation",
+    "deflation_from_lanczos",
+    "deflation_from_products",
+    "CITarget",
     "hutchpp",
     "lanczos",
     "top_eigenvalues",
     "slq",
+    "slq_num_starts",
     "ModelHessian",
     "causal_lm_token_loss",
     "TraceEstimate",
