@@ -144,3 +144,27 @@ def test_probes_are_the_plain_probes_projected(outliers, deflation):
 
     Y = deflation.project(rademacher_rows(4, 80, seed=7))
     np.testing.assert_allclose(est.samples, deflation.trace + ((Y @ outliers) * Y).sum(1).numpy(), rtol=1e-12)
+
+
+def test_the_pipelines_scheme_is_unbiased(outliers):
+    """Probe 0 of seed s starts the Lanczos run, probes 1, 2, … are the Hutchinson probes
+    (independent of the basis): over 200 seeds the estimate is unbiased and the CI covers.
+    Reusing probe 0 (first_probe=0) is refused: its remainder would be exactly 0."""
+    tr = float(outliers.trace())
+    means, covered = [], []
+    for s in range(200):
+        run = top_eigenvalues(outliers, 5, num_steps=10, seed=s, keep_basis=True).lanczos
+        est = hutchinson(outliers, 8, seed=s, first_probe=1, deflation=deflation_from_lanczos(run))
+        means.append(est.mean)
+        covered.append(est.ci95[0] <= tr <= est.ci95[1])
+    ok, mean, se = _within(means, tr)
+    assert ok, (mean, tr, se)
+    assert 0.90 <= np.mean(covered) <= 0.999
+    run = top_eigenvalues(outliers, 5, num_steps=10, seed=3, keep_basis=True).lanczos
+    with pytest.raises(ValueError, match="first_probe"):
+        hutchinson(outliers, 8, seed=3, deflation=deflation_from_lanczos(run))
+    from villani.curvature.probes import rademacher_rows
+
+    plain = hutchinson(outliers, 3, seed=3, first_probe=1)
+    V = rademacher_rows(4, 80, seed=3)[1:]
+    np.testing.assert_allclose(plain.samples, ((V @ outliers) * V).sum(1).numpy(), rtol=1e-12)

@@ -22,7 +22,9 @@ by a larger space never hurts: for :math:`\operatorname{range}Q \subseteq
 Frobenius norm.
 
 **Where Q comes from here.** A Lanczos run for the top eigenvalues from a probe
-independent of the Hutchinson probes already holds :math:`Q_m` and
+independent of the Hutchinson probes (the pipeline: probe 0 starts Lanczos, probes 1, 2,
+… are Hutchinson's — with probe 0 itself the remainder sample would be exactly 0)
+already holds :math:`Q_m` and
 :math:`AQ_m = Q_mT_m + r e_m^\top` (:math:`r = \beta_m q_{m+1}`): :math:`Q_m^\top AQ_m =
 T_m`, so the exact part is :math:`\operatorname{tr}T_m` — the products already paid, not
 the Ritz values — and :func:`deflation_from_lanczos` needs no further product. With full
@@ -82,12 +84,15 @@ class Deflation:
         diagonal: :math:`e = \operatorname{diag}(AQQ^\top) = \sum_j q_j\odot Aq_j`
             (float64, on the basis' device); it sums to ``trace``.
         frob_sq: :math:`\|AQ\|_F^2`.
+        start_seed: the seed whose probe 0 started the Lanczos run Q comes from (None
+            for a basis given with its products): those probes must not be reused.
     """
 
     basis: Tensor
     trace: float
     diagonal: Tensor
     frob_sq: float
+    start_seed: int | None = None
 
     @property
     def rank(self) -> int:
@@ -132,7 +137,7 @@ def deflation_from_lanczos(run: LanczosResult, shift: float = 0.0) -> Deflation:
     .. math::
         e = \sum_j (\alpha_j-\sigma)\,q_j\odot q_j + 2\sum_{j<m}\beta_j\,q_j\odot q_{j+1}
             + q_m\odot r,\qquad
-        \operatorname{tr} = \sum_j(\alpha_j-\sigma),\qquad
+        \operatorname{tr} = \sum_i e_i = \sum_j(\alpha_j-\sigma),\qquad
         \|(A-\sigma I)Q\|_F^2 = \|T_m-\sigma I\|_F^2 + \|r\|^2 .
 
     A run that stopped on an invariant subspace (breakdown) or restarted after one has a
@@ -152,4 +157,6 @@ def deflation_from_lanczos(run: LanczosResult, shift: float = 0.0) -> Deflation:
             diag += 2.0 * betas[j] * qj * Q[j + 1].double()
     diag += Q[m - 1].double() * r.double()
     frob = float(alphas.square().sum() + 2.0 * betas.square().sum()) + float(r.double().square().sum())
-    return Deflation(basis=Q, trace=float(alphas.sum()), diagonal=diag, frob_sq=frob)
+    # Σ_i e_i = Σ_j (α_j − σ) up to the basis' orthonormality (1e-7 in float32): take the trace as Σ e,
+    # so that block traces (sums of e over blocks) add up to the samples exactly
+    return Deflation(basis=Q, trace=float(diag.sum()), diagonal=diag, frob_sq=frob, start_seed=run.start_seed)

@@ -98,7 +98,7 @@ def normalize_blocks(blocks, dim: int, device: torch.device) -> list[tuple[str, 
     return out
 
 
-def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: int = 1,
+def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, blocks=None, batch_size: int = 1,
                deflation: Deflation | None = None, target: CITarget | None = None) -> TraceEstimate:
     r"""Estimate :math:`\operatorname{tr}A` from seeded Rademacher probes.
 
@@ -107,13 +107,17 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
             ``(callable, dim)`` pair.
         num_probes: number of probes M (= matvecs); the maximum with ``target``.
         seed: probe seed; probe ``m`` depends only on ``(seed, dim, m)``.
+        first_probe: use probes ``first_probe, first_probe + 1, …`` of the seed (e.g. 1
+            when probe 0 started the Lanczos run that built ``deflation``).
         blocks: optional coordinate blocks (``name -> slice | (start, stop) | mask |
             indices``, e.g. ``ModelHessian.param_blocks()``) for per-block traces from
             the same probes.
         batch_size: probes per operator call (uses ``op.matmat`` when > 1).
         deflation: a :class:`~villani.curvature.Deflation` of ``op`` (its basis must not
             depend on these probes): estimate :math:`\operatorname{tr}(Q^\top AQ)`
-            exactly and only the remainder by probes.
+            exactly and only the remainder by probes. A basis grown from one of these
+            very probes (a Lanczos run from probe 0 of ``seed``, with ``first_probe=0``)
+            is refused: that probe's remainder would be 0, a biased sample.
         target: a :class:`~villani.curvature.CITarget`: stop by Stein's two-stage rule.
 
     Returns:
@@ -125,7 +129,13 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
     if num_probes < 1:
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
     dtype, device = operator_dtype(op), operator_device(op)
+    if first_probe < 0:
+        raise ValueError(f"first_probe must be ≥ 0, got {first_probe}")
+    if deflation is not None and deflation.start_seed == int(seed) and first_probe == 0:
+        raise ValueError(f"deflation: its Lanczos run started from probe 0 of seed {seed}; "
+                         "use first_probe ≥ 1 or another seed, so the probes are independent of the basis")
     stream = ProbeStream(op.dim, seed, dtype=dtype, device=device)
+    stream.skip(first_probe)
     named = normalize_blocks(blocks, op.dim, device) if blocks is not None else []
     sums = _ProbeSums(op.dim, dtype, device, named, deflation)
     exact = deflation.trace if deflation is not None else 0.0
