@@ -151,3 +151,32 @@ def test_old_jsons_still_read_and_fig9_predicts_the_estimator_used(cost_root, tm
 
     t_old = cv_table(pd.DataFrame([row]))  # a plain (old) row: predicted from ‖H‖_F² and Σ diag²
     assert t_old.iloc[0]["cv_mean_predicted"] == pytest.approx(t_old.iloc[0]["cv_mean_predicted_plain"])
+
+
+def test_rays_deflate_the_trace_with_a_short_lanczos_basis(micro):
+    """ray_table with deflation_steps = k: the engine's deflated estimate at every point
+    (Lanczos of ∇²L from probe 0, probes 1..M), k + M products per point."""
+    from villani.curvature import ModelHessian, deflation_from_lanczos, hutchinson
+    from villani.measure.measurement_set import measurement_batches
+    from villani.measure.rays import ray_directions, ray_table
+    from villani.model import model_for_run
+
+    p, root = micro
+    p = micro_params(rays={"through_checkpoint": False, "count": 1})
+    model = model_for_run(p, root, 0)
+    directions, _ = ray_directions(p, root, model)
+    model = model.float().eval()
+    _, batches = measurement_batches(p, root, torch.device("cpu"))
+    grid = np.array([1e2, 1e6])
+    table = ray_table(model, batches, directions, grid, lambdas=[0.0], s_values=[1.0], num_probes=3,
+                      probe_seed=5, deflation_steps=4)
+    ps = [q for q in model.parameters() if q.requires_grad]
+    for k, tsq in enumerate(grid):
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters((math.sqrt(tsq) * directions[0]["u"]).float(), ps)
+        H = ModelHessian(model, batches)
+        want = hutchinson(H, 3, seed=5, first_probe=1, deflation=deflation_from_lanczos(lanczos(H, 4, seed=5,
+                                                                                                keep_basis=True)))
+        row = table[table["point"] == k].iloc[0]
+        assert row["trace_L"] == pytest.approx(want.mean, rel=1e-5)
+        assert row["trace_L_stderr"] == pytest.approx(want.stderr, rel=1e-4)
