@@ -86,6 +86,8 @@ class Deflation:
         frob_sq: :math:`\|AQ\|_F^2`.
         start_seed: the seed whose probe 0 started the Lanczos run Q comes from (None
             for a basis given with its products): those probes must not be reused.
+        vectors: the operator's vector layout (:func:`~villani.curvature.operators.operator_vectors`)
+            when the basis rows are this process's shards; None for whole vectors.
     """
 
     basis: Tensor
@@ -93,6 +95,7 @@ class Deflation:
     diagonal: Tensor
     frob_sq: float
     start_seed: int | None = None
+    vectors: object | None = None
 
     @property
     def rank(self) -> int:
@@ -101,7 +104,8 @@ class Deflation:
 
     def _coefficients(self, V: Tensor) -> Tensor:
         Q = self.basis
-        return V.to(device=Q.device, dtype=Q.dtype) @ Q.T
+        C = V.to(device=Q.device, dtype=Q.dtype) @ Q.T
+        return C if self.vectors is None else self.vectors.sum(C)
 
     def _expand(self, C: Tensor, like: Tensor) -> Tensor:
         return (C @ self.basis).to(device=like.device, dtype=like.dtype)
@@ -116,18 +120,22 @@ class Deflation:
         return C, Z - self._expand(C, Z)
 
 
-def deflation_from_products(basis: Tensor, image: Tensor) -> Deflation:
+def _total(vectors, x: Tensor) -> float:
+    return float(x if vectors is None else vectors.sum(x))
+
+
+def deflation_from_products(basis: Tensor, image: Tensor, vectors=None) -> Deflation:
     r"""A :class:`Deflation` from orthonormal rows :math:`Q^\top` and their products
-    :math:`(AQ)^\top` (both ``(k, dim)``)."""
+    :math:`(AQ)^\top` (both ``(k, dim)``; with sharded ``vectors``, this process's columns)."""
     if basis.shape != image.shape or basis.ndim != 2:
         raise ValueError(f"basis and image must both be (k, dim); got {tuple(basis.shape)} and {tuple(image.shape)}")
     image = image.to(device=basis.device)
     diag = (basis.double() * image.double()).sum(dim=0)
-    return Deflation(basis=basis, trace=float(diag.sum()), diagonal=diag,
-                     frob_sq=float(image.double().square().sum()))
+    return Deflation(basis=basis, trace=_total(vectors, diag.sum()), diagonal=diag,
+                     frob_sq=_total(vectors, image.double().square().sum()), vectors=vectors)
 
 
-def deflation_from_lanczos(run: LanczosResult, shift: float = 0.0) -> Deflation:
+def deflation_from_lanczos(run: LanczosResult, shift: float = 0.0, vectors=None) -> Deflation:
     r"""A :class:`Deflation` of :math:`A - \sigma I` (``shift`` = σ) from a Lanczos run of
     :math:`A` that kept its basis (``keep_basis=True``), with no further product.
 
@@ -141,7 +149,9 @@ def deflation_from_lanczos(run: LanczosResult, shift: float = 0.0) -> Deflation:
         \|(A-\sigma I)Q\|_F^2 = \|T_m-\sigma I\|_F^2 + \|r\|^2 .
 
     A run that stopped on an invariant subspace (breakdown) or restarted after one has a
-    zero or negligible residual there, and the same relation holds.
+    zero or negligible residual there, and the same relation holds. For an operator with
+    sharded vectors pass its layout (``vectors``): the basis and residual are then this
+    process's shards and the sums are all-reduced.
     """
     if run.basis is None or run.residual is None:
         raise ValueError("deflation_from_lanczos needs a run that kept its basis (keep_basis=True)")
@@ -156,7 +166,8 @@ def deflation_from_lanczos(run: LanczosResult, shift: float = 0.0) -> Deflation:
         if j + 1 < m:
             diag += 2.0 * betas[j] * qj * Q[j + 1].double()
     diag += Q[m - 1].double() * r.double()
-    frob = float(alphas.square().sum() + 2.0 * betas.square().sum()) + float(r.double().square().sum())
+    frob = float(alphas.square().sum() + 2.0 * betas.square().sum()) + _total(vectors, r.double().square().sum())
     # Σ_i e_i = Σ_j (α_j − σ) up to the basis' orthonormality (1e-7 in float32): take the trace as Σ e,
     # so that block traces (sums of e over blocks) add up to the samples exactly
-    return Deflation(basis=Q, trace=float(diag.sum()), diagonal=diag, frob_sq=frob, start_seed=run.start_seed)
+    return Deflation(basis=Q, trace=_total(vectors, diag.sum()), diagonal=diag, frob_sq=frob,
+                     start_seed=run.start_seed, vectors=vectors)

@@ -59,8 +59,13 @@ import torch
 from torch import Tensor
 
 from .deflated_hutchinson import Deflation
-from .operators import apply_rows, as_operator, operator_device, operator_dtype
-from .probes import ProbeStream
+from .operators import (
+    apply_rows,
+    as_operator,
+    operator_device,
+    operator_dtype,
+    operator_vectors,
+)
 from .results import TraceEstimate, summarize_samples
 from .stein1945twostage import CITarget, two_stage_half_width, two_stage_size
 
@@ -111,7 +116,8 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, bloc
             when probe 0 started the Lanczos run that built ``deflation``).
         blocks: optional coordinate blocks (``name -> slice | (start, stop) | mask |
             indices``, e.g. ``ModelHessian.param_blocks()``) for per-block traces from
-            the same probes.
+            the same probes; global coordinates also for an operator with sharded
+            vectors (``op.vectors``, see :mod:`.operators`).
         batch_size: probes per operator call (uses ``op.matmat`` when > 1).
         deflation: a :class:`~villani.curvature.Deflation` of ``op`` (its basis must not
             depend on these probes): estimate :math:`\operatorname{tr}(Q^\top AQ)`
@@ -134,10 +140,13 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, bloc
     if deflation is not None and deflation.start_seed == int(seed) and first_probe == 0:
         raise ValueError(f"deflation: its Lanczos run started from probe 0 of seed {seed}; "
                          "use first_probe ≥ 1 or another seed, so the probes are independent of the basis")
-    stream = ProbeStream(op.dim, seed, dtype=dtype, device=device)
-    stream.skip(first_probe)
+    vectors = operator_vectors(op)  # coordinate sums below are per-process partial sums, totalled by vectors.sum
+    stream = vectors.probes(seed, dtype=dtype, device=device)
+    if first_probe:
+        stream.next(first_probe)  # probes 0..first_probe−1 are drawn and not used
     named = normalize_blocks(blocks, op.dim, device) if blocks is not None else []
-    sums = _ProbeSums(op.dim, dtype, device, named, deflation)
+    named = [(name, vectors.local_index(idx)) for name, idx in named]
+    sums = _ProbeSums(vectors, dtype, device, named, deflation)
     exact = deflation.trace if deflation is not None else 0.0
 
     pilot = num_probes if target is None else min(target.min_probes, num_probes)
@@ -165,46 +174,50 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, bloc
 class _ProbeSums:
     r"""Running sums over the probes of one call: per-probe samples and ‖A y‖², block
     samples, and the diagonal cross-products of :math:`y \odot Ay` (and, deflated, of
-    :math:`v \odot PAPv` with :math:`y = Pv`)."""
+    :math:`v \odot PAPv` with :math:`y = Pv`). Coordinate sums are this process's partial
+    sums, totalled over the processes by ``vectors.sum`` (sharded vectors)."""
 
-    def __init__(self, dim: int, dtype, device, named, deflation: Deflation | None):
-        self.named, self.deflation = named, deflation
+    def __init__(self, vectors, dtype, device, named, deflation: Deflation | None):
+        self.vectors, self.named, self.deflation = vectors, named, deflation
         self.rows: list[Tensor] = []  # per probe: yᵀAy
         self.sq: list[Tensor] = []  # ‖Ay‖²
         self.blocks: list[Tensor] = []
-        self.diag_sum = torch.zeros(dim, dtype=dtype, device=device)
+        self.diag_sum = torch.zeros(vectors.local_dim, dtype=dtype, device=device)
         self.diag_sq_total = 0.0
         if deflation is not None:
             self.rem_sq: list[Tensor] = []  # ‖PAy‖²
-            self.rem_diag_sum = torch.zeros(dim, dtype=dtype, device=device)
+            self.rem_diag_sum = torch.zeros(vectors.local_dim, dtype=dtype, device=device)
             self.rem_diag_sq_total = 0.0
 
     def add(self, G: Tensor, op) -> None:
+        total = self.vectors.sum
         Y = G if self.deflation is None else self.deflation.project(G)
         Z = apply_rows(op, Y)
         D = Y * Z  # row m: y_m ⊙ A y_m
-        self.rows.append(D.sum(dim=1, dtype=torch.float64).cpu())
-        sq = (Z * Z).sum(dim=1, dtype=torch.float64)
+        self.rows.append(total(D.sum(dim=1, dtype=torch.float64)).cpu())
+        sq = total((Z * Z).sum(dim=1, dtype=torch.float64))
         self.sq.append(sq.cpu())
         self.diag_sum += D.sum(dim=0)
-        self.diag_sq_total += float((D * D).sum(dtype=torch.float64))
+        self.diag_sq_total += float(total((D * D).sum(dtype=torch.float64)))
         if self.named:
-            self.blocks.append(torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64)
-                                            for _, idx in self.named], dim=1).cpu())
+            rows = torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64) for _, idx in self.named], dim=1)
+            self.blocks.append(total(rows).cpu())
         if self.deflation is not None:
-            C, PZ = self.deflation.split(Z)  # Z = QᵀC + PZ
+            C, PZ = self.deflation.split(Z)  # Z = CQᵀ + PZ, C all-reduced
             self.rem_sq.append((sq - C.double().square().sum(dim=1).to(sq.device)).cpu())
             R = G * PZ  # v ⊙ PAPv
             self.rem_diag_sum += R.sum(dim=0)
-            self.rem_diag_sq_total += float((R * R).sum(dtype=torch.float64))
+            self.rem_diag_sq_total += float(total((R * R).sum(dtype=torch.float64)))
+        del Z, D
 
     def samples(self) -> np.ndarray:
         return torch.cat(self.rows).numpy()
 
-    @staticmethod
-    def _cross(total: Tensor, sq_total: float, m: int) -> float | None:
+    def _cross(self, diag_sum: Tensor, sq_total: float, m: int) -> float | None:
         """(‖Σ_m d⁽ᵐ⁾‖² − Σ_m ‖d⁽ᵐ⁾‖²) / (M(M−1)): unbiased Σ_i (E d_i)²."""
-        return None if m < 2 else (float(total.double().square().sum()) - sq_total) / (m * (m - 1))
+        if m < 2:
+            return None
+        return (float(self.vectors.sum(diag_sum.double().square().sum())) - sq_total) / (m * (m - 1))
 
     def by_products(self) -> dict:
         m = sum(r.numel() for r in self.rows)
@@ -219,23 +232,24 @@ class _ProbeSums:
         else:
             # ‖A‖_F² = ‖AQ‖_F² + ‖AP‖_F², E‖APv‖² = ‖AP‖_F²;
             # diag A = e + diag(AP) with e = diag(AQQᵀ) exact and E[y ⊙ Ay] = diag(AP).
+            total = self.vectors.sum
             e = defl.diagonal
             hbar = (self.diag_sum / m).to(device=e.device, dtype=torch.float64)
             cross = self._cross(self.diag_sum, self.diag_sq_total, m)
             out["frob_sq"] = defl.frob_sq + float(np.mean(sq))
             out["frob_sq_samples"] = defl.frob_sq + sq
-            out["diag_sq"] = None if cross is None else float(e.square().sum() + 2.0 * (e @ hbar)) + cross
+            out["diag_sq"] = None if cross is None else float(total(e.square().sum() + 2.0 * (e @ hbar))) + cross
             out["deflation_rank"] = defl.rank
             out["exact_part"] = defl.trace
             out["remainder_frob_sq"] = float(np.mean(torch.cat(self.rem_sq).numpy()))
             out["remainder_diag_sq"] = self._cross(self.rem_diag_sum, self.rem_diag_sq_total, m)
-            exact_blocks = [float(e[idx.to(e.device) if isinstance(idx, Tensor) else idx].sum())
-                            for _, idx in self.named]
+            exact_blocks = total(torch.stack([e[idx.to(e.device) if isinstance(idx, Tensor) else idx].sum()
+                                              for _, idx in self.named])).cpu().numpy() if self.named else None
         if self.named:
             names = tuple(name for name, _ in self.named)
             bs = torch.cat(self.blocks).numpy()
             if exact_blocks is not None:
-                bs = bs + np.asarray(exact_blocks)
+                bs = bs + exact_blocks
             out["block_names"] = names
             out["block_samples"] = bs
             out["block_means"] = {n: float(bs[:, j].mean()) for j, n in enumerate(names)}

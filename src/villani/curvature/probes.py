@@ -44,11 +44,6 @@ class ProbeStream:
         signs = bits.mul_(2).sub_(1)
         return signs.to(device=self.device, dtype=self.dtype)
 
-    def skip(self, k: int) -> None:
-        """Draw and discard the next ``k`` probes (the stream then continues at probe ``k``)."""
-        for _ in range(int(k)):
-            torch.randint(0, 2, (self.dim,), generator=self._gen, dtype=torch.int8)
-
     def chunks(self, total: int, size: int) -> Iterator[Tensor]:
         """Yield ``total`` probes in ``(≤size, dim)`` chunks."""
         if size < 1:

@@ -62,8 +62,7 @@ import torch
 from scipy.special import ndtri
 
 from .lanczos import lanczos
-from .operators import as_operator, operator_device, operator_dtype
-from .probes import ProbeStream
+from .operators import as_operator, operator_device, operator_dtype, operator_vectors
 from .results import LanczosResult, SpectralDensity
 
 __all__ = ["slq", "slq_num_starts"]
@@ -99,7 +98,7 @@ def slq(
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
     if first is not None and first.start_seed != int(seed):
         raise ValueError(f"first: the run started from seed {first.start_seed}'s first probe, not seed {seed}'s")
-    stream = ProbeStream(op.dim, seed, dtype=operator_dtype(op), device=operator_device(op))
+    stream = operator_vectors(op).probes(seed, dtype=operator_dtype(op), device=operator_device(op))
     nodes, weights, traces, matvecs, breakdown = [], [], [], 0, False
     for j in range(num_probes):
         v = stream.next(1)[0]
