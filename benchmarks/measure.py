@@ -27,6 +27,25 @@ is nothing but products), so PyHessian's slower products count for more than one
 
 PyHessian 0.1 calls ``torch.eig`` (removed in torch 2); this script provides it, for
 symmetric T, through ``torch.linalg.eigh``.
+
+``--mode levers`` (issue 14): HVP-equivalents per checkpoint at equal accuracy, today's
+pipeline vs the cost levers, at PTB settings by default (M = 64, top-20 by 60 Lanczos
+steps, SLQ 4 starts × 80). Equal accuracy means: the trace CI half-width ≤ that of plain
+M = 64 (the deflated M' from the predicted variances, and what Stein's two-stage rule with
+that target spends); the top-k with max relative residual ≤ min(1e-2, today's); λ_median
+and the 0.9-quantile of one SLQ start inside today's interval (4 starts). On a trained
+checkpoint of a results tree (``--results``, ``--params``, ``--run lam,seed,step``) or on
+the synthetic GPT-Neo (options of ``hvp.py``; ``--train-steps``).
+``--mode warm-start`` (lever 3): Rayleigh–Ritz / block Krylov from the previous
+checkpoint's top-k Ritz vectors vs a cold Lanczos run, products to a relative residual
+(``--run lam,seed,step_prev,step``). ``--mode precision`` (lever 5): bf16 autocast HVPs
+vs fp32 (both through autograd's cross-entropy: the fused output layer has no autocast
+path) — the error of tr, Ψ_s's stochastic part and the top-k against each one's own
+statistical error.
+
+    python benchmarks/measure.py --mode levers --results results --params params.yaml --run 0.1,0,240 --threads 1
+    python benchmarks/measure.py --mode levers --vocab 33280 --hidden 512 --layers 2 --seq 64 --batch 2 \
+        --slq-steps 60 --threads 1          # d ≈ 2.2e7
 """
 
 from __future__ import annotations
@@ -44,9 +63,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hvp import ShiftedLogits, add_model_args, build_model, shifted_targets, sync  # noqa: E402
 
-from villani.curvature import CallableOperator, ModelHessian, hutchinson, lanczos  # noqa: E402
+from villani.curvature import (  # noqa: E402
+    CallableOperator,
+    CITarget,
+    ModelHessian,
+    ShiftedOperator,
+    deflation_from_lanczos,
+    hutchinson,
+    lanczos,
+    slq,
+    slq_num_starts,
+    top_eigenvalues,
+)
 from villani.curvature.probes import rademacher_rows  # noqa: E402
 from villani.curvature.results import LanczosResult  # noqa: E402
+from villani.curvature.stein1945twostage import two_stage_half_width, two_stage_size  # noqa: E402
 
 
 def _legacy_eig(T, eigenvectors=True):
@@ -75,7 +106,8 @@ def peak_rss_gib() -> float:
 def prefix(res: LanczosResult, j: int) -> LanczosResult:
     """The j-step Lanczos result contained in a longer run (β_j = the next off-diagonal)."""
     beta_last = res.betas[j - 1] if j < res.num_steps else res.beta_last
-    return LanczosResult(alphas=res.alphas[:j], betas=res.betas[: j - 1], beta_last=float(beta_last), num_matvecs=j)
+    return LanczosResult(alphas=res.alphas[:j], betas=res.betas[: j - 1], beta_last=float(beta_last), num_matvecs=j,
+                         start_seed=res.start_seed)
 
 
 def top_by_magnitude(res: LanczosResult, k: int) -> np.ndarray:
@@ -145,6 +177,261 @@ def pyhessian_measurement(args, model, x) -> dict:
             "trace_mean": float(np.mean(samples)), "eigs": np.asarray(eigs)}
 
 
+# --------------------------------------------------------------------------- issue 14: the levers
+
+
+def median_seconds(fn, device: str, repeats: int = 5) -> float:
+    fn()
+    out = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        out.append(time.perf_counter() - t0)
+    return float(np.median(out))
+
+
+def reorth_seconds(d: int, steps: int, H, device: str) -> float:
+    """Mean re-orthogonalisation cost of a Lanczos step of a ``steps``-step run (against steps/2 vectors)."""
+    from villani.curvature.lanczos import _orthogonalize
+
+    basis = torch.linalg.qr(torch.randn(d, max(1, steps // 2), dtype=H.dtype, device=H.device))[0].T.contiguous()
+    w = torch.randn(d, dtype=H.dtype, device=H.device)
+    return median_seconds(lambda: _orthogonalize(w, basis), device)
+
+
+def t975(df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
+
+
+def steps_to_residual(run: LanczosResult, k: int, tol: float) -> int | None:
+    """Fewest prefix steps of a Lanczos run whose top-k all have relative residual ≤ tol."""
+    for j in range(k, run.num_steps + 1):
+        if rel_residual(prefix(run, j), k) <= tol:
+            return j
+    return None
+
+
+def rel_residual(run: LanczosResult, k: int) -> float:
+    theta, res = run.ritz_residuals()
+    top = np.argsort(theta)[::-1][:k]
+    return float(np.max(res[top] / np.abs(theta[top])))
+
+
+def probes_for_half_width(sigma: float, half: float, m_max: int = 4096) -> int:
+    """Fewest M with t_{M−1}·σ/√M ≤ half (σ a single-sample standard deviation)."""
+    for m in range(2, m_max + 1):
+        if t975(m - 1) * sigma / np.sqrt(m) <= half:
+            return m
+    return m_max
+
+
+def checkpoint_operator(args):
+    """(ModelHessian of L, λ, description) from ``--results/--params/--run`` or the synthetic model."""
+    if args.results:
+        from villani.measure.measurement_set import measurement_batches
+        from villani.plan.config import load_params
+        from villani.plan.runs import Run
+        from villani.training.checkpoint import load_run_model
+
+        params = load_params([args.params])
+        lam, seed, *steps = (float(x) for x in args.run.split(","))
+        run = Run(params["data"]["name"], "adamw", lam, int(seed))
+        models = [load_run_model(params, args.results, run, int(st), args.device)[0] for st in steps]
+        _, batches = measurement_batches(params, args.results, torch.device(args.device))
+        ops = [ModelHessian(m, batches, method=params["measure"]["hvp_method"]) for m in models]
+        return ops, lam, f"{params['data']['name']} λ={lam:g} seed {int(seed)} step(s) {[int(x) for x in steps]}"
+    model = build_model(args)
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen).to(args.device)
+    train(model, x, args.train_steps)
+    return [ModelHessian(model, [x])], 0.0, f"synthetic GPT-Neo, {args.train_steps} AdamW steps"
+
+
+def levers(args) -> None:
+    """Today's per-checkpoint measurement vs the levers, at equal accuracy (see the docstring)."""
+    (H,), lam, what = checkpoint_operator(args)
+    H.matvec(torch.zeros(H.dim, device=H.device))  # build the graph outside the timings
+    d, k, M = H.dim, args.top_k, args.probes
+    cH, cF = H, ShiftedOperator(H, lam)
+    print(f"{what}: d = {d:,}; device {args.device}; threads {torch.get_num_threads()}")
+
+    plain = hutchinson(cH, M, seed=0)
+    # one run of max(today's, the new maximum) steps: today's top-k is its prefix of --top-steps
+    top = top_eigenvalues(cF, k, num_steps=max(args.top_steps, args.max_steps), seed=0, keep_basis=True)
+    today_res = rel_residual(prefix(top.lanczos, args.top_steps), k)
+    res_target = min(1e-2, today_res)
+    reached = steps_to_residual(top.lanczos, k, res_target)
+    steps_new = reached or top.lanczos.num_steps
+
+    deflation = deflation_from_lanczos(prefix_with_basis(top.lanczos, steps_new), shift=lam)
+    defl = hutchinson(cH, args.deflated_probes, seed=0, first_probe=1, deflation=deflation)
+    rel_stein = {}
+    for rel in args.trace_rel_ci:  # Stein's M for a stated relative target (the presets' lever 4)
+        n = two_stage_size(defl.samples[:8], CITarget(((rel, 0.0),), min_probes=8), M)
+        half = two_stage_half_width(defl.samples[:n], 8) if n <= defl.num_probes else float("nan")
+        rel_stein[rel] = (n, half / abs(defl.mean))
+    # per-unit costs in isolation (medians of 5: the shared machine's load moves whole phases)
+    v = rademacher_rows(1, d, seed=9, dtype=H.dtype, device=H.device)
+    hvp_s = median_seconds(lambda: H.matvec(v[0]), args.device)
+    proj_s = median_seconds(lambda: (deflation.project(v), deflation.split(v)), args.device)
+    defl_probe_s = hvp_s + proj_s
+    half_today = t975(M - 1) * plain.std / np.sqrt(M)
+    sigma_plain = np.sqrt(max(plain.predicted_var_plain, 0.0))
+    half_today_pred = t975(M - 1) * sigma_plain / np.sqrt(M)
+    sigma_defl = np.sqrt(max(defl.predicted_var, 0.0))
+    m_pred = probes_for_half_width(sigma_defl, half_today_pred)
+    target = CITarget(((half_today_pred / abs(defl.mean), 0.0),), min_probes=8)
+    m_stein = two_stage_size(defl.samples[:8], target, M)
+    stein_note = ""
+    if m_stein <= defl.num_probes:
+        stein_half = two_stage_half_width(defl.samples[:m_stein], 8)
+        stein_note = f"half-width {stein_half:.4g}"
+    else:
+        stein_note = f"(> {defl.num_probes} probes drawn here: half-width not evaluated)"
+    del deflation
+    top_basis_gib = top.lanczos.basis.numel() * top.lanczos.basis.element_size() / 2**30
+    lanczos_run = prefix(top.lanczos, args.top_steps)  # today's start 0 (no basis kept)
+    new_run = prefix(top.lanczos, steps_new)
+    del top
+
+    dens_today = slq(cF, args.slq_probes, args.slq_steps, seed=0, first=lanczos_run)
+    p_new = min(args.slq_probes, slq_num_starts(d, args.slq_cdf_tol))
+    dens_new = slq(cF, p_new, args.slq_steps, seed=0, first=new_run)
+    checks = []
+    for q in (0.5, 0.9):
+        lo, hi = dens_today.quantile_interval(q)
+        new_q = dens_new.quantile(q)
+        checks.append((q, dens_today.quantile(q), lo, hi, new_q, dens_new.quantile_interval(q), lo <= new_q <= hi))
+
+    today = M + args.top_steps + (args.slq_probes - 1) * args.slq_steps
+    lz_s = hvp_s + reorth_seconds(d, args.top_steps, H, args.device)  # a step: one product + re-orthogonalisation
+    slq_s = hvp_s + reorth_seconds(d, args.slq_steps, H, args.device)
+    today_eq = (M * hvp_s + args.top_steps * lz_s + (args.slq_probes - 1) * args.slq_steps * slq_s) / hvp_s
+    rules = [("predicted M'", m_pred), ("Stein's M", m_stein)]
+    rules += [(f"trace_rel_ci {rel:g}", n) for rel, (n, _) in rel_stein.items()]
+    for name, m_new in rules:
+        new = steps_new + m_new + (p_new - 1) * args.slq_steps
+        new_eq = (steps_new * lz_s + m_new * defl_probe_s + (p_new - 1) * args.slq_steps * slq_s) / hvp_s
+        print(f"  [{name}] HVPs today {today} → {new} ({today / new:.2f}× fewer); HVP-equivalents "
+              f"{today_eq:.1f} → {new_eq:.1f} ({today_eq / new_eq:.2f}×)")
+    print(f"one HVP {hvp_s:.4f} s (median of 5); deflated probe {defl_probe_s / hvp_s:.3f} HVPs (projections on "
+          f"{steps_new} vectors: {proj_s:.4f} s); Lanczos step {lz_s / hvp_s:.3f} HVPs, SLQ step {slq_s / hvp_s:.3f} "
+          f"(product + mean re-orthogonalisation); Lanczos basis {top_basis_gib:.2f} GiB")
+    print(f"trace: plain M={M}: {plain.mean:.6g} ± {half_today:.4g} (95% half-width; predicted {half_today_pred:.4g}); "
+          f"deflated rank {defl.deflation_rank}, {defl.num_probes} probes: {defl.mean:.6g}, one-sample sd "
+          f"{defl.std:.4g} (predicted {sigma_defl:.4g}) vs plain {plain.std:.4g} (predicted {sigma_plain:.4g}): "
+          f"variance ×{(sigma_plain / sigma_defl) ** 2:.2f} smaller")
+    print(f"  deflated probes for today's half-width: M' = {m_pred} (predicted); Stein two-stage (pilot 8, target "
+          f"{half_today_pred:.4g}): {m_stein} {stein_note}")
+    print(f"  today's relative half-width {half_today / abs(plain.mean):.4f}; "
+          + "; ".join(f"trace_rel_ci {rel:g}: Stein M = {n} (relative half-width {h:.4f})"
+                      for rel, (n, h) in rel_stein.items()))
+    print(f"  ‖H‖_F² plain {plain.frob_sq:.5g} vs deflated {defl.frob_sq:.5g}; top-{k} share of ‖H‖_F²: "
+          f"{float(np.sum((dens_today.nodes[0][-k:] - lam) ** 2)) / plain.frob_sq:.2f} (Ritz values of start 0)")
+    print(f"top-{k}: today {args.top_steps} steps, max relative residual {today_res:.2e}; target "
+          f"min(1e-2, today's) = {res_target:.2e} "
+          + (f"reached at {steps_new} steps" if reached else f"not reached within {steps_new} steps "
+             f"(there {rel_residual(top.lanczos, k):.2e})"))
+    print(f"SLQ: today {args.slq_probes} starts × {args.slq_steps} steps; new {p_new} start(s) "
+          f"(slq_num_starts(d, {args.slq_cdf_tol}) = {slq_num_starts(d, args.slq_cdf_tol)})")
+    for q, tq, lo, hi, nq, (nlo, nhi), ok in checks:
+        print(f"  q = {q}: today {tq:.5g} in [{lo:.5g}, {hi:.5g}]; new {nq:.5g} (its own [{nlo:.5g}, {nhi:.5g}]) "
+              f"{'inside' if ok else 'OUTSIDE'} today's interval")
+
+
+def prefix_with_basis(run: LanczosResult, j: int) -> LanczosResult:
+    """The first ``j`` steps of a run that kept its basis, with basis and residual β_j q_{j+1}."""
+    if j >= run.num_steps:
+        return run
+    return LanczosResult(alphas=run.alphas[:j], betas=run.betas[: j - 1], beta_last=float(run.betas[j - 1]),
+                         num_matvecs=j, basis=run.basis[:j], residual=float(run.betas[j - 1]) * run.basis[j],
+                         start_seed=run.start_seed)
+
+
+def warm_start(args) -> None:
+    """Lever 3: top-k at checkpoint t from t−1's Ritz vectors (Rayleigh–Ritz, then block Krylov
+    [Y, HY, …]) vs a cold Lanczos run from probe 0, in products to reach a relative residual."""
+    (H0, H1), lam, what = checkpoint_operator(args)
+    k = args.top_k
+    prev = top_eigenvalues(ShiftedOperator(H0, lam), k, num_steps=args.top_steps, seed=0, return_vectors=True)
+    H0.release()
+    F1 = ShiftedOperator(H1, lam)
+    cold = top_eigenvalues(F1, k, num_steps=args.top_steps, seed=0, keep_basis=False).lanczos
+    print(f"{what}: d = {H1.dim:,}; top-{k}; cold Lanczos from probe 0 vs warm block Krylov from the previous "
+          "checkpoint's Ritz vectors")
+    print(f"{'products':>9s} {'cold max rel. residual':>24s} {'warm max rel. residual':>24s}")
+    blocks, images = [prev.vectors.to(H1.dtype)], []
+    for level in range(1, args.warm_blocks + 1):
+        images.append(torch.stack([F1.matvec(v) for v in blocks[-1]]))
+        Y = torch.cat(blocks)
+        AY = torch.cat(images)
+        Q, R = torch.linalg.qr(Y.T.double())
+        keep = torch.abs(torch.diagonal(R)) > 1e-10 * torch.abs(torch.diagonal(R)).max()
+        Q = Q[:, keep]
+        AQ = torch.linalg.solve_triangular(R[keep][:, keep].T, AY.double()[keep], upper=False).T  # A Q (columns)
+        T = Q.T @ AQ
+        T = 0.5 * (T + T.T)
+        theta, S = torch.linalg.eigh(T)
+        order = torch.argsort(theta, descending=True)[:k]
+        X, AX = Q @ S[:, order], AQ @ S[:, order]
+        res = torch.linalg.vector_norm(AX - X * theta[order], dim=0) / theta[order].abs()
+        n = level * k
+        cold_res = rel_residual(prefix(cold, min(n, cold.num_steps)), k) if n >= k else float("nan")
+        print(f"{n:9d} {cold_res:24.2e} {float(res.max()):24.2e}")
+        nxt = AY[-k:]  # next Krylov block from the newest images, orthogonalised against the space so far
+        nxt = nxt - (nxt.double() @ Q @ Q.T).to(nxt.dtype)
+        blocks.append(nxt / torch.linalg.vector_norm(nxt, dim=1, keepdim=True))
+    for tol in (1e-2, 1e-3):
+        j = steps_to_residual(cold, k, tol)
+        print(f"cold Lanczos reaches {tol:g} at {j if j else f'> {cold.num_steps}'} steps")
+
+
+def precision(args) -> None:
+    """Lever 5: bf16 autocast HVPs vs fp32 on the same probes, start and operator path."""
+    (H32,), lam, what = checkpoint_operator(args)
+    model, batches = H32.model, H32.batches
+    ref = ModelHessian(model, batches, cross_entropy="autograd")
+    low = ModelHessian(model, batches, cross_entropy="autograd")
+    dtype = torch.bfloat16
+
+    class Autocast:
+        dim, device = low.dim, low.device
+        dtype = low.dtype
+
+        def matvec(self, v):
+            with torch.autocast(device_type=torch.device(args.device).type, dtype=dtype):
+                return low.matvec(v).float()
+
+    M, k = args.probes, args.top_k
+    a = hutchinson(ref, M, seed=0)
+    b = hutchinson(Autocast(), M, seed=0)
+    diff = b.samples - a.samples
+    print(f"{what}: d = {ref.dim:,}; {M} probes; autocast {dtype} on {args.device} vs fp32 (autograd cross-entropy both)")
+    print(f"trace: fp32 {a.mean:.6g} ± {a.stderr:.3g} (s.e.); bf16 {b.mean:.6g}; error of the mean {abs(b.mean - a.mean):.3g} "
+          f"= {abs(b.mean - a.mean) / a.stderr:.2f} s.e. (Ψ_s's stochastic part is the same number); per-sample "
+          f"error sd {diff.std():.3g} = {diff.std() / a.std:.3f} of the sample sd")
+    ta = top_eigenvalues(ShiftedOperator(ref, lam), k, num_steps=args.top_steps, seed=0)
+    tb = top_eigenvalues(ShiftedOperator(Autocast(), lam), k, num_steps=args.top_steps, seed=0)
+    err = np.abs(tb.values - ta.values)
+    over = int(np.sum(err > 0.1 * ta.residuals))
+    print(f"top-{k}: {over} of {k} eigenvalues moved by more than 10% of their fp32 Ritz residual (the error bar); "
+          f"max relative |Δλ| = {float(np.max(err / np.abs(ta.values))):.2e}; fp32 relative residuals "
+          f"{float(np.min(ta.residuals / np.abs(ta.values))):.1e}–{float(np.max(ta.residuals / np.abs(ta.values))):.1e}")
+    for name, op in (("fp32", ref), ("bf16", Autocast())):
+        v = rademacher_rows(1, ref.dim, seed=1)[0]
+        op.matvec(v)
+        sync(args.device)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            op.matvec(v)
+        sync(args.device)
+        print(f"  one product {name}: {(time.perf_counter() - t0) / 3:.4f} s")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_args(ap)
@@ -156,10 +443,24 @@ def main(argv=None) -> None:
     ap.add_argument("--slq-steps", type=int, default=60)
     ap.add_argument("--train-steps", type=int, default=20,
                     help="AdamW steps on the batch first (loss 9.0 -> 4.6), so the Hessian is not that of an initialisation")
+    ap.add_argument("--mode", choices=("pyhessian", "levers", "warm-start", "precision"), default="pyhessian")
+    ap.add_argument("--results", default=None, help="results tree of a trained run (levers/warm-start/precision)")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--run", default=None, help="lam,seed,step (warm-start: lam,seed,step_prev,step)")
+    ap.add_argument("--deflated-probes", type=int, default=64, help="levers: deflated probes drawn (for predictions)")
+    ap.add_argument("--max-steps", type=int, default=60,
+                    help="levers: the most Lanczos steps the new pipeline may take to reach min(1e-2, today's residual)")
+    ap.add_argument("--trace-rel-ci", type=float, nargs="*", default=[0.02],
+                    help="levers: relative CI targets for which Stein's M is reported")
+    ap.add_argument("--slq-cdf-tol", type=float, default=0.005, help="levers: SLQ start-count tolerance")
+    ap.add_argument("--warm-blocks", type=int, default=3, help="warm-start: block Krylov levels")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision("highest")
+    if args.mode != "pyhessian":
+        {"levers": levers, "warm-start": warm_start, "precision": precision}[args.mode](args)
+        return
 
     model = build_model(args)
     gen = torch.Generator().manual_seed(args.seed)

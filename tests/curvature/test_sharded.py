@@ -29,6 +29,7 @@ import torch.multiprocessing as mp
 from villani.curvature import (
     CallableOperator,
     ModelHessian,
+    deflation_from_lanczos,
     hutchinson,
     slq,
     top_eigenvalues,
@@ -83,6 +84,10 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
         res["dp_est"] = (est.samples, est.block_samples, est.frob_sq, est.diag_sq)
         top = top_eigenvalues(op, 3, num_steps=STEPS, seed=SEED, return_vectors=True)
         res["dp_top"], res["dp_top_vectors"] = top.values, top.vectors
+        d_est = hutchinson(op, PROBES, seed=SEED, first_probe=1, blocks=op.param_blocks(), batch_size=2,
+                           deflation=deflation_from_lanczos(top.lanczos, vectors=vec))
+        res["dp_deflated"] = (d_est.samples, d_est.block_samples, d_est.frob_sq, d_est.diag_sq,
+                              d_est.remainder_frob_sq, d_est.remainder_diag_sq)
         dens = slq(op, 2, 8, seed=SEED)
         res["dp_slq"] = (np.concatenate(dens.nodes), dens.trace_samples)
         g = op.grad()
@@ -121,7 +126,9 @@ def single():
     batches = token_batches()
     H = ModelHessian(tiny_gpt_neo(dtype=torch.float32), batches, lam=LAM)
     est = hutchinson(H, PROBES, seed=SEED, blocks=H.param_blocks())
-    top = top_eigenvalues(H, 3, num_steps=STEPS, seed=SEED)
+    top = top_eigenvalues(H, 3, num_steps=STEPS, seed=SEED, keep_basis=True)
+    deflated = hutchinson(H, PROBES, seed=SEED, first_probe=1, blocks=H.param_blocks(),
+                          deflation=deflation_from_lanczos(top.lanczos))
     dens = slq(H, 2, 8, seed=SEED)
     g = H.grad()
     probes = ProbeStream(H.dim, SEED, dtype=torch.float64, device=torch.device("cpu")).next(2)
@@ -130,7 +137,7 @@ def single():
     fd = FiniteDifferenceHessian(tiny_gpt_neo(dtype=torch.float32), batches, lam=LAM)
     shapes = [p.shape for n, p in tiny_gpt_neo().named_parameters()]
     return {
-        "dim": H.dim, "shapes": shapes, "est": est, "top": top.values, "slq": (np.concatenate(dens.nodes), dens.trace_samples),
+        "dim": H.dim, "shapes": shapes, "est": est, "top": top.values, "deflated": deflated, "slq": (np.concatenate(dens.nodes), dens.trace_samples),
         "grad": g, "grad_sq": float(g.double().square().sum()), "loss": H.loss(),
         "probes": ProbeStream(H.dim, SEED, dtype=torch.float64, device=torch.device("cpu")).next(3),
         "exact_hv": exact, "fd_hv": fd.matmat(probes.float()).double(),
@@ -208,6 +215,18 @@ def test_exact_data_parallel_equals_single_process(sharded, single):
         assert psi == pytest.approx(_psi(est.mean, single["grad_sq"]), rel=1e-5)
     ranges = [r["ranges"] for r in sharded]
     assert _rel(_whole([r["dp_grad"] for r in sharded], ranges, single["dim"]), single["grad"]) < 1e-5
+
+
+def test_deflated_estimate_sharded_equals_single_process(sharded, single):
+    """Deflation by a sharded Lanczos basis: coefficients all-reduced, the same numbers."""
+    d = single["deflated"]
+    for r in sharded:
+        samples, blocks, frob, diag_sq, rem_frob, rem_diag = r["dp_deflated"]
+        np.testing.assert_allclose(samples, d.samples, rtol=1e-5)
+        np.testing.assert_allclose(blocks, d.block_samples, rtol=1e-5, atol=1e-5 * np.abs(d.block_samples).max())
+        for got, want in ((frob, d.frob_sq), (diag_sq, d.diag_sq), (rem_frob, d.remainder_frob_sq),
+                          (rem_diag, d.remainder_diag_sq)):
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-6 * abs(d.frob_sq))
 
 
 def test_fsdp2_finite_differences_match_the_exact_product(sharded, single):

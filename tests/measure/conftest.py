@@ -23,7 +23,8 @@ MICRO = {
     "train": {"lambdas": [0.0, 0.01], "seeds": [0], "steps": 12, "checkpoints": {"count": 2}, "segments": 1,
               "batch_size": 8, "warmup_steps": 2, "lr": 0.02},
     "measure": {"blocks": 6, "batch_size": 4, "num_probes": 16, "top_k": 3, "lanczos_steps": 12, "slq_probes": 2,
-                "slq_steps": 8, "noise_sigma_batches": 4, "s_values": [1.0, 2.0]},
+                "slq_steps": 8, "noise_sigma_batches": 4, "s_values": [1.0, 2.0],
+                "trace_estimator": "hutchinson"},  # plain probes 0..M−1, checked per probe; deflated: test_measure_cost.py
     "rays": {"count": 2, "lambdas": [0.0, 0.01, 10.0], "points": 6, "fit_points": 3, "num_probes": 4,
              "theta_sq_min": 100.0, "theta_sq_max": 1.0e6},
     "landscape": {"lambdas": [0.0, 0.01], "grid": 5, "span": 0.5},

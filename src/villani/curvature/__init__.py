@@ -1,8 +1,9 @@
 """Curvature engine: symmetric linear operators and free-function estimators.
 
 Operators are anything with ``dim`` and ``matvec(v)`` (see :mod:`.operators`); the
-estimators — :func:`hutchinson`, :func:`hutchpp`, :func:`lanczos`,
-:func:`top_eigenvalues`, :func:`slq` — only use that protocol. :class:`ModelHessian`
+estimators — :func:`hutchinson` (optionally deflated, optionally stopped at a CI
+target), :func:`hutchpp`, :func:`lanczos`, :func:`top_eigenvalues`, :func:`slq` — only
+use that protocol. :class:`ModelHessian`
 is the Hessian of a causal LM's regularised token loss. Across processes, with vectors
 sharded (:class:`ShardedVectors`): :class:`DataParallelHessian` (exact, model
 replicated) and :class:`FiniteDifferenceHessian` (central differences of FSDP2-sharded
@@ -11,6 +12,7 @@ gradients; also on one process). Numerics: ``docs/curvature.md``.
 
 from .causal_lm_loss import causal_lm_token_loss
 from .data_parallel_hessian import DataParallelHessian
+from .deflated_hutchinson import Deflation, deflation_from_lanczos, deflation_from_products
 from .finite_difference_hessian import FiniteDifferenceHessian
 from .hutchinson import hutchinson
 from .lanczos import lanczos, top_eigenvalues
@@ -25,7 +27,8 @@ from .operators import (
 )
 from .results import EigenResult, LanczosResult, SpectralDensity, TraceEstimate
 from .sharded_vectors import ShardedVectors
-from .slq import slq
+from .slq import slq, slq_num_starts
+from .stein1945twostage import CITarget
 
 __all__ = [
     "LinearOperator",
@@ -34,10 +37,15 @@ __all__ = [
     "ShiftedOperator",
     "as_operator",
     "hutchinson",
+    "Deflation",
+    "deflation_from_lanczos",
+    "deflation_from_products",
+    "CITarget",
     "hutchpp",
     "lanczos",
     "top_eigenvalues",
     "slq",
+    "slq_num_starts",
     "ModelHessian",
     "DataParallelHessian",
     "FiniteDifferenceHessian",

@@ -32,6 +32,16 @@ M-probe mean is smaller by :math:`\sqrt M`.
 
 The confidence interval is t-based: :math:`\bar x \pm t_{0.975,M-1}\,s/\sqrt M`.
 
+**Deflation** (``deflation=``, :mod:`.deflated_hutchinson`): with an orthonormal
+:math:`Q` and :math:`P = I - QQ^\top`, the probes become :math:`Pv` and every sample is
+:math:`\operatorname{tr}(Q^\top AQ) + (Pv)^\top A(Pv)`; the by-products stay unbiased
+for :math:`A` itself (formulas there).
+
+**A CI target** (``target=``, :mod:`.stein1945twostage`): ``num_probes`` becomes the
+maximum; a pilot of ``target.min_probes`` probes decides, by Stein's two-stage rule, how
+many more to draw, and the CI is Stein's (it keeps its coverage; stopping at the first
+narrow t-interval does not).
+
 Example:
     >>> import torch
     >>> A = torch.diag(torch.arange(1.0, 101.0, dtype=torch.float64))
@@ -48,6 +58,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .deflated_hutchinson import Deflation
 from .operators import (
     apply_rows,
     as_operator,
@@ -56,6 +67,7 @@ from .operators import (
     operator_vectors,
 )
 from .results import TraceEstimate, summarize_samples
+from .stein1945twostage import CITarget, two_stage_half_width, two_stage_size
 
 __all__ = ["hutchinson", "normalize_blocks"]
 
@@ -91,81 +103,155 @@ def normalize_blocks(blocks, dim: int, device: torch.device) -> list[tuple[str, 
     return out
 
 
-def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: int = 1) -> TraceEstimate:
-    r"""Estimate :math:`\operatorname{tr}A` from ``num_probes`` seeded Rademacher probes.
+def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, blocks=None, batch_size: int = 1,
+               deflation: Deflation | None = None, target: CITarget | None = None) -> TraceEstimate:
+    r"""Estimate :math:`\operatorname{tr}A` from seeded Rademacher probes.
 
     Args:
         op: a linear operator (``dim`` + ``matvec``), a square tensor, or a
             ``(callable, dim)`` pair.
-        num_probes: number of probes M (= matvecs).
+        num_probes: number of probes M (= matvecs); the maximum with ``target``.
         seed: probe seed; probe ``m`` depends only on ``(seed, dim, m)``.
+        first_probe: use probes ``first_probe, first_probe + 1, …`` of the seed (e.g. 1
+            when probe 0 started the Lanczos run that built ``deflation``).
         blocks: optional coordinate blocks (``name -> slice | (start, stop) | mask |
             indices``, e.g. ``ModelHessian.param_blocks()``) for per-block traces from
             the same probes; global coordinates also for an operator with sharded
             vectors (``op.vectors``, see :mod:`.operators`).
         batch_size: probes per operator call (uses ``op.matmat`` when > 1).
+        deflation: a :class:`~villani.curvature.Deflation` of ``op`` (its basis must not
+            depend on these probes): estimate :math:`\operatorname{tr}(Q^\top AQ)`
+            exactly and only the remainder by probes. A basis grown from one of these
+            very probes (a Lanczos run from probe 0 of ``seed``, with ``first_probe=0``)
+            is refused: that probe's remainder would be 0, a biased sample.
+        target: a :class:`~villani.curvature.CITarget`: stop by Stein's two-stage rule.
 
     Returns:
-        A :class:`TraceEstimate` with all M samples, the t-based CI, ``frob_sq``,
-        ``diag_sq`` and, with ``blocks``, the per-block samples and means.
+        A :class:`TraceEstimate` with all samples, the CI, ``frob_sq``, ``diag_sq`` and,
+        with ``blocks``, the per-block samples and means; deflated, also the remainder's
+        ``remainder_frob_sq`` / ``remainder_diag_sq`` (its predicted variance).
     """
     op = as_operator(op)
     if num_probes < 1:
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
     dtype, device = operator_dtype(op), operator_device(op)
+    if first_probe < 0:
+        raise ValueError(f"first_probe must be ≥ 0, got {first_probe}")
+    if deflation is not None and deflation.start_seed == int(seed) and first_probe == 0:
+        raise ValueError(f"deflation: its Lanczos run started from probe 0 of seed {seed}; "
+                         "use first_probe ≥ 1 or another seed, so the probes are independent of the basis")
     vectors = operator_vectors(op)  # coordinate sums below are per-process partial sums, totalled by vectors.sum
     stream = vectors.probes(seed, dtype=dtype, device=device)
+    if first_probe:
+        stream.next(first_probe)  # probes 0..first_probe−1 are drawn and not used
     named = normalize_blocks(blocks, op.dim, device) if blocks is not None else []
     named = [(name, vectors.local_index(idx)) for name, idx in named]
+    sums = _ProbeSums(vectors, dtype, device, named, deflation)
+    exact = deflation.trace if deflation is not None else 0.0
 
-    samples, sq_norms, block_rows = [], [], []
-    diag_sum = torch.zeros(vectors.local_dim, dtype=dtype, device=device)
-    diag_sq_total = 0.0
-    for V in stream.chunks(num_probes, batch_size):
-        AV = apply_rows(op, V)
-        D = V * AV  # row m: v_m ⊙ A v_m
-        samples.append(vectors.sum(D.sum(dim=1, dtype=torch.float64)).cpu())
-        sq_norms.append(vectors.sum((AV * AV).sum(dim=1, dtype=torch.float64)).cpu())
-        diag_sum += D.sum(dim=0)
-        diag_sq_total += float(vectors.sum((D * D).sum(dtype=torch.float64)))
-        if named:
-            rows = torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64) for _, idx in named], dim=1)
-            block_rows.append(vectors.sum(rows).cpu())
-        del AV, D
+    pilot = num_probes if target is None else min(target.min_probes, num_probes)
+    for G in stream.chunks(pilot, batch_size):
+        sums.add(G, op)
+    total = pilot if target is None else two_stage_size(exact + sums.samples(), target, num_probes)
+    for G in stream.chunks(total - pilot, batch_size):
+        sums.add(G, op)
 
-    x = torch.cat(samples).numpy()
+    x = exact + sums.samples()
     mean, std, stderr, ci = summarize_samples(x)
-    fro = torch.cat(sq_norms).numpy()
-    diag_sq = None
-    if num_probes >= 2:
-        diag_sum_sq = float(vectors.sum(diag_sum.double().square().sum()))
-        diag_sq = (diag_sum_sq - diag_sq_total) / (num_probes * (num_probes - 1))
-
-    block_names: tuple[str, ...] = ()
-    block_samples = None
-    block_means: dict[str, float] = {}
-    block_stderr: dict[str, float] = {}
-    if named:
-        block_names = tuple(name for name, _ in named)
-        block_samples = torch.cat(block_rows).numpy()
-        for j, name in enumerate(block_names):
-            _, _, b_err, _ = summarize_samples(block_samples[:, j])
-            block_means[name] = float(block_samples[:, j].mean())
-            block_stderr[name] = b_err
-
+    half_target = None
+    if target is not None:
+        half_target = target.half_width(mean)
+        if x.size >= 2:
+            half = two_stage_half_width(x, pilot)
+            ci = (mean - half, mean + half)
     return TraceEstimate(
-        mean=mean,
-        std=std,
-        stderr=stderr,
-        ci95=ci,
-        samples=x,
-        num_matvecs=num_probes,
-        frob_sq=float(np.mean(fro)),
-        frob_sq_samples=fro,
-        diag_sq=diag_sq,
-        block_names=block_names,
-        block_samples=block_samples,
-        block_means=block_means,
-        block_stderr=block_stderr,
-        method="hutchinson",
+        mean=mean, std=std, stderr=stderr, ci95=ci, samples=x, num_matvecs=int(x.size),
+        method="hutchinson" if deflation is None else "deflated hutchinson",
+        max_probes=int(num_probes), target_half_width=half_target, **sums.by_products(),
     )
+
+
+class _ProbeSums:
+    r"""Running sums over the probes of one call: per-probe samples and ‖A y‖², block
+    samples, and the diagonal cross-products of :math:`y \odot Ay` (and, deflated, of
+    :math:`v \odot PAPv` with :math:`y = Pv`). Coordinate sums are this process's partial
+    sums, totalled over the processes by ``vectors.sum`` (sharded vectors)."""
+
+    def __init__(self, vectors, dtype, device, named, deflation: Deflation | None):
+        self.vectors, self.named, self.deflation = vectors, named, deflation
+        self.rows: list[Tensor] = []  # per probe: yᵀAy
+        self.sq: list[Tensor] = []  # ‖Ay‖²
+        self.blocks: list[Tensor] = []
+        self.diag_sum = torch.zeros(vectors.local_dim, dtype=dtype, device=device)
+        self.diag_sq_total = 0.0
+        if deflation is not None:
+            self.rem_sq: list[Tensor] = []  # ‖PAy‖²
+            self.rem_diag_sum = torch.zeros(vectors.local_dim, dtype=dtype, device=device)
+            self.rem_diag_sq_total = 0.0
+
+    def add(self, G: Tensor, op) -> None:
+        total = self.vectors.sum
+        Y = G if self.deflation is None else self.deflation.project(G)
+        Z = apply_rows(op, Y)
+        D = Y * Z  # row m: y_m ⊙ A y_m
+        self.rows.append(total(D.sum(dim=1, dtype=torch.float64)).cpu())
+        sq = total((Z * Z).sum(dim=1, dtype=torch.float64))
+        self.sq.append(sq.cpu())
+        self.diag_sum += D.sum(dim=0)
+        self.diag_sq_total += float(total((D * D).sum(dtype=torch.float64)))
+        if self.named:
+            rows = torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64) for _, idx in self.named], dim=1)
+            self.blocks.append(total(rows).cpu())
+        if self.deflation is not None:
+            C, PZ = self.deflation.split(Z)  # Z = CQᵀ + PZ, C all-reduced
+            self.rem_sq.append((sq - C.double().square().sum(dim=1).to(sq.device)).cpu())
+            R = G * PZ  # v ⊙ PAPv
+            self.rem_diag_sum += R.sum(dim=0)
+            self.rem_diag_sq_total += float(total((R * R).sum(dtype=torch.float64)))
+        del Z, D
+
+    def samples(self) -> np.ndarray:
+        return torch.cat(self.rows).numpy()
+
+    def _cross(self, diag_sum: Tensor, sq_total: float, m: int) -> float | None:
+        """(‖Σ_m d⁽ᵐ⁾‖² − Σ_m ‖d⁽ᵐ⁾‖²) / (M(M−1)): unbiased Σ_i (E d_i)²."""
+        if m < 2:
+            return None
+        return (float(self.vectors.sum(diag_sum.double().square().sum())) - sq_total) / (m * (m - 1))
+
+    def by_products(self) -> dict:
+        m = sum(r.numel() for r in self.rows)
+        sq = torch.cat(self.sq).numpy()
+        out: dict = {}
+        defl = self.deflation
+        if defl is None:
+            out["frob_sq"] = float(np.mean(sq))
+            out["frob_sq_samples"] = sq
+            out["diag_sq"] = self._cross(self.diag_sum, self.diag_sq_total, m)
+            exact_blocks = None
+        else:
+            # ‖A‖_F² = ‖AQ‖_F² + ‖AP‖_F², E‖APv‖² = ‖AP‖_F²;
+            # diag A = e + diag(AP) with e = diag(AQQᵀ) exact and E[y ⊙ Ay] = diag(AP).
+            total = self.vectors.sum
+            e = defl.diagonal
+            hbar = (self.diag_sum / m).to(device=e.device, dtype=torch.float64)
+            cross = self._cross(self.diag_sum, self.diag_sq_total, m)
+            out["frob_sq"] = defl.frob_sq + float(np.mean(sq))
+            out["frob_sq_samples"] = defl.frob_sq + sq
+            out["diag_sq"] = None if cross is None else float(total(e.square().sum() + 2.0 * (e @ hbar))) + cross
+            out["deflation_rank"] = defl.rank
+            out["exact_part"] = defl.trace
+            out["remainder_frob_sq"] = float(np.mean(torch.cat(self.rem_sq).numpy()))
+            out["remainder_diag_sq"] = self._cross(self.rem_diag_sum, self.rem_diag_sq_total, m)
+            exact_blocks = total(torch.stack([e[idx.to(e.device) if isinstance(idx, Tensor) else idx].sum()
+                                              for _, idx in self.named])).cpu().numpy() if self.named else None
+        if self.named:
+            names = tuple(name for name, _ in self.named)
+            bs = torch.cat(self.blocks).numpy()
+            if exact_blocks is not None:
+                bs = bs + exact_blocks
+            out["block_names"] = names
+            out["block_samples"] = bs
+            out["block_means"] = {n: float(bs[:, j].mean()) for j, n in enumerate(names)}
+            out["block_stderr"] = {n: summarize_samples(bs[:, j])[2] for j, n in enumerate(names)}
+        return out

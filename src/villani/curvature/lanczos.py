@@ -35,8 +35,11 @@ block-diagonal and stays :math:`Q^\top A Q`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
+from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
 from .operators import (
@@ -80,6 +83,7 @@ def lanczos(
     reorthogonalize: bool = True,
     restart_on_breakdown: bool = False,
     breakdown_tol: float | None = None,
+    stop: Callable[[np.ndarray, np.ndarray, float], bool] | None = None,
 ) -> LanczosResult:
     r"""Run ``num_steps`` Lanczos steps on the symmetric operator ``op``.
 
@@ -97,11 +101,15 @@ def lanczos(
         restart_on_breakdown: continue after an invariant subspace with a fresh
             random vector (used for eigenvalues; SLQ stops instead).
         breakdown_tol: relative breakdown threshold (default ``50 * eps(dtype)``).
+        stop: optional test ``stop(alphas, betas, beta) -> bool`` called after every step
+            with :math:`T_j` and :math:`\beta_j`; the run ends at the first True (e.g.
+            :func:`top_eigenvalues`' residual tolerance).
 
     Returns:
-        A :class:`LanczosResult` (``alphas``, ``betas``, ``beta_last``, optional basis).
-        For an operator with sharded vectors (``op.vectors``) ``v0`` and the basis are
-        this process's shards and every inner product is summed over the shards.
+        A :class:`LanczosResult` (``alphas``, ``betas``, ``beta_last``, optional basis and,
+        with it, the last residual :math:`\beta_m q_{m+1}`).
+        For an operator with sharded vectors (``op.vectors``) ``v0``, the basis and the
+        residual are this process's shards and every inner product is summed over the shards.
     """
     op = as_operator(op)
     if num_steps < 1:
@@ -125,6 +133,7 @@ def lanczos(
     betas: list[float] = []
     q_prev, beta_prev = None, 0.0
     restarts, breakdown, beta_last = 0, False, 0.0
+    residual = None
     for j in range(m):
         if store:
             basis[j] = q.to(device=b_device, dtype=b_dtype)
@@ -138,12 +147,12 @@ def lanczos(
         if reorthogonalize:
             w = _orthogonalize(w, basis[: j + 1], vectors)
         beta = float(vectors.norm(w))
-        if j == m - 1:
-            beta_last = beta
+        if j == m - 1 or (stop is not None and stop(np.asarray(alphas), np.asarray(betas), beta)):
+            beta_last, residual = beta, w
             break
         if beta <= tol * norm_aq:
             if not restart_on_breakdown:
-                beta_last, breakdown = beta, True
+                beta_last, breakdown, residual = beta, True, w
                 break
             restarts += 1
             r = _orthogonalize(stream.next(1)[0], basis[: j + 1], vectors)
@@ -164,6 +173,7 @@ def lanczos(
         restarts=restarts,
         breakdown=breakdown,
         start_seed=int(seed) if v0 is None else None,
+        residual=residual.to(device=b_device, dtype=b_dtype) if keep_basis and residual is not None else None,
     )
 
 
@@ -174,6 +184,8 @@ def top_eigenvalues(
     num_steps: int,
     seed: int = 0,
     return_vectors: bool = False,
+    keep_basis: bool = False,
+    tol: float | None = None,
     basis_device: torch.device | str | None = None,
     basis_dtype: torch.dtype | None = None,
 ) -> EigenResult:
@@ -190,25 +202,45 @@ def top_eigenvalues(
     that start, so ``slq(op, p, m', seed=seed, first=result.lanczos)`` reuses it as SLQ's
     first start — one Lanczos run serves both the top-k and the density.
 
+    With ``tol`` the run stops early, at the first step ``j ≥ k`` where every one of the
+    ``k`` largest Ritz values has relative residual :math:`\beta_j|s_{j,i}|/|\theta_i|
+    \le` ``tol`` (each then lies within ``tol`` of an eigenvalue, relatively);
+    ``num_steps`` is the most it may take. The test costs one ``j × j`` tridiagonal
+    eigen-decomposition per step, nothing next to a product.
+
     Args:
         op: a linear operator, square tensor, or ``(callable, dim)`` pair.
         k: number of eigenvalues.
-        num_steps: Lanczos steps (≥ k; 3k or more is typical).
+        num_steps: Lanczos steps (≥ k; 3k or more is typical); the maximum with ``tol``.
         seed: start-vector seed.
         return_vectors: also return the Ritz vectors (keeps the basis).
+        keep_basis: keep the Lanczos basis and last residual in ``.lanczos`` (for
+            :func:`~villani.curvature.deflation_from_lanczos`).
+        tol: relative residual at which to stop (None: always ``num_steps``).
         basis_device, basis_dtype: see :func:`lanczos`.
     """
     op = as_operator(op)
     if not 1 <= k <= min(num_steps, op.dim):
         raise ValueError(f"need 1 ≤ k ≤ min(num_steps, dim); got k={k}, num_steps={num_steps}, dim={op.dim}")
+    if tol is not None and not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol!r}")
+
+    def converged(alphas: np.ndarray, betas: np.ndarray, beta: float) -> bool:
+        if alphas.size < k:
+            return False
+        theta, s = eigh_tridiagonal(alphas, betas) if alphas.size > 1 else (alphas, np.ones((1, 1)))
+        top = np.argsort(theta)[::-1][:k]
+        return bool(np.all(beta * np.abs(s[-1, top]) <= tol * np.abs(theta[top])))
+
     res = lanczos(
         op,
         num_steps,
         seed=seed,
-        keep_basis=return_vectors,
+        keep_basis=return_vectors or keep_basis,
         basis_device=basis_device,
         basis_dtype=basis_dtype,
         restart_on_breakdown=True,
+        stop=converged if tol is not None else None,
     )
     theta, s = res.ritz()
     order = np.argsort(theta)[::-1][:k]

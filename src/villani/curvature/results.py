@@ -1,6 +1,7 @@
 r"""Frozen result records of the curvature estimators (never bare tuples).
 
-- :class:`TraceEstimate` — Hutchinson / Hutch++ trace estimates with their samples.
+- :class:`TraceEstimate` — Hutchinson / deflated Hutchinson / Hutch++ trace estimates
+  with their samples.
 - :class:`LanczosResult` — the tridiagonal :math:`T_m` (and optionally the basis).
 - :class:`EigenResult` — Ritz values with their residual norms.
 - :class:`SpectralDensity` — SLQ nodes/weights per start vector, a smoothed density,
@@ -15,7 +16,7 @@ from math import sqrt
 import numpy as np
 from scipy import stats
 from scipy.linalg import eigh_tridiagonal
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 from torch import Tensor
 
 __all__ = ["TraceEstimate", "LanczosResult", "EigenResult", "SpectralDensity", "summarize_samples"]
@@ -60,7 +61,14 @@ class TraceEstimate:
             :math:`v_b^\top (Av)_b`, or None.
         block_means: ``{name: mean}`` of ``block_samples`` (empty without blocks).
         block_stderr: ``{name: stderr}`` of ``block_samples``.
-        method: ``"hutchinson"`` or ``"hutch++"``.
+        method: ``"hutchinson"``, ``"deflated hutchinson"`` or ``"hutch++"``.
+        deflation_rank: k, the rank of the exactly computed part (0: plain Hutchinson).
+        exact_part: :math:`\operatorname{tr}(Q^\top AQ)`, added to every sample of a
+            deflated estimate (0 otherwise).
+        remainder_frob_sq, remainder_diag_sq: unbiased :math:`\|PAP\|_F^2` and
+            :math:`\sum_i (PAP)_{ii}^2` of the deflated remainder (None when not deflated).
+        max_probes: the most probes the call could spend (= M without a CI target).
+        target_half_width: the CI half-width asked for (None without a target).
     """
 
     mean: float
@@ -77,6 +85,12 @@ class TraceEstimate:
     block_means: dict[str, float] = field(default_factory=dict)
     block_stderr: dict[str, float] = field(default_factory=dict)
     method: str = "hutchinson"
+    deflation_rank: int = 0
+    exact_part: float = 0.0
+    remainder_frob_sq: float | None = None
+    remainder_diag_sq: float | None = None
+    max_probes: int | None = None
+    target_half_width: float | None = None
 
     @property
     def num_probes(self) -> int:
@@ -95,8 +109,19 @@ class TraceEstimate:
 
     @property
     def predicted_var(self) -> float | None:
-        r"""Rademacher single-sample variance :math:`2(\|A\|_F^2 - \sum_i A_{ii}^2)`,
-        estimated from ``frob_sq`` and ``diag_sq`` (None when either is missing)."""
+        r"""Single-sample variance of *this* estimator, estimated from the same products:
+        :math:`2(\|PAP\|_F^2 - \sum_i (PAP)_{ii}^2)` when deflated, else
+        :attr:`predicted_var_plain` (None when a term is missing)."""
+        if self.deflation_rank:
+            if self.remainder_frob_sq is None or self.remainder_diag_sq is None:
+                return None
+            return 2.0 * (self.remainder_frob_sq - self.remainder_diag_sq)
+        return self.predicted_var_plain
+
+    @property
+    def predicted_var_plain(self) -> float | None:
+        r"""Rademacher single-sample variance of *plain* Hutchinson,
+        :math:`2(\|A\|_F^2 - \sum_i A_{ii}^2)`, from ``frob_sq`` and ``diag_sq``."""
         if self.frob_sq is None or self.diag_sq is None:
             return None
         return 2.0 * (self.frob_sq - self.diag_sq)
@@ -119,6 +144,9 @@ class LanczosResult:
         start_seed: when the run started from the first Rademacher probe of a seed
             (``v0`` not given), that seed — so :func:`~villani.curvature.slq` can reuse the
             run as its first start vector; None for a caller-given ``v0``.
+        residual: with the basis, the last unnormalised residual
+            :math:`r = \beta_m q_{m+1}`, so that :math:`AQ_m = Q_mT_m + r e_m^\top`
+            gives :math:`AQ_m` without further products (:func:`~villani.curvature.deflation_from_lanczos`).
     """
 
     alphas: np.ndarray
@@ -129,6 +157,7 @@ class LanczosResult:
     restarts: int = 0
     breakdown: bool = False
     start_seed: int | None = None
+    residual: Tensor | None = None
 
     @property
     def num_steps(self) -> int:
@@ -266,6 +295,57 @@ class SpectralDensity:
             if hi - lo <= 1e-12 * max(1.0, abs(mid)):
                 break
         return 0.5 * (lo + hi)
+
+    def cdf_bounds(self, t: float) -> tuple[float, float]:
+        r"""Bounds ``(lo, hi)`` on the start vectors' mean spectral distribution at ``t``
+        that the quadrature itself guarantees (no randomness).
+
+        Chebyshev–Markov–Stieltjes: for an m-node Gauss quadrature of a measure, the
+        measure's distribution function at a node :math:`\theta_k` lies within the jump
+        of the quadrature's there, :math:`\sum_{i<k} w_i \le \mu(-\infty,\theta_k) \le
+        \mu(-\infty,\theta_k] \le \sum_{i\le k} w_i`. For :math:`\theta_k \le t <
+        \theta_{k+1}` it follows that :math:`\sum_{i<k} w_i \le \mu(-\infty,t] \le
+        \sum_{i\le k+1} w_i`. Averaged over the starts. Zero-weight nodes (later blocks of
+        a restarted run) are not nodes of the start's quadrature and are skipped.
+        """
+        lo = hi = 0.0
+        for nodes, weights in zip(self.nodes, self.weights):
+            keep = weights > 0
+            x, w = nodes[keep], weights[keep]
+            cum = np.concatenate([[0.0], np.cumsum(w)])
+            k = int(np.searchsorted(x, t, side="right"))  # nodes ≤ t
+            lo += cum[max(k - 1, 0)]
+            hi += min(cum[min(k + 1, x.size)], 1.0)
+        return lo / self.num_probes, hi / self.num_probes
+
+    def quantile_interval(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+        r"""An interval for the ``q``-quantile of the spectral measure μ of the operator.
+
+        Two errors: the quadrature's resolution, bounded rigorously by
+        :meth:`cdf_bounds`, and the start vectors' randomness. For a Rademacher start
+        :math:`v` and the spectral projector :math:`\Pi_t` (rank :math:`nF(t)`), the start's
+        distribution function is :math:`F_v(t) = v^\top\Pi_t v/n` with mean :math:`F(t)`
+        and variance :math:`2(\|\Pi_t\|_F^2 - \sum_i (\Pi_t)_{ii}^2)/n^2 \le 2F(1-F)/n`
+        (:math:`\sum_i (\Pi_t)_{ii}^2 \ge (\operatorname{tr}\Pi_t)^2/n` by Cauchy–Schwarz),
+        so the mean over p starts is within :math:`z\sqrt{2q(1-q)/(np)}` of F at the
+        quantile with probability ≈ ``confidence`` (normal approximation,
+        :func:`~villani.curvature.slq_num_starts`). The interval is every t at which
+        ``q`` lies in ``[lo(t) − zσ, hi(t) + zσ]``: from the smallest node where the upper
+        bound reaches ``q`` to the first node where the lower bound exceeds it (±inf
+        when the nodes do not bound it).
+        """
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"q must lie in (0, 1), got {q}")
+        z = float(ndtri(0.5 + confidence / 2.0))
+        sd = sqrt(2.0 * q * (1.0 - q) / (self.dim * self.num_probes))
+        nodes = np.unique(np.concatenate([n[w > 0] for n, w in zip(self.nodes, self.weights)]))
+        bounds = np.array([self.cdf_bounds(float(t)) for t in nodes])
+        upper_ok = np.flatnonzero(bounds[:, 1] + z * sd >= q)
+        lower_over = np.flatnonzero(bounds[:, 0] - z * sd > q)
+        below = self.cdf_bounds(float(np.nextafter(nodes[0], -np.inf)))
+        lo = -np.inf if below[1] + z * sd >= q else float(nodes[upper_ok[0]])
+        hi = float(nodes[lower_over[0]]) if lower_over.size else np.inf
+        return lo, hi
 
     @property
     def trace(self) -> float:

@@ -135,8 +135,8 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
         {"parameter": "seeds", "value": ", ".join(map(str, t["seeds"])), "guideline": "—", "measured": ""},
         {"parameter": "model", "value": f"{model}; d = {d} parameters", "guideline": "—", "measured": ""},
         {"parameter": "curvature measurement",
-         "value": f"M = {me['num_probes']} Rademacher probes, top-{me['top_k']} by {me['lanczos_steps']} Lanczos "
-                  f"steps, SLQ {me['slq_probes']}×{me['slq_steps']}, {me['blocks']} blocks, s = "
+         "value": f"{_trace_text(me)}, top-{me['top_k']} by {_lanczos_text(me)} Lanczos steps, "
+                  f"SLQ {_slq_text(me)}×{me['slq_steps']}, {me['blocks']} blocks, s = "
                   f"{', '.join(f'{float(x):g}' for x in me['s_values'])}",
          "guideline": "paper: M = 64, top-20", "measured": ""},
     ]
@@ -176,6 +176,28 @@ def _langevin_rows(params: Mapping, rows: list[dict]) -> list[dict]:
     return [{"parameter": "Langevin step η (eq. 36, constant)", "value": f"{params['train']['langevin']['lr']:g}",
              "guideline": "η ≤ min(1, λ/(4σ²)) (Theorem 2)",
              "measured": "; ".join(check(r) for r in rows) + " (σ² at the first and last checkpoint, the larger)"}]
+
+
+def _trace_text(me: Mapping) -> str:
+    """How tr ∇²L was estimated, from the measure params (absent keys: the plain estimator)."""
+    est = "deflated Hutchinson (exact on the Lanczos basis)" if me.get("trace_estimator") == "deflated" \
+        else "Hutchinson"
+    targets = [f"{k.split('_')[0]} CI ±{100 * float(me[k]):g}%" for k in ("trace_rel_ci", "psi_rel_ci")
+               if me.get(k) is not None]
+    probes = (f"M ≤ {me['num_probes']} Rademacher probes (Stein two-stage, {', '.join(targets)})" if targets
+              else f"M = {me['num_probes']} Rademacher probes")
+    return f"{est}, {probes}"
+
+
+def _lanczos_text(me: Mapping) -> str:
+    return (f"≤ {me['lanczos_steps']} (relative residual ≤ {float(me['lanczos_tol']):g})"
+            if me.get("lanczos_tol") is not None else str(me["lanczos_steps"]))
+
+
+def _slq_text(me: Mapping) -> str:
+    if me.get("slq_cdf_tol") is None:
+        return str(me["slq_probes"])
+    return f"(≤ {me['slq_probes']}: CDF tol {float(me['slq_cdf_tol']):g}, full at {me.get('full_density', 'every')})"
 
 
 def render_hyperparameters(params: Mapping, root, *, name: str, save: Callable) -> list[str]:

@@ -3,7 +3,10 @@
 One row per update rule: the AdamW run at the paper's λ = 1e-3 when it is in
 ``train.lambdas``, else the middle positive λ, and the Langevin run (eq. 36) at its first λ
 when there is one; the seed is the first. The samples are vᵀ∇²L v (Rademacher v): the
-stochastic part. For Rademacher probes vᵀ∇²F v = vᵀ∇²L v + λd exactly, so the ∇²F samples
+stochastic part — or, for a deflated estimate, tr(QᵀHQ) + (Pv)ᵀ∇²L(Pv): the exact trace
+over the top-k Lanczos space (the same in every sample, marked by a dotted line) plus one
+Hutchinson sample of the remainder; their spread is the remainder's only, and the axis
+label says so. For Rademacher probes vᵀ∇²F v = vᵀ∇²L v + λd exactly, so the ∇²F samples
 are these shifted by λd; each panel's title gives the mean tr∇²L, λd, the per-sample CV of
 both (the paper's "CV" is of the ∇²F samples; the shift by λd shrinks it without any change
 in the estimator's error) and the Shapiro–Wilk p (shift-invariant). The curve is the
@@ -52,7 +55,9 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
                                                 & (m["seed"] == run.seed)].iterrows()}
         for ax, phase, step in zip(axrow, ("early", "middle", "late"), picks):
             x = trace_samples(params, run, step, root)
-            lam_d = float(recs[step]["lam_d"])
+            rec = recs[step]
+            lam_d = float(rec["lam_d"])
+            rank = int(rec.get("trace_L_deflation_rank", 0) or 0)
             st = sample_stats(x)
             st_f = sample_stats(x + lam_d)
             ax.hist(x, bins=max(6, int(np.sqrt(x.size)) + 2), color=lam_color(run.lam), alpha=0.6,
@@ -61,16 +66,19 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
                 grid = np.linspace(x.min() - 0.5 * st.std, x.max() + 0.5 * st.std, 200)
                 ax.plot(grid, sps.norm.pdf(grid, st.mean, st.std), color="0.2", lw=1.0)
             ax.axvline(st.mean, color="0.2", ls="--", lw=0.8)
+            if rank:
+                ax.axvline(float(rec["trace_L_exact_part"]), color="0.5", ls=":", lw=1.0)
             cv_f = fmt_num(100 * st_f.cv if st_f.cv else None, 2)
             cv_l = fmt_num(100 * st.cv if st.cv else None, 2)
-            ax.set_title(f"{phase} (step {step}): tr∇²L ≈ {fmt_num(st.mean, 3)}\nλd = {fmt_num(lam_d, 3)}; "
+            ax.set_title(f"{phase} (step {step}, M = {x.size}): tr∇²L ≈ {fmt_num(st.mean, 3)}\nλd = {fmt_num(lam_d, 3)}; "
                          f"Shapiro p = {fmt_num(st.shapiro_p, 2)}\nCV: ∇²F {cv_f}%, ∇²L {cv_l}%",
                          fontsize=7)
-            ax.set(xlabel="sample vᵀ∇²L v")
+            ax.set(xlabel=f"deflated sample (k = {rank})" if rank else "sample vᵀ∇²L v")
             rows += [{"variant": run.variant, "phase": phase, "step": step, "lam": run.lam, "seed": run.seed,
                       "probe": i, "sample_L": v, "sample_F": v + lam_d, "lam_d": lam_d, "cv_F": st_f.cv,
-                      "cv_L": st.cv, "shapiro_p": st.shapiro_p} for i, v in enumerate(x)]
+                      "cv_L": st.cv, "shapiro_p": st.shapiro_p, "deflation_rank": rank} for i, v in enumerate(x)]
         axrow[0].set_ylabel(wrap(f"{run_label(run.variant, run.lam)}\ndensity", 2.0, 8))
-    fig.suptitle(wrap(f"{params['data']['name']}: the M = {len(x)} Hutchinson samples vᵀ∇²L v (histogram), "
-                      f"their normal fit (curve) and mean (dashed), seed {rs[0].seed}", DOUBLE))
+    fig.suptitle(wrap(f"{params['data']['name']}: the Hutchinson samples (histogram), their normal fit (curve) and mean (dashed)"
+                      + (", exact part tr(QᵀHQ) (dotted)" if rows and rows[-1]["deflation_rank"] else "")
+                      + f", seed {rs[0].seed}", DOUBLE))
     return save(fig, pd.DataFrame(rows), params, root, name)

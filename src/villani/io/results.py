@@ -13,7 +13,11 @@ columns, built by :func:`measurement_row` from a measure JSON (keys documented i
 - identity: ``dataset, variant, lam, seed, step, path``;
 - every scalar of :data:`MEASURE_SCALARS` (numbers; ``None`` becomes NaN) and
   :data:`MEASURE_LABELS` (text);
-- ``trace_L_<field>`` for the fields of :data:`TRACE_FIELDS` and ``trace_L_ci95_lo/hi``;
+- ``trace_L_<field>`` for the fields of :data:`TRACE_FIELDS` (absent ones NaN; a JSON
+  written before ``deflation_rank`` was recorded is plain Hutchinson: 0),
+  ``trace_L_ci95_lo/hi`` and ``trace_L_estimator`` (text);
+- ``lambda_median_ci95_lo/hi``, ``lanczos_steps`` (steps of the top-k run) and
+  ``slq_num_probes`` (SLQ starts used);
 - ``psi_s=<s>`` (:func:`villani.psi.psi_column`) and ``psi_s=<s>_ci95_lo/hi``;
 - ``block:<group>`` per parameter group (mean block trace);
 - list columns ``top_eigenvalues`` and ``top_residuals`` (largest first), with ``top_k``
@@ -101,10 +105,12 @@ def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
 
 MEASURE_SCALARS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl", "val_tokens", "grad_L_sq_norm",
                    "grad_F_sq_norm", "theta_dot_grad_L", "lam_d", "laplacian_F", "lambda_max", "lambda_median",
-                   "spectral_ratio", "predicted_cv", "predicted_cv_bound", "grad_noise_sigma_sq", "hvp_count",
-                   "seconds", "tokens_seen", "wall_clock_s", "train_loss")
-MEASURE_LABELS = ("decay_mode", "decay_params", "spectrum_of")
-TRACE_FIELDS = ("mean", "std", "stderr", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq", "num_probes")
+                   "spectral_ratio", "predicted_cv", "predicted_cv_plain", "predicted_cv_bound",
+                   "grad_noise_sigma_sq", "hvp_count", "seconds", "tokens_seen", "wall_clock_s", "train_loss")
+MEASURE_LABELS = ("decay_mode", "decay_params", "spectrum_of", "precision")
+TRACE_FIELDS = ("mean", "std", "stderr", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq", "num_probes",
+                "max_probes", "deflation_rank", "exact_part", "remainder_frob_sq", "remainder_diag_sq",
+                "target_half_width")
 
 
 def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] | None = ("adamw",)
@@ -131,8 +137,14 @@ def measurement_row(m: Mapping, path) -> dict:
     row.update({k: m.get(k) for k in MEASURE_SCALARS + MEASURE_LABELS})
     tr = m.get("trace_L") or {}
     row.update({f"trace_L_{k}": tr.get(k) for k in TRACE_FIELDS})
+    if "deflation_rank" not in tr:  # written before the estimator was recorded: plain Hutchinson
+        row["trace_L_deflation_rank"] = 0
+    row["trace_L_estimator"] = tr.get("estimator", "hutchinson (Rademacher)")
     ci = tr.get("ci95") or [None, None]
     row["trace_L_ci95_lo"], row["trace_L_ci95_hi"] = ci
+    row["lambda_median_ci95_lo"], row["lambda_median_ci95_hi"] = m.get("lambda_median_ci95") or [None, None]
+    row["lanczos_steps"] = (m.get("lanczos") or {}).get("steps", (m.get("slq") or {}).get("steps_first"))
+    row["slq_num_probes"] = (m.get("slq") or {}).get("num_probes")
     for s, v in (m.get("psi_s") or {}).items():
         col = psi_column(float(s))
         row[col] = v
@@ -171,7 +183,8 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
     df["top_k"] = df["top_eigenvalues"].map(len)
     df["lambda_max_residual"] = df["top_residuals"].map(lambda r: float(r[0]) if len(r) else np.nan)
     for col in df.columns:
-        if col.startswith(("trace_L_", "psi_s=")) or col in MEASURE_SCALARS:
+        if (col.startswith(("trace_L_", "psi_s=", "lambda_median_ci95_")) and col != "trace_L_estimator"
+                or col in MEASURE_SCALARS + ("lanczos_steps", "slq_num_probes")):
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 

@@ -5,18 +5,26 @@ measurement set (:mod:`villani.measure.measurement_set`):
 
 - exact: ‖θ‖², L, F = L + (λ/2)‖θ‖², ∇L (accumulated over micro-batches),
   ‖∇L‖², ∇F = ∇L + λθ, ‖∇F‖², and the validation loss over the *whole* validation split;
-- tr ∇²L by Hutchinson with ``measure.num_probes`` Rademacher probes of
-  ``measure.probe_seed`` (the same probes at every checkpoint and λ). tr ∇²L is the only
-  stochastic part of ΔF: ΔF = tr ∇²L + λd with λd exact, and for Rademacher v
-  vᵀ∇²F v = vᵀ∇²L v + λd, so the trace statistics are those of ∇²L;
-- from the same products: per-tensor and per-group traces v_bᵀ(∇²L v)_b, the unbiased
-  ‖∇²L‖_F² (mean ‖∇²L v‖²) and Σ(∇²L)_ii², hence the predicted CV (SPEC §5);
-- Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
 - the spectrum of ∇²F = ∇²L + λI (:class:`~villani.curvature.ShiftedOperator`): the
   top-k Ritz values with residuals from one Lanczos run of ``measure.lanczos_steps`` from
-  probe 0 (:func:`~villani.curvature.top_eigenvalues`), which is also the first start of
-  the SLQ density (:func:`~villani.curvature.slq` with ``first=``; starts
-  1..``slq_probes``−1 run ``slq_steps`` each); λ_median, λ_max/λ_median;
+  probe 0 (:func:`~villani.curvature.top_eigenvalues`; with ``measure.lanczos_tol`` it
+  stops once the top-k relative residuals are under it), which is also the first start
+  of the SLQ density (:func:`~villani.curvature.slq` with ``first=``; starts 1.. run
+  ``slq_steps`` each: ``slq_probes`` of them where the full density is asked, else the
+  fewest that ``measure.slq_cdf_tol`` needs, :func:`~villani.curvature.slq_num_starts`);
+  λ_median with its interval, λ_max/λ_median;
+- tr ∇²L, ΔF's only stochastic part (ΔF = tr ∇²L + λd with λd exact; for Rademacher v
+  vᵀ∇²F v = vᵀ∇²L v + λd, so the trace statistics are those of ∇²L): with
+  ``measure.trace_estimator: deflated`` tr(QᵀHQ) exactly from that Lanczos run's basis Q
+  (no further product) plus Hutchinson on the remainder with probes 1, 2, … of
+  ``measure.probe_seed`` (probe 0 built Q); with ``hutchinson`` plain probes 0, 1, ….
+  ``measure.num_probes`` of them, or — with ``measure.trace_rel_ci`` / ``psi_rel_ci`` —
+  as many as Stein's two-stage rule asks after ``measure.min_probes``
+  (:mod:`villani.curvature.stein1945twostage`). The same probes at every checkpoint and λ;
+- from the same products: per-tensor and per-group traces, the unbiased ‖∇²L‖_F² and
+  Σ(∇²L)_ii² (and, deflated, the remainder's, which predict this estimator's variance;
+  SPEC §5);
+- Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
 - at the first and the last checkpoint only: the minibatch gradient-noise σ²
   (:mod:`villani.measure.grad_noise`).
 
@@ -37,10 +45,13 @@ import pandas as pd
 import torch
 
 from villani.curvature import (
+    CITarget,
     ModelHessian,
     ShiftedOperator,
+    deflation_from_lanczos,
     hutchinson,
     slq,
+    slq_num_starts,
     top_eigenvalues,
 )
 from villani.data import load_blocks
@@ -62,12 +73,37 @@ from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["measure_checkpoint", "SCHEMA_VERSION", "NOTE"]
+__all__ = ["measure_checkpoint", "ci_target", "slq_starts", "SCHEMA_VERSION", "NOTE", "PRECISION"]
 
 SCHEMA_VERSION = "villani.measure/1"
-NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson, Rademacher probes); "
+NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson with Rademacher probes, deflated: "
+        "tr(QᵀHQ) exact from the top-k Lanczos basis plus Hutchinson on the remainder); "
         "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
         "grad_F_sq_norm/s; top_eigenvalues, lambda_median and the SLQ nodes are of ∇²F = ∇²L + λI")
+# Hessian-vector products are float32 with matmul precision "highest" (no TF32/bf16): bf16 autocast
+# added more error than the 10% of a standard error allowed (docs/curvature.md, benchmarks/measure.py).
+PRECISION = "fp32"
+ESTIMATOR_NAMES = {"hutchinson": "hutchinson (Rademacher)",
+                   "deflated": "deflated hutchinson (Rademacher, Lanczos basis)"}
+
+
+def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
+    """The CI target of ``measure.trace_rel_ci`` (relative to |tr ∇²L|) and
+    ``measure.psi_rel_ci`` (relative to |Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)| for every s), or None."""
+    bounds = []
+    if me.get("trace_rel_ci") is not None:
+        bounds.append((float(me["trace_rel_ci"]), 0.0))
+    if me.get("psi_rel_ci") is not None:
+        bounds += [(float(me["psi_rel_ci"]), grad_F_sq / float(s) - lam * d) for s in me["s_values"]]
+    return CITarget(tuple(bounds), min_probes=int(me.get("min_probes", 8))) if bounds else None
+
+
+def slq_starts(me: Mapping, d: int, step: int, steps: list[int]) -> tuple[int, bool]:
+    """(SLQ starts at this checkpoint, whether it is a full-density checkpoint)."""
+    full = {"every": True, "ends": step in (steps[0], steps[-1]), "never": False}[me.get("full_density", "every")]
+    if me.get("slq_cdf_tol") is None or full:
+        return int(me["slq_probes"]), True
+    return min(int(me["slq_probes"]), slq_num_starts(d, float(me["slq_cdf_tol"]))), False
 
 
 def _trace_block(est, names: list[str], model_type: str) -> tuple[dict, dict, dict, np.ndarray, list[str]]:
@@ -79,6 +115,18 @@ def _trace_block(est, names: list[str], model_type: str) -> tuple[dict, dict, di
     means = {g: float(gs[:, j].mean()) for j, g in enumerate(gnames)}
     errs = {g: sample_stats(gs[:, j]).stderr for j, g in enumerate(gnames)}
     return tensor, means, errs, gs, gnames
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _predicted_cv(est, mean: float) -> float | None:
+    """Predicted CV of this estimator's mean: √(predicted_var)/(√M |tr|) (deflated: the remainder's)."""
+    var = est.predicted_var
+    if var is None or mean == 0:
+        return None
+    return math.sqrt(max(var, 0.0)) / (math.sqrt(est.num_probes) * abs(mean))
 
 
 def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | None) -> pd.DataFrame:
@@ -162,13 +210,21 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     check_finite(first, where)
     t = lap("gradient", t)
 
-    est = hutchinson(H, int(me["num_probes"]), seed=int(me["probe_seed"]), blocks=H.param_blocks())
-    check_finite(est.samples, where, "trace_L samples")
-    t = lap("hutchinson", t)
+    seed_p, estimator = int(me["probe_seed"]), me.get("trace_estimator", "hutchinson")
+    deflate = estimator == "deflated"
     hessian_F = ShiftedOperator(H, lam)
-    top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=int(me["probe_seed"]))
-    density = slq(hessian_F, int(me["slq_probes"]), int(me["slq_steps"]), seed=int(me["probe_seed"]), first=top.lanczos)
-    t = lap("lanczos_slq", t)
+    top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
+                          keep_basis=deflate, tol=me.get("lanczos_tol"))
+    t = lap("lanczos", t)
+    deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
+    est = hutchinson(H, int(me["num_probes"]), seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
+                     deflation=deflation, target=ci_target(me, first["grad_F_sq_norm"], lam, d))
+    check_finite(est.samples, where, "trace_L samples")
+    del deflation
+    t = lap("hutchinson", t)
+    n_starts, full_density = slq_starts(me, d, step, steps)
+    density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos)
+    t = lap("slq", t)
     H.release()
 
     noise = None
@@ -177,11 +233,13 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         t = lap("grad_noise", t)
 
     st = sample_stats(est.samples)
+    ci = est.ci95 if est.num_probes >= 2 else None  # t-based, or Stein's with a CI target
     lam_d = lam * d
     lap_F = st.mean + lam_d
     tensor_tr, group_tr, group_err, gs, gnames = _trace_block(est, H.names, model.config.model_type)
     lam_max = float(top.values[0])
     lam_med = float(density.quantile(0.5))
+    med_lo, med_hi = density.quantile_interval(0.5)
     vocab, _ = vocabulary(data_stats(params, root))
     gF_sq = first["grad_F_sq_norm"]
     rec: dict[str, Any] = {
@@ -200,35 +258,47 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         **{k: first[k] for k in ("grad_L_sq_norm", "grad_F_sq_norm", "theta_dot_grad_L")},
         "s_values": [float(s) for s in me["s_values"]],
         "trace_L": {
-            "mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(st.ci95) if st.ci95 else None,
+            "mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(ci) if ci else None,
             "cv": st.cv, "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p,
             "frob_sq": float(est.frob_sq), "diag_sq": None if est.diag_sq is None else float(est.diag_sq),
-            "num_probes": est.num_probes, "probe_seed": int(me["probe_seed"]),
-            "estimator": "hutchinson (Rademacher)",
+            "num_probes": est.num_probes, "probe_seed": seed_p, "first_probe": 1 if deflate else 0,
+            "estimator": ESTIMATOR_NAMES[estimator],
+            "deflation_rank": est.deflation_rank, "exact_part": est.exact_part,
+            "remainder_frob_sq": est.remainder_frob_sq, "remainder_diag_sq": est.remainder_diag_sq,
+            "max_probes": est.max_probes, "min_probes": int(me.get("min_probes", 8)) if est.target_half_width
+            is not None else None, "target_half_width": est.target_half_width,
+            "ci_rule": "t" if est.target_half_width is None else "stein two-stage",
         },
         "lam_d": lam_d,
         "laplacian_F": lap_F,
-        "laplacian_F_ci95": None if st.ci95 is None else [st.ci95[0] + lam_d, st.ci95[1] + lam_d],
+        "laplacian_F_ci95": None if ci is None else [ci[0] + lam_d, ci[1] + lam_d],
         "psi_s": {psi_key(s): psi_s(st.mean, gF_sq, lam, d, s) for s in me["s_values"]},
-        "psi_s_ci95": None if st.ci95 is None else {
-            psi_key(s): psi_s_interval(st.ci95, gF_sq, lam, d, s) for s in me["s_values"]},
+        "psi_s_ci95": None if ci is None else {
+            psi_key(s): psi_s_interval(ci, gF_sq, lam, d, s) for s in me["s_values"]},
         "block_traces": group_tr,
         "block_traces_stderr": group_err,
         "tensor_traces": tensor_tr,
-        "predicted_cv": predicted_cv(est.frob_sq, st.mean, est.num_probes,
-                                     None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
+        "predicted_cv": _predicted_cv(est, st.mean),
+        "predicted_cv_plain": predicted_cv(est.frob_sq, st.mean, est.num_probes,
+                                           None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
         "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
         "spectrum_of": "hessian_F",
         "top_eigenvalues": top.values.tolist(),
         "top_residuals": top.residuals.tolist(),
         "lambda_max": lam_max,
         "lambda_median": lam_med,
+        "lambda_median_ci95": [_finite_or_none(med_lo), _finite_or_none(med_hi)],
         "spectral_ratio": lam_max / lam_med if lam_med > 0 else None,
-        "slq": {"num_probes": int(me["slq_probes"]), "steps_first": int(me["lanczos_steps"]),
-                "steps": int(me["slq_steps"]), "trace_F_samples": density.trace_samples.tolist(),
-                "breakdown": bool(density.breakdown)},
+        "lanczos": {"steps": int(top.lanczos.num_steps), "max_steps": int(me["lanczos_steps"]),
+                    "tol": me.get("lanczos_tol"),
+                    "max_rel_residual": float(np.max(top.residuals / np.maximum(np.abs(top.values), 1e-300)))},
+        "slq": {"num_probes": int(density.num_probes), "max_probes": int(me["slq_probes"]),
+                "cdf_tol": me.get("slq_cdf_tol"), "full_density": full_density,
+                "steps_first": int(top.lanczos.num_steps), "steps": int(me["slq_steps"]),
+                "trace_F_samples": density.trace_samples.tolist(), "breakdown": bool(density.breakdown)},
         "hvp_count": int(est.num_matvecs + top.num_matvecs + density.num_matvecs),
         "hvp_method": me["hvp_method"],
+        "precision": PRECISION,
         "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],
         "grad_noise": None if noise is None else {k: noise[k] for k in ("num_batches", "batch_size", "mean_grad_sq_norm")},
         "device": dev.type,
