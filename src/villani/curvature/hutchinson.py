@@ -86,7 +86,8 @@ def normalize_blocks(blocks, dim: int, device: torch.device) -> list[tuple[str, 
     return out
 
 
-def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: int = 1) -> TraceEstimate:
+def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: int = 1,
+               callback=None) -> TraceEstimate:
     r"""Estimate :math:`\operatorname{tr}A` from ``num_probes`` seeded Rademacher probes.
 
     Args:
@@ -98,6 +99,9 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
             indices``, e.g. ``ModelHessian.param_blocks()``) for per-block traces from
             the same probes.
         batch_size: probes per operator call (uses ``op.matmat`` when > 1).
+        callback: optional ``callback(done, total, samples)`` after every operator call:
+            probes done, ``num_probes``, and the samples so far (float64 array; their mean
+            is the running estimate). For progress reports; it must not change anything.
 
     Returns:
         A :class:`TraceEstimate` with all M samples, the t-based CI, ``frob_sq``,
@@ -123,6 +127,9 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
         if named:
             block_rows.append(torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64) for _, idx in named], dim=1).cpu())
         del AV, D
+        if callback is not None:
+            x = torch.cat(samples).numpy()
+            callback(x.size, num_probes, x)
 
     x = torch.cat(samples).numpy()
     mean, std, stderr, ci = summarize_samples(x)

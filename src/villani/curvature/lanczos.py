@@ -61,6 +61,13 @@ def _orthogonalize(w: Tensor, basis: Tensor) -> Tensor:
     return w
 
 
+def _largest_ritz(alphas: list[float], betas: list[float]) -> float:
+    """Largest eigenvalue of the tridiagonal matrix with diagonal ``alphas`` and off-diagonal ``betas``."""
+    n = len(alphas)
+    T = np.diag(np.asarray(alphas)) + np.diag(np.asarray(betas[: n - 1]), 1) + np.diag(np.asarray(betas[: n - 1]), -1)
+    return float(np.linalg.eigvalsh(T)[-1])
+
+
 def lanczos(
     op,
     num_steps: int,
@@ -73,6 +80,7 @@ def lanczos(
     reorthogonalize: bool = True,
     restart_on_breakdown: bool = False,
     breakdown_tol: float | None = None,
+    callback=None,
 ) -> LanczosResult:
     r"""Run ``num_steps`` Lanczos steps on the symmetric operator ``op``.
 
@@ -90,6 +98,9 @@ def lanczos(
         restart_on_breakdown: continue after an invariant subspace with a fresh
             random vector (used for eigenvalues; SLQ stops instead).
         breakdown_tol: relative breakdown threshold (default ``50 * eps(dtype)``).
+        callback: optional ``callback(done, total, largest)`` after every matvec: steps
+            done, the step count m, and the largest Ritz value of :math:`T_j` so far (the
+            running estimate of :math:`\lambda_{\max}`). For progress reports.
 
     Returns:
         A :class:`LanczosResult` (``alphas``, ``betas``, ``beta_last``, optional basis).
@@ -122,6 +133,8 @@ def lanczos(
         norm_aq = float(torch.linalg.vector_norm(w))
         alpha = float(torch.dot(q, w))
         alphas.append(alpha)
+        if callback is not None:
+            callback(j + 1, m, _largest_ritz(alphas, betas))
         w = w - alpha * q
         if q_prev is not None:
             w = w - beta_prev * q_prev
@@ -166,6 +179,7 @@ def top_eigenvalues(
     return_vectors: bool = False,
     basis_device: torch.device | str | None = None,
     basis_dtype: torch.dtype | None = None,
+    callback=None,
 ) -> EigenResult:
     r"""The ``k`` largest (algebraic) eigenvalues of ``op`` by Lanczos, with error bars.
 
@@ -186,7 +200,7 @@ def top_eigenvalues(
         num_steps: Lanczos steps (≥ k; 3k or more is typical).
         seed: start-vector seed.
         return_vectors: also return the Ritz vectors (keeps the basis).
-        basis_device, basis_dtype: see :func:`lanczos`.
+        basis_device, basis_dtype, callback: see :func:`lanczos`.
     """
     op = as_operator(op)
     if not 1 <= k <= min(num_steps, op.dim):
@@ -199,6 +213,7 @@ def top_eigenvalues(
         basis_device=basis_device,
         basis_dtype=basis_dtype,
         restart_on_breakdown=True,
+        callback=callback,
     )
     theta, s = res.ritz()
     order = np.argsort(theta)[::-1][:k]

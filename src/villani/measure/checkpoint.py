@@ -28,6 +28,7 @@ quantity, and nothing is written. Keys of the JSON: ``docs/measurements.md``.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any, Mapping
@@ -58,11 +59,14 @@ from villani.model import num_params
 from villani.plan import layout
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
+from villani.progress import Progress, running_top_eigenvalue, running_trace
 from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
 from villani.training.checkpoint import load_run_model
 
 __all__ = ["measure_checkpoint", "SCHEMA_VERSION", "NOTE"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "villani.measure/1"
 NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson, Rademacher probes); "
@@ -119,8 +123,22 @@ def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | No
 
 def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root="results",
                        device: str | None = None) -> str:
-    """Measure one checkpoint; write its Parquet then its JSON; return the JSON path."""
+    """Measure one checkpoint; write its Parquet then its JSON; return the JSON path.
+
+    Progress lines (:class:`villani.progress.Progress`, unit HVP): the phase, HVPs done of
+    the job's M + lanczos_steps + (slq_probes − 1)·slq_steps, seconds per HVP, the running
+    trace estimate and its CI (Hutchinson) or largest Ritz value (Lanczos), and the ETA.
+    """
+    me = params["measure"]
+    what = f"measure {params['data']['name']} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
+    hvps = int(me["num_probes"]) + int(me["lanczos_steps"]) + (int(me["slq_probes"]) - 1) * int(me["slq_steps"])
+    with Progress(what, hvps, unit="HVP", logger=log) as bar:
+        return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device, bar=bar)
+
+
+def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
     t_start = time.perf_counter()
+    bar.phase("load")
     me, ds = params["measure"], params["data"]["name"]
     lam, seed, step = float(lam), int(seed), int(step)
     run = Run(ds, variant, lam, seed)
@@ -144,11 +162,13 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     ids, batches = measurement_batches(params, root, dev, train=train)
     t = lap("load", t)
 
+    bar.phase("validation")
     val = load_blocks(layout.fmt(layout.SPLIT, root, dataset=ds, split="validation"))
     val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
     check_finite(val_loss, where, "val_loss")
     t = lap("validation", t)
 
+    bar.phase("gradient")
     H = ModelHessian(model, batches, lam=0.0, method=me["hvp_method"])
     d = H.dim
     theta = H.flat_params().double()
@@ -162,17 +182,24 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     check_finite(first, where)
     t = lap("gradient", t)
 
-    est = hutchinson(H, int(me["num_probes"]), seed=int(me["probe_seed"]), blocks=H.param_blocks())
+    bar.phase("hutchinson")
+    est = hutchinson(H, int(me["num_probes"]), seed=int(me["probe_seed"]), blocks=H.param_blocks(),
+                     callback=bar.counter(0, running_trace))
     check_finite(est.samples, where, "trace_L samples")
     t = lap("hutchinson", t)
     hessian_F = ShiftedOperator(H, lam)
-    top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=int(me["probe_seed"]))
-    density = slq(hessian_F, int(me["slq_probes"]), int(me["slq_steps"]), seed=int(me["probe_seed"]), first=top.lanczos)
+    bar.phase("lanczos")
+    top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=int(me["probe_seed"]),
+                          callback=bar.counter(est.num_matvecs, running_top_eigenvalue))
+    bar.phase("slq")
+    density = slq(hessian_F, int(me["slq_probes"]), int(me["slq_steps"]), seed=int(me["probe_seed"]), first=top.lanczos,
+                  callback=bar.counter(est.num_matvecs + top.num_matvecs))
     t = lap("lanczos_slq", t)
     H.release()
 
     noise = None
     if step in (steps[0], steps[-1]):
+        bar.phase("grad_noise")
         noise = gradient_noise(model, train, params, dev)
         t = lap("grad_noise", t)
 

@@ -20,6 +20,7 @@ __all__ = ["stage_keys", "stage_inputs", "stage_digest", "run_digest", "STAGES"]
 
 STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures", "metrics")
 _RUN_LISTS = ("lambdas", "seeds", "noise")  # wildcards (λ, seed) or the set of runs, never a digest key
+_OBSERVATION = ("tensorboard",)  # what a job writes beside its outputs; never changes them
 _EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
 _MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
 
@@ -31,7 +32,7 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     token blocks, the training settings through a checkpoint, the set of runs through the
     list of input files — is not listed: both engines re-run a job when its inputs are
     rebuilt. Each DVC stage's ``params:`` names exactly these keys (tested)."""
-    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS]
+    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS + _OBSERVATION]
     keys = {
         "tokenize": ["data"],
         "train": [*_EVAL, *train] + (["train.noise.grad_std", "train.noise.langevin_beta"] if variant == "noise" else []),
