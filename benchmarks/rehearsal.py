@@ -157,8 +157,8 @@ def run_stage(jobs: list[dict], args, records: dict) -> None:
             rec["wall_process_s"] = wall  # with interpreter start and imports
             rec_path.write_text(json.dumps(rec, indent=2) + "\n")
             records[name] = rec
-            print(f"  {name}: {rec['seconds']:.0f} s, peak {rec['peak_bytes'] / GiB:.2f} GiB (torch), "
-                  f"RSS {rec['maxrss_bytes'] / GiB:.2f} GiB", flush=True)
+            print(f"  {name}: {rec['seconds']:.0f} s, peak {rec['peak_bytes'] / 2**20:,.0f} MiB (torch), "
+                  f"RSS {rec['maxrss_bytes'] / 2**20:,.0f} MiB", flush=True)
 
 
 # ----------------------------------------------------------------------------- summary
