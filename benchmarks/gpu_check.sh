@@ -102,7 +102,7 @@ tokenize() {
 train_bf16() {  # train_bf16 BATCH
   local batch="$1" overlay="$OUT/train-b$1.yaml"
   cat >"$overlay" <<EOF
-train: {lambdas: [0.001], steps: $STEPS, warmup_steps: 5, batch_size: $batch, checkpoints: {count: 1},
+train: {steps: $STEPS, warmup_steps: 5, batch_size: $batch, checkpoints: {count: 1},
         segments: 1, save_every: 100000, precision: bf16}
 EOF
   "$PYTHON" -m villani.cli train "${BASE[@]}" --params "$overlay" --results "$RES/b$batch" \
@@ -127,16 +127,28 @@ link_data() {  # the bf16 runs read the tokenized corpus of part tokenize
 hvp() {  # hvp NAME ARGS...
   local name="$1"; shift
   "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --k 8 --repeats "$REPEATS" "$@"
-  grep -E '^(ours \(double|ours, is_grads|PyHessian|curvlinops)|ratio ours|peak CUDA' "$OUT/$name.log" \
-    | sed -E 's/ +/ /g' | paste -sd ';' >"$OUT/$name.result"
+  "$PYTHON" - "$OUT/$name.log" >"$OUT/$name.result" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+d = re.search(r"GPT-Neo d=([\d,]+)", text).group(1)
+rows = {m.group(1).strip(): (float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(r"^(ours \(double[^\n]*?|ours, is_grads_batched k=\d+|PyHessian|curvlinops(?: k=\d+)?)"
+                             r"\s+([\d.]+)\s+([\d.]+)$", text, re.M)}
+short = {"ours (double backward, fused CE, graph reuse)": "ours"}
+parts = [f"{short.get(n, n)} {s * 1e3:.1f} ms ({g:.2f}× grad)" for n, (s, g) in rows.items()]
+ratios = re.findall(r"^ratio (ours/\w+)\s+= ([\d.]+)", text, re.M)
+peak = re.search(r"peak CUDA memory: ([\d.]+ GiB)", text)
+print(f"d = {d}: " + "; ".join(parts) + "; " + ", ".join(f"{a} {b}" for a, b in ratios)
+      + (f"; peak {peak.group(1)}" if peak else ""))
+EOF
 }
 
 measure_125m() {
   local overlay="$OUT/measure.yaml"
   cat >"$overlay" <<EOF
-train: {lambdas: [0.001], steps: $STEPS, warmup_steps: 5, checkpoints: {count: 1}, segments: 1,
+train: {steps: $STEPS, warmup_steps: 5, checkpoints: {count: 1}, segments: 1,
         save_every: 100000, precision: bf16}
-measure: {blocks: $BLOCKS, batch_size: 8, num_probes: $PROBES, top_k: 8, lanczos_steps: $LANCZOS,
+measure: {blocks: $BLOCKS, batch_size: 8, num_probes: $PROBES, top_k: $(( LANCZOS < 8 ? LANCZOS : 8 )), lanczos_steps: $LANCZOS,
           slq_probes: $SLQ, slq_steps: $LANCZOS, noise_sigma_batches: 4}
 EOF
   "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "${BASE[@]}" --params "$overlay" >"$OUT/measure.result" <<'EOF'

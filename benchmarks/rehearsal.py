@@ -229,8 +229,8 @@ def print_table(summary: dict) -> None:
     order = ["tokenize", "train", "measure", "rays", "landscape", "memory_probe", "bounds", "cost", "figures", "metrics"]
     print(f"\nd = {summary['d']:,}\n")
     print("| job type | jobs | wall s (sum / max job) | peak memory, torch (GiB) | peak RSS (GiB) | HVPs | "
-          "s/HVP | s/training token |")
-    print("|---|---|---|---|---|---|---|---|")
+          "s/HVP | s/training token | s/point |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind in order:
         r = summary["types"].get(kind)
         if r is None:
@@ -238,8 +238,9 @@ def print_table(summary: dict) -> None:
         hv = r.get("hvps", "")
         sph = f"{r['s_per_hvp']:.1f} ({r['tokens_per_hvp']} tokens)" if "s_per_hvp" in r else ""
         spt = f"{r['s_per_token'] * 1e3:.1f} ms ({r['tokens_per_s']:.0f} tokens/s)" if "s_per_token" in r else ""
+        spp = f"{r['s_per_point']:.1f} ({r['points']} points)" if "s_per_point" in r else ""
         print(f"| {kind} | {r['jobs']} | {r['seconds_sum']:.0f} / {r['seconds_max']:.0f} | {r['peak_gib']:.2f} | "
-              f"{r['rss_gib']:.2f} | {hv} | {sph} | {spt} |")
+              f"{r['rss_gib']:.2f} | {hv} | {sph} | {spt} | {spp} |")
     m = summary["types"].get("measure")
     if m:
         print(f"\nmeasure phases (median s): {json.dumps({k: round(v, 1) for k, v in m['phases'].items()})}")

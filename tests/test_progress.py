@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import logging
 import re
-import subprocess
 import sys
 import time
 
@@ -153,8 +152,8 @@ def test_configure_logging_levels_interval_and_bad_values(monkeypatch):
         logging.getLogger("villani").setLevel(logging.NOTSET)
 
 
-def test_cli_bad_interval_is_one_line():
-    out = subprocess.run([sys.executable, "-m", "villani.cli", "validate", "--progress-interval", "-1"],
-                         capture_output=True, text=True)
-    assert out.returncode == 2
-    assert out.stderr.strip() == "villani: error: --progress-interval: '-1' is not a number of seconds > 0"
+def test_cli_bad_interval_is_one_line(capsys):
+    from villani.cli import main
+
+    assert main(["validate", "--progress-interval", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == "villani: error: --progress-interval: '-1' is not a number of seconds > 0"
