@@ -156,8 +156,9 @@ import json, sys
 import torch
 from villani.cli import main
 from villani.measure.hvp_cost import PeakMemory
+import contextlib
 root, step, device, *params = sys.argv[1:]
-with PeakMemory(torch.device(device)) as mem:
+with PeakMemory(torch.device(device)) as mem, contextlib.redirect_stdout(sys.stderr):
     rc = main(["measure", *params, "--results", root, "--lam", "0.001", "--seed", "0", "--step", step,
                "--device", device])
 assert rc == 0, rc
