@@ -15,8 +15,10 @@ peak memory grows with tokens per HVP). Each job runs inside
 the profiler's memory events, whose bookkeeping adds a little time to every op), and
 its process's peak RSS is recorded beside it.
 
-Per job type it prints: jobs, wall time, peak memory (torch; and RSS), Hessian-vector
-products, seconds per HVP, seconds per training token — and writes everything to
+Per job type it prints: jobs, wall time, the share of a core the job got (its CPU time
+over its wall time: the machine may be shared), peak memory (torch; and RSS),
+Hessian-vector products, seconds per HVP and per training token (wall, and "one core":
+wall × core share, what a job alone on a core would take) — and writes everything to
 ``<results>/rehearsal.json``. Job logs (with the progress lines) are in
 ``<results>/rehearsal-logs/``. A rerun skips jobs that already succeeded (``--fresh``
 starts over). Timings are machine-dependent; this is a benchmark, never a test.
@@ -101,7 +103,7 @@ def child(out: Path, job: dict, params: list[str], results: str) -> int:
 
     from villani.measure.hvp_cost import PeakMemory
 
-    t0 = time.perf_counter()
+    t0, cpu0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
     extra: dict = {}
     with PeakMemory(torch.device("cpu")) as mem:
         if job["kind"] == "memory_probe":
@@ -111,7 +113,10 @@ def child(out: Path, job: dict, params: list[str], results: str) -> int:
             from villani.cli import main
 
             rc = main(job["argv"])
-    rec = {**job, "rc": rc, "seconds": time.perf_counter() - t0, "peak_bytes": mem.peak(),
+    seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    rec = {**job, "rc": rc, "seconds": seconds, "cpu_seconds": cpu, "core_share": cpu / seconds,
+           "loadavg_start_end": [load0, os.getloadavg()[0]], "peak_bytes": mem.peak(),
            "peak_source": mem.source, "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
            **extra}
     out.write_text(json.dumps(rec, indent=2) + "\n")
@@ -177,17 +182,21 @@ def summarize(p: dict, results: str, records: dict) -> dict:
         row = {"jobs": len(recs), "seconds_sum": sum(r["seconds"] for r in recs),
                "seconds_max": max(r["seconds"] for r in recs),
                "peak_gib": max(r["peak_bytes"] for r in recs) / GiB,
-               "rss_gib": max(r["maxrss_bytes"] for r in recs) / GiB}
+               "rss_gib": max(r["maxrss_bytes"] for r in recs) / GiB,
+               "core_share": statistics.median(r["core_share"] for r in recs),
+               "loadavg_max": max(max(r["loadavg_start_end"]) for r in recs)}
         if kind == "train":
-            per_token, tps = [], []
+            per_token, per_token_core, tps = [], [], []
             for r in recs:
                 a = r["argv"]
                 csv = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, results, dataset=ds, variant=a[a.index("--variant") + 1],
                                              lam=float(a[a.index("--lam") + 1]), seed=int(a[a.index("--seed") + 1]),
                                              step=int(a[a.index("--until") + 1])))
                 per_token.append(float((1.0 / csv["tokens_per_s"]).mean()))  # step seconds / step tokens
+                per_token_core.append(per_token[-1] * r["core_share"])
                 tps += list(csv["tokens_per_s"])
-            row.update(s_per_token=statistics.median(per_token), tokens_per_s=statistics.median(tps))
+            row.update(s_per_token=statistics.median(per_token), tokens_per_s=statistics.median(tps),
+                       s_per_token_one_core=statistics.median(per_token_core))
         if kind == "measure":
             js = []
             for r in recs:
@@ -205,6 +214,8 @@ def summarize(p: dict, results: str, records: dict) -> dict:
                 s_gradient_graph=statistics.median(x["gradient"] for x in b),
                 phases={k: statistics.median(x.get(k, 0.0) for x in b) for k in b[0]})
             row["hvp_over_gradient"] = row["s_per_hvp"] / row["s_gradient_graph"]
+            row["s_per_hvp_one_core"] = statistics.median(x["hutchinson"] / int(me["num_probes"]) * r["core_share"]
+                                                          for x, r in zip(b, recs))
         if kind == "rays":
             s = json.loads((layout.fmt(layout.RAYS_DIR, results, dataset=ds) / "slopes.json").read_text())
             pts = len(s["grid"]["theta_sq"]) * (int(p["rays"]["count"]) + bool(p["rays"]["through_checkpoint"]))
@@ -228,18 +239,21 @@ def summarize(p: dict, results: str, records: dict) -> dict:
 def print_table(summary: dict) -> None:
     order = ["tokenize", "train", "measure", "rays", "landscape", "memory_probe", "bounds", "cost", "figures", "metrics"]
     print(f"\nd = {summary['d']:,}\n")
-    print("| job type | jobs | wall s (sum / max job) | peak memory, torch (GiB) | peak RSS (GiB) | HVPs | "
-          "s/HVP | s/training token | s/point |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| job type | jobs | wall s (sum / max job) | core share | peak memory, torch (GiB) | peak RSS (GiB) | "
+          "HVPs | s/HVP | s/training token | s/point |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in order:
         r = summary["types"].get(kind)
         if r is None:
             continue
         hv = r.get("hvps", "")
-        sph = f"{r['s_per_hvp']:.1f} ({r['tokens_per_hvp']} tokens)" if "s_per_hvp" in r else ""
-        spt = f"{r['s_per_token'] * 1e3:.1f} ms ({r['tokens_per_s']:.0f} tokens/s)" if "s_per_token" in r else ""
+        sph = (f"{r['s_per_hvp']:.1f} (one core ≈ {r['s_per_hvp_one_core']:.1f}; {r['tokens_per_hvp']} tokens)"
+               if "s_per_hvp" in r else "")
+        spt = (f"{r['s_per_token'] * 1e3:.1f} ms (one core ≈ {r['s_per_token_one_core'] * 1e3:.1f} ms)"
+               if "s_per_token" in r else "")
         spp = f"{r['s_per_point']:.1f} ({r['points']} points)" if "s_per_point" in r else ""
-        print(f"| {kind} | {r['jobs']} | {r['seconds_sum']:.0f} / {r['seconds_max']:.0f} | {r['peak_gib']:.2f} | "
+        print(f"| {kind} | {r['jobs']} | {r['seconds_sum']:.0f} / {r['seconds_max']:.0f} | {r['core_share']:.2f} | "
+              f"{r['peak_gib']:.2f} | "
               f"{r['rss_gib']:.2f} | {hv} | {sph} | {spt} | {spp} |")
     m = summary["types"].get("measure")
     if m:
