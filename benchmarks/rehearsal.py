@@ -19,7 +19,9 @@ Per job type it prints: jobs, wall time, the share of a core the job got (its CP
 over its wall time: the machine may be shared), peak memory (torch; and RSS),
 Hessian-vector products, seconds per HVP and per training token (wall, and "one core":
 wall × core share, what a job alone on a core would take) — and writes everything to
-``<results>/rehearsal.json``. Job logs (with the progress lines) are in
+``<results>/rehearsal.json``; then scales the measured one-core costs to an A100 by FLOPs
+for each preset (``--presets``; assumptions at :data:`A100_BF16` below): the numbers of
+the README's "What a preset costs". Job logs (with the progress lines) are in
 ``<results>/rehearsal-logs/``. A rerun skips jobs that already succeeded (``--fresh``
 starts over). Timings are machine-dependent; this is a benchmark, never a test.
 """
@@ -266,6 +268,81 @@ def print_table(summary: dict) -> None:
               f"{mp['bytes_per_token'] / 2**20:.2f} MiB × tokens per HVP")
 
 
+# ----------------------------------------------------------------------------- scaled to an A100
+# Assumptions of the scaling (stated in the README): training in bf16 autocast at 10–25% of
+# the A100's 312 TFLOP/s dense bf16 peak (batch 1 × 512 tokens keeps a 125M model far from
+# peak); Hessian-vector products in fp32 with matmul precision "highest" (no TF32, as
+# ModelHessian sets it) at 50–70% of the 19.5 TFLOP/s fp32 peak; the CPU's ratio of an HVP's
+# cost to a training token's (both fp32 there) carries over as a FLOP ratio; an A100 has
+# 80 GB, of which ModelHessian keeps the gradient graph only within 70% of what is free.
+A100_BF16, A100_FP32, A100_GB = 312e12, 19.5e12, 80e9
+TRAIN_UTIL, HVP_UTIL = (0.10, 0.25), (0.50, 0.70)
+
+
+def flops_per_token(d: int, layers: int, hidden: int, seq_len: int) -> float:
+    """Training FLOPs per token: 6d (forward 2d + backward 4d) + 12·L·T·h (attention scores
+    and values over the full T×T matrix eager attention computes)."""
+    return 6.0 * d + 12.0 * layers * seq_len * hidden
+
+
+def scale_to_a100(summary: dict, preset: dict, rehearsal: dict) -> dict:
+    """GPU-hours of a preset from the rehearsal's one-core costs, scaled by FLOPs (see the assumptions above)."""
+    from villani.plan.runs import runs
+    from villani.plan.schedule import checkpoint_steps, segment_ends
+
+    cfg = rehearsal["model"]["config"]
+    d, T = summary["d"], int(preset["data"]["seq_len"])
+    F = flops_per_token(d, int(cfg["num_layers"]), int(cfg["hidden_size"]), T)
+    tr, me = summary["types"]["train"], summary["types"]["measure"]
+    cpu_rate = F / tr["s_per_token_one_core"]  # the CPU's FLOP/s on this model
+    n_hvp = me["tokens_per_hvp"]
+    c_hvp = me["s_per_hvp_one_core"] / (n_hvp * tr["s_per_token_one_core"])  # training tokens per HVP token
+    c_graph = me["s_gradient_graph"] * me["core_share"] / (n_hvp * tr["s_per_token_one_core"])
+    t, m = preset["train"], preset["measure"]
+    n_runs = len(list(runs(preset)))
+    n_adamw = len(list(runs(preset, ("adamw",))))
+    ckpts = len(checkpoint_steps(t))
+    train_tokens = n_runs * int(t["steps"]) * int(t["batch_size"]) * T
+    tokens = int(m["blocks"]) * (T - 1)
+    hvps = int(m["num_probes"]) + int(m["lanczos_steps"]) + (int(m["slq_probes"]) - 1) * int(m["slq_steps"])
+    mp = summary["types"]["memory_probe"]
+    graph_bytes = mp["fixed_gib"] * GiB + mp["bytes_per_token"] * tokens
+    keeps_graph = graph_bytes < 0.7 * A100_GB  # the probe's peak: weights + graph + one product
+    per_hvp_tokens = tokens * (c_hvp if keeps_graph else c_hvp + c_graph)  # no graph: rebuilt for every product
+    measure_flop = ckpts * n_adamw * (hvps * per_hvp_tokens + tokens * c_graph) * F
+    train_flop = train_tokens * F
+    return {
+        "runs": n_runs, "train_segments": n_runs * len(segment_ends(t)), "measure_jobs": n_adamw * ckpts,
+        "flops_per_token": F, "cpu_flops": cpu_rate, "hvp_token_cost": c_hvp, "graph_token_cost": c_graph,
+        "train_tokens": train_tokens, "train_flop": train_flop,
+        "train_gpu_h": [train_flop / (A100_BF16 * u) / 3600 for u in TRAIN_UTIL[::-1]],
+        "hvps_per_checkpoint": hvps, "tokens_per_hvp": tokens, "graph_gb": graph_bytes / 1e9, "keeps_graph": keeps_graph,
+        "s_per_hvp": [per_hvp_tokens * F / (A100_FP32 * u) for u in HVP_UTIL[::-1]],
+        "measure_gpu_h": [measure_flop / (A100_FP32 * u) / 3600 for u in HVP_UTIL[::-1]],
+        "lanczos_basis_gb": max(int(m["lanczos_steps"]), int(m["slq_steps"])) * d * 4 / 1e9,
+    }
+
+
+def print_scaled(summary: dict, presets: list[str], rehearsal: dict) -> dict:
+    from villani.plan.config import load_params
+
+    out = {}
+    print("\nScaled to an A100 (FLOPs; see the assumptions in benchmarks/rehearsal.py):")
+    for path in presets:
+        r = scale_to_a100(summary, load_params([path]), rehearsal)
+        out[path] = r
+        print(f"- {path}: {r['runs']} runs, {r['train_segments']} train segments, {r['measure_jobs']} measure jobs; "
+              f"training {r['train_tokens'] / 1e6:,.0f}M tokens × {r['flops_per_token']:.3g} FLOP = "
+              f"{r['train_flop']:.2g} FLOP ≈ {r['train_gpu_h'][0]:.1f}–{r['train_gpu_h'][1]:.1f} GPU-h; "
+              f"measurement {r['hvps_per_checkpoint']} HVPs × {r['tokens_per_hvp']:,} tokens per checkpoint, "
+              f"an HVP = {r['hvp_token_cost']:.2f} training tokens per token (graph build {r['graph_token_cost']:.2f}); "
+              f"graph {r['graph_gb']:.0f} GB → {'kept' if r['keeps_graph'] else 'rebuilt per product'}; "
+              f"≈ {r['s_per_hvp'][0]:.1f}–{r['s_per_hvp'][1]:.1f} s/HVP, "
+              f"{r['measure_gpu_h'][0]:.0f}–{r['measure_gpu_h'][1]:.0f} GPU-h; Lanczos basis {r['lanczos_basis_gb']:.0f} GB")
+    print(f"CPU here: {next(iter(out.values()))['cpu_flops'] / 1e9:.1f} GFLOP/s on one core (training, fp32)")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", action="append", default=None, help="parameter files (default: configs/rehearsal.yaml)")
@@ -274,6 +351,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per job")
     ap.add_argument("--progress-interval", type=float, default=60.0)
     ap.add_argument("--fresh", action="store_true", help="delete earlier results of the rehearsal first")
+    ap.add_argument("--presets", nargs="*", default=[str(REPO / "configs" / "ptb.yaml"),
+                                                       str(REPO / "configs" / "wikitext103.yaml")],
+                    help="presets whose A100 cost is scaled from the rehearsal's measured costs")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.params = args.params or [str(CONFIG)]
@@ -303,8 +383,9 @@ def main() -> int:
 
     summary.update(torch=torch.__version__, machine=platform.processor() or platform.machine(),
                    cpu_count=os.cpu_count())
-    (Path(args.results) / "rehearsal.json").write_text(json.dumps({"summary": summary, "jobs": records}, indent=2))
     print_table(summary)
+    summary["scaled_to_a100"] = print_scaled(summary, args.presets, p)
+    (Path(args.results) / "rehearsal.json").write_text(json.dumps({"summary": summary, "jobs": records}, indent=2))
     print(f"\nwhole rehearsal: {total / 60:.1f} min wall ({args.jobs} job(s) at a time, {args.threads} thread(s) each)")
     return 0
 
