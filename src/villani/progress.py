@@ -12,9 +12,10 @@ minutes on a CPU) is still running — and one at the end. A line reads::
     elapsed 0:04:12 | ETA 0:05:25
 
 Units are whatever the stage counts (training steps, Hessian-vector products, grid
-points). The rate is the current phase's elapsed time over the units it has done (the
-units of one phase cost alike; before a phase's first unit, the previous phase's rate),
-and the ETA is the units left times that rate. On a terminal (stderr is a TTY) a tqdm
+points). The rate is the time from the current phase's start to its latest unit over the
+units it has done (the units of one phase cost alike; before a phase's first unit, the
+previous phase's rate); the ETA is the units left times that rate, less the time the unit
+under way has already run. On a terminal (stderr is a TTY) a tqdm
 bar is drawn as well and the lines are written above it.
 
 Configuration, once per process (the CLI): :func:`configure_logging` — the level of the
@@ -150,7 +151,7 @@ class Progress:
         self.phase_name: str | None = None
         self.status: dict[str, Any] = {}
         now = time.monotonic()
-        self._start = self._phase_start = self._last_line = now
+        self._start = self._phase_start = self._last_line = self._last_unit = now
         self._phase_done0 = self.done
         self._last_spu: float | None = None  # the previous phase's rate, until this phase's first unit
         self._lock = threading.Lock()
@@ -175,7 +176,7 @@ class Progress:
                 self._bar.total = self.total
             self.status = {}
             self._last_spu = self.seconds_per_unit() or self._last_spu
-            self._phase_start = time.monotonic()
+            self._phase_start = self._last_unit = time.monotonic()
             self._phase_done0 = self.done
             self._emit_locked()
 
@@ -186,6 +187,7 @@ class Progress:
             self.done = int(done) if done is not None else self.done + int(advance)
             self.status.update(status)
             if self.done != before:
+                self._last_unit = time.monotonic()
                 self._bar.update(self.done - before)
             if status:
                 self._bar.set_postfix({k: _value(v) for k, v in status.items()}, refresh=False)
@@ -202,18 +204,20 @@ class Progress:
         return callback
 
     def seconds_per_unit(self) -> float | None:
-        """Seconds per unit in the current phase (before its first unit: the last phase's; else None)."""
+        """Seconds per unit in the current phase, from its start to its latest unit (before its
+        first unit: the last phase's rate; else None)."""
         in_phase = self.done - self._phase_done0
         if in_phase > 0:
-            return (time.monotonic() - self._phase_start) / in_phase
+            return (self._last_unit - self._phase_start) / in_phase
         return self._last_spu
 
     def eta(self) -> float | None:
-        """Seconds until ``total`` at the current phase's rate (None if unknown)."""
+        """Seconds until ``total`` at the current phase's rate, less the time the unit under way
+        has already run (None if unknown)."""
         spu = self.seconds_per_unit()
         if self.total is None or spu is None:
             return None
-        return max(self.total - self.done, 0) * spu
+        return max(max(self.total - self.done, 0) * spu - (time.monotonic() - self._last_unit), 0.0)
 
     def line(self, label: str | None = None) -> str:
         """The current progress line (without timestamp); ``label`` replaces the phase name."""
