@@ -117,7 +117,8 @@ def child(out: Path, job: dict, params: list[str], results: str) -> int:
             rc = main(job["argv"])
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    rec = {**job, "rc": rc, "seconds": seconds, "cpu_seconds": cpu, "core_share": cpu / seconds,
+    rec = {**job, "rc": rc, "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"),
+           "seconds": seconds, "cpu_seconds": cpu, "core_share": cpu / seconds,
            "loadavg_start_end": [load0, os.getloadavg()[0]], "peak_bytes": mem.peak(),
            "peak_source": mem.source, "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
            **extra}
@@ -133,6 +134,8 @@ def run_stage(jobs: list[dict], args, records: dict) -> None:
     recs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "VILLANI_PROGRESS_INTERVAL": str(args.progress_interval)}
+    if args.malloc_mmap_threshold:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(args.malloc_mmap_threshold)
     todo, running = [], {}
     for j in jobs:
         rec_path = recs / f"{j['name']}.json"
@@ -351,6 +354,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per job")
     ap.add_argument("--progress-interval", type=float, default=60.0)
     ap.add_argument("--fresh", action="store_true", help="delete earlier results of the rehearsal first")
+    ap.add_argument("--malloc-mmap-threshold", type=int, default=131072,
+                    help="glibc MALLOC_MMAP_THRESHOLD_ of the jobs (0: glibc's default). With the default, blocks "
+                         "freed under glibc's dynamic threshold (up to 32 MiB) stay in the heap and a 125M measure "
+                         "job's RSS reached 17 GiB for 9.6 GiB of live tensors")
     ap.add_argument("--presets", nargs="*", default=[str(REPO / "configs" / "ptb.yaml"),
                                                        str(REPO / "configs" / "wikitext103.yaml")],
                     help="presets whose A100 cost is scaled from the rehearsal's measured costs")
@@ -376,7 +383,8 @@ def main() -> int:
         run_stage(stage, args, records)
     total = time.perf_counter() - t0
     summary = summarize(p, args.results, records)
-    summary.update(wall_total_s=total, jobs_at_a_time=args.jobs, threads=args.threads, params=args.params)
+    summary.update(wall_total_s=total, jobs_wall_sum_s=sum(r.get("wall_process_s", r["seconds"]) for r in records.values()),
+                   jobs_at_a_time=args.jobs, threads=args.threads, params=args.params)
     import platform
 
     import torch
@@ -386,7 +394,8 @@ def main() -> int:
     print_table(summary)
     summary["scaled_to_a100"] = print_scaled(summary, args.presets, p)
     (Path(args.results) / "rehearsal.json").write_text(json.dumps({"summary": summary, "jobs": records}, indent=2))
-    print(f"\nwhole rehearsal: {total / 60:.1f} min wall ({args.jobs} job(s) at a time, {args.threads} thread(s) each)")
+    print(f"\nthis invocation: {total / 60:.1f} min wall ({args.jobs} job(s) at a time, {args.threads} thread(s) each); "
+          f"all jobs' processes together: {summary['jobs_wall_sum_s'] / 60:.1f} min")
     return 0
 
 
