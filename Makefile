@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requiremen
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q -r requirements/torch.txt
 	$(BIN)/python -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[test,slurm]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[test,slurm,tensorboard]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
 	touch $(STAMP)
 

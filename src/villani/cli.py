@@ -5,6 +5,9 @@ more YAML files (``--params``, later files override earlier ones; default ``para
 validated before anything runs. Errors the user can fix (bad parameters, a corrupt or
 missing file, a diverged run, a full disk) print one line ``villani: error: …`` and exit
 with status 2; ``--traceback`` (or ``VILLANI_TRACEBACK=1``) shows the full trace.
+Logging is configured here, once (:func:`villani.progress.configure_logging`): long
+stages write timestamped progress lines to stderr at least every ``--progress-interval``
+seconds, so a job log shows how far a job is while it runs.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ def _common(top: bool) -> argparse.ArgumentParser:
     p.add_argument("--device", default=dflt(None), help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--threads", type=int, default=dflt(None), help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--traceback", action="store_true", default=dflt(False), help="show full tracebacks on errors")
+    p.add_argument("--log-level", default=dflt(None), metavar="LEVEL",
+                   help="DEBUG, INFO, WARNING or ERROR (default: $VILLANI_LOG_LEVEL, else INFO)")
+    p.add_argument("--progress-interval", default=dflt(None), metavar="SECONDS",
+                   help="at most this many seconds between progress lines of a job "
+                        "(default: $VILLANI_PROGRESS_INTERVAL, else 60)")
     return p
 
 
@@ -367,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     try:
+        from villani.progress import configure_logging
+
+        configure_logging(args.log_level, args.progress_interval)
         COMMANDS[args.command](args)
     except (ParamsError, TrainingDiverged, ValueError, OSError) as e:
         if args.traceback or os.environ.get("VILLANI_TRACEBACK"):

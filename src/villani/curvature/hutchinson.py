@@ -104,7 +104,7 @@ def normalize_blocks(blocks, dim: int, device: torch.device) -> list[tuple[str, 
 
 
 def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, blocks=None, batch_size: int = 1,
-               deflation: Deflation | None = None, target: CITarget | None = None) -> TraceEstimate:
+               deflation: Deflation | None = None, target: CITarget | None = None, callback=None) -> TraceEstimate:
     r"""Estimate :math:`\operatorname{tr}A` from seeded Rademacher probes.
 
     Args:
@@ -125,6 +125,10 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, bloc
             very probes (a Lanczos run from probe 0 of ``seed``, with ``first_probe=0``)
             is refused: that probe's remainder would be 0, a biased sample.
         target: a :class:`~villani.curvature.CITarget`: stop by Stein's two-stage rule.
+        callback: optional ``callback(done, total, samples)`` after every operator call:
+            probes done, the probes this call will draw (``num_probes`` until a
+            ``target``'s pilot has fixed the count), and the samples so far (float64 array; their mean
+            is the running estimate). For progress reports; it must not change anything.
 
     Returns:
         A :class:`TraceEstimate` with all samples, the CI, ``frob_sq``, ``diag_sq`` and,
@@ -149,12 +153,19 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, bloc
     sums = _ProbeSums(vectors, dtype, device, named, deflation)
     exact = deflation.trace if deflation is not None else 0.0
 
+    def report(planned: int) -> None:
+        if callback is not None:
+            x = exact + sums.samples()
+            callback(x.size, planned, x)
+
     pilot = num_probes if target is None else min(target.min_probes, num_probes)
     for G in stream.chunks(pilot, batch_size):
         sums.add(G, op)
+        report(num_probes)
     total = pilot if target is None else two_stage_size(exact + sums.samples(), target, num_probes)
     for G in stream.chunks(total - pilot, batch_size):
         sums.add(G, op)
+        report(total)
 
     x = exact + sums.samples()
     mean, std, stderr, ci = summarize_samples(x)

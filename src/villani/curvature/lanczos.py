@@ -71,6 +71,13 @@ def _orthogonalize(w: Tensor, basis: Tensor, vectors=None) -> Tensor:
     return w
 
 
+def _largest_ritz(alphas: list[float], betas: list[float]) -> float:
+    """Largest eigenvalue of the tridiagonal matrix with diagonal ``alphas`` and off-diagonal ``betas``."""
+    n = len(alphas)
+    T = np.diag(np.asarray(alphas)) + np.diag(np.asarray(betas[: n - 1]), 1) + np.diag(np.asarray(betas[: n - 1]), -1)
+    return float(np.linalg.eigvalsh(T)[-1])
+
+
 def lanczos(
     op,
     num_steps: int,
@@ -84,6 +91,7 @@ def lanczos(
     restart_on_breakdown: bool = False,
     breakdown_tol: float | None = None,
     stop: Callable[[np.ndarray, np.ndarray, float], bool] | None = None,
+    callback=None,
 ) -> LanczosResult:
     r"""Run ``num_steps`` Lanczos steps on the symmetric operator ``op``.
 
@@ -104,6 +112,9 @@ def lanczos(
         stop: optional test ``stop(alphas, betas, beta) -> bool`` called after every step
             with :math:`T_j` and :math:`\beta_j`; the run ends at the first True (e.g.
             :func:`top_eigenvalues`' residual tolerance).
+        callback: optional ``callback(done, total, largest)`` after every matvec: steps
+            done, the step count m, and the largest Ritz value of :math:`T_j` so far (the
+            running estimate of :math:`\lambda_{\max}`). For progress reports.
 
     Returns:
         A :class:`LanczosResult` (``alphas``, ``betas``, ``beta_last``, optional basis and,
@@ -141,6 +152,8 @@ def lanczos(
         norm_aq = float(vectors.norm(w))
         alpha = float(vectors.dot(q, w))
         alphas.append(alpha)
+        if callback is not None:
+            callback(j + 1, m, _largest_ritz(alphas, betas))
         w = w - alpha * q
         if q_prev is not None:
             w = w - beta_prev * q_prev
@@ -188,6 +201,7 @@ def top_eigenvalues(
     tol: float | None = None,
     basis_device: torch.device | str | None = None,
     basis_dtype: torch.dtype | None = None,
+    callback=None,
 ) -> EigenResult:
     r"""The ``k`` largest (algebraic) eigenvalues of ``op`` by Lanczos, with error bars.
 
@@ -217,7 +231,7 @@ def top_eigenvalues(
         keep_basis: keep the Lanczos basis and last residual in ``.lanczos`` (for
             :func:`~villani.curvature.deflation_from_lanczos`).
         tol: relative residual at which to stop (None: always ``num_steps``).
-        basis_device, basis_dtype: see :func:`lanczos`.
+        basis_device, basis_dtype, callback: see :func:`lanczos`.
     """
     op = as_operator(op)
     if not 1 <= k <= min(num_steps, op.dim):
@@ -241,6 +255,7 @@ def top_eigenvalues(
         basis_dtype=basis_dtype,
         restart_on_breakdown=True,
         stop=converged if tol is not None else None,
+        callback=callback,
     )
     theta, s = res.ritz()
     order = np.argsort(theta)[::-1][:k]

@@ -77,6 +77,7 @@ def slq(
     basis_device: torch.device | str | None = None,
     basis_dtype: torch.dtype | None = None,
     first: LanczosResult | None = None,
+    callback=None,
 ) -> SpectralDensity:
     """Stochastic Lanczos quadrature from ``num_probes`` Rademacher starts.
 
@@ -89,6 +90,9 @@ def slq(
         first: a Lanczos run of ``op`` from the first probe of ``seed`` (e.g.
             ``top_eigenvalues(op, k, num_steps=m, seed=seed).lanczos``), used as start 0
             with its own step count; its products are not counted again.
+        callback: optional ``callback(done, total, trace_samples)`` after every matvec:
+            products done, the products the run will make at most (fewer after a
+            breakdown), and the SLQ trace samples n·α₁ of the starts so far.
 
     Returns:
         A :class:`SpectralDensity` with per-start nodes and weights.
@@ -100,12 +104,17 @@ def slq(
         raise ValueError(f"first: the run started from seed {first.start_seed}'s first probe, not seed {seed}'s")
     stream = operator_vectors(op).probes(seed, dtype=operator_dtype(op), device=operator_device(op))
     nodes, weights, traces, matvecs, breakdown = [], [], [], 0, False
+    total = (num_probes - (first is not None)) * min(int(num_steps), op.dim)
     for j in range(num_probes):
         v = stream.next(1)[0]
         if j == 0 and first is not None:
             res = first
         else:
-            res = lanczos(op, num_steps, v0=v, basis_device=basis_device, basis_dtype=basis_dtype)
+            inner = None
+            if callback is not None:
+                def inner(done, _m, _largest, before=matvecs):
+                    callback(before + done, total, np.asarray(traces, dtype=np.float64))
+            res = lanczos(op, num_steps, v0=v, basis_device=basis_device, basis_dtype=basis_dtype, callback=inner)
             matvecs += res.num_matvecs
         theta, s = res.ritz()
         nodes.append(theta)

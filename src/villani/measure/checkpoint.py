@@ -36,6 +36,7 @@ quantity, and nothing is written. Keys of the JSON: ``docs/measurements.md``.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any, Mapping
@@ -69,11 +70,14 @@ from villani.model import num_params
 from villani.plan import layout
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
+from villani.progress import Progress, running_top_eigenvalue, running_trace
 from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
 from villani.training.checkpoint import load_run_model
 
 __all__ = ["measure_checkpoint", "ci_target", "slq_starts", "SCHEMA_VERSION", "NOTE", "PRECISION"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "villani.measure/1"
 NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson with Rademacher probes, deflated: "
@@ -167,8 +171,24 @@ def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | No
 
 def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root="results",
                        device: str | None = None) -> str:
-    """Measure one checkpoint; write its Parquet then its JSON; return the JSON path."""
+    """Measure one checkpoint; write its Parquet then its JSON; return the JSON path.
+
+    Progress lines (:class:`villani.progress.Progress`, unit HVP): the phase, HVPs done of
+    the most the job can take (lanczos_steps + M + (SLQ starts − 1)·slq_steps; each phase
+    replaces it by what is then known: the Lanczos steps taken, the probes Stein's rule
+    asked for), seconds per HVP, the running trace estimate and its CI (Hutchinson) or
+    largest Ritz value (Lanczos), and the ETA.
+    """
+    me = params["measure"]
+    what = f"measure {params['data']['name']} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
+    hvps = int(me["num_probes"]) + int(me["lanczos_steps"]) + (int(me["slq_probes"]) - 1) * int(me["slq_steps"])
+    with Progress(what, hvps, unit="HVP", logger=log) as bar:
+        return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device, bar=bar)
+
+
+def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
     t_start = time.perf_counter()
+    bar.phase("load")
     me, ds = params["measure"], params["data"]["name"]
     lam, seed, step = float(lam), int(seed), int(step)
     run = Run(ds, variant, lam, seed)
@@ -192,11 +212,13 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     ids, batches = measurement_batches(params, root, dev, train=train)
     t = lap("load", t)
 
+    bar.phase("validation")
     val = load_blocks(layout.fmt(layout.SPLIT, root, dataset=ds, split="validation"))
     val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
     check_finite(val_loss, where, "val_loss")
     t = lap("validation", t)
 
+    bar.phase("gradient")
     H = ModelHessian(model, batches, lam=0.0, method=me["hvp_method"])
     d = H.dim
     theta = H.flat_params().double()
@@ -213,22 +235,30 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     seed_p, estimator = int(me["probe_seed"]), me.get("trace_estimator", "hutchinson")
     deflate = estimator == "deflated"
     hessian_F = ShiftedOperator(H, lam)
+    n_starts, full_density = slq_starts(me, d, step, steps)
+    m_max, slq_rest = int(me["num_probes"]), (n_starts - 1) * int(me["slq_steps"])
+    bar.phase("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
     top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
-                          keep_basis=deflate, tol=me.get("lanczos_tol"))
+                          keep_basis=deflate, tol=me.get("lanczos_tol"),
+                          callback=bar.counter(0, running_top_eigenvalue))
     t = lap("lanczos", t)
     deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
-    est = hutchinson(H, int(me["num_probes"]), seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
-                     deflation=deflation, target=ci_target(me, first["grad_F_sq_norm"], lam, d))
+    bar.phase("hutchinson", total=top.num_matvecs + m_max + slq_rest)
+    est = hutchinson(H, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
+                     deflation=deflation, target=ci_target(me, first["grad_F_sq_norm"], lam, d),
+                     callback=bar.counter(top.num_matvecs, running_trace))
     check_finite(est.samples, where, "trace_L samples")
     del deflation
     t = lap("hutchinson", t)
-    n_starts, full_density = slq_starts(me, d, step, steps)
-    density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos)
+    bar.phase("slq", total=top.num_matvecs + est.num_matvecs + slq_rest)
+    density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
+                  callback=bar.counter(top.num_matvecs + est.num_matvecs))
     t = lap("slq", t)
     H.release()
 
     noise = None
     if step in (steps[0], steps[-1]):
+        bar.phase("grad_noise")
         noise = gradient_noise(model, train, params, dev)
         t = lap("grad_noise", t)
 

@@ -22,6 +22,7 @@ invariant to the per-unit rescalings a network is insensitive to.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Mapping
 
@@ -34,9 +35,12 @@ from villani.io.finite import check_finite
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
 from villani.plan import layout
 from villani.plan.runs import landscape_center
+from villani.progress import Progress
 from villani.training.checkpoint import load_run_model
 
 __all__ = ["run_landscape", "filter_normalized_direction", "output_unit_dims", "surface"]
+
+log = logging.getLogger(__name__)
 
 
 def output_unit_dims(model: torch.nn.Module) -> dict[str, int]:
@@ -76,8 +80,8 @@ def _dot(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
 
 
 def surface(model: torch.nn.Module, batches, theta0: Mapping[str, torch.Tensor], d1, d2, axis: np.ndarray,
-            lam: float) -> pd.DataFrame:
-    """Rows (a, b, loss, F, theta_sq) of F on the grid θ₀ + a·δ₁ + b·δ₂."""
+            lam: float, progress: Progress | None = None) -> pd.DataFrame:
+    """Rows (a, b, loss, F, theta_sq) of F on the grid θ₀ + a·δ₁ + b·δ₂ (``progress`` advances per point)."""
     rows = []
     for a in axis:
         for b in axis:
@@ -85,6 +89,8 @@ def surface(model: torch.nn.Module, batches, theta0: Mapping[str, torch.Tensor],
             loss, _ = mean_token_loss(model, batches, state)
             tsq = float(sum(v.double().square().sum() for v in state.values()))
             rows.append({"a": float(a), "b": float(b), "loss": loss, "F": loss + 0.5 * lam * tsq, "theta_sq": tsq})
+            if progress is not None:
+                progress.update(advance=1, F=rows[-1]["F"])
     return pd.DataFrame(rows)
 
 
@@ -103,7 +109,9 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
     d2 = filter_normalized_direction(theta0, gen, units)
     ids, batches = measurement_batches(params, root, dev)
     axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
-    table = surface(model, batches, theta0, d1, d2, axis, lam)
+    what = f"landscape {ds} λ={layout.format_lam(lam)}"
+    with Progress(what, len(axis) ** 2, unit="point", logger=log) as bar:
+        table = surface(model, batches, theta0, d1, d2, axis, lam, progress=bar)
     where = str(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam))
     check_finite(table[["loss", "F"]].to_numpy(), where, "surface values")
     loss0, _ = mean_token_loss(model, batches)

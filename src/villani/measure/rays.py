@@ -52,6 +52,7 @@ flat and the grad_L and cross parts are not negligible unless λ² ≫ c (see
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Mapping
@@ -67,11 +68,14 @@ from villani.measure.measurement_set import measurement_batches
 from villani.model import describe_model, model_for_run, pick_device
 from villani.plan import layout
 from villani.plan.runs import rays_center
+from villani.progress import Progress
 from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
 from villani.stats import fit_slope
 from villani.training.checkpoint import load_run_model
 
 __all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes"]
+
+log = logging.getLogger(__name__)
 
 
 def _flat(model: torch.nn.Module) -> torch.Tensor:
@@ -100,9 +104,10 @@ def ray_directions(params: Mapping, root, model: torch.nn.Module) -> tuple[list[
 
 def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq: np.ndarray, *,
               lambdas, s_values, num_probes: int, probe_seed: int, method: str = "double_backward",
-              deflation_steps: int = 0) -> pd.DataFrame:
+              deflation_steps: int = 0, progress: Progress | None = None) -> pd.DataFrame:
     """One row per (ray, point, λ): the L-quantities once per point, every λ assembled from them
-    (the trace deflated by a ``deflation_steps``-step Lanczos basis when > 0)."""
+    (the trace deflated by a ``deflation_steps``-step Lanczos basis when > 0; ``progress``, if
+    given, advances one unit per point)."""
     ps = [p for p in model.parameters() if p.requires_grad]
     rows = []
     for dr in directions:
@@ -130,6 +135,9 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
                            laplacian_F=laplacian_F(est.mean, lam, H.dim), grad_F_sq=gF_sq)
                 row.update({psi_column(s): psi_s(est.mean, gF_sq, lam, H.dim, s) for s in s_values})
                 rows.append(row)
+            if progress is not None:
+                progress.update(advance=1, ray=f"{dr['ray']} ({dr['kind']})", theta_sq=base["theta_sq"],
+                                trace_L=est.mean)
     cols = ["ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
             "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq"] + [psi_column(s) for s in s_values]
     return pd.DataFrame(rows)[cols]
@@ -220,9 +228,10 @@ def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
     ids, batches = measurement_batches(params, root, dev)
     theta_sq = np.geomspace(float(r["theta_sq_min"]), float(r["theta_sq_max"]), int(r["points"]))
     s_values = [float(s) for s in me["s_values"]]
-    table = ray_table(model, batches, directions, theta_sq, lambdas=r["lambdas"], s_values=s_values,
-                      num_probes=int(r["num_probes"]), probe_seed=int(r["seed"]), method=me["hvp_method"],
-                      deflation_steps=int(r.get("deflation_steps", 0)))
+    with Progress(f"rays {ds}", len(directions) * len(theta_sq), unit="point", logger=log) as bar:
+        table = ray_table(model, batches, directions, theta_sq, lambdas=r["lambdas"], s_values=s_values,
+                          num_probes=int(r["num_probes"]), probe_seed=int(r["seed"]), method=me["hvp_method"],
+                          deflation_steps=int(r.get("deflation_steps", 0)), progress=bar)
     fits, summary = fit_slopes(table, s_values, int(r["fit_points"]))
     out_dir = layout.fmt(layout.RAYS_DIR, root, dataset=ds)
     meta = {

@@ -24,6 +24,7 @@ STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost",
 _RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
 _VARIANT_KEYS = {"adamw_noise": ["train.adamw_noise.grad_std", "train.adamw_noise.langevin_beta"],
                  "langevin": ["train.langevin.lr", "train.langevin.beta", "train.langevin.table1_std"]}
+_OBSERVATION = ("tensorboard",)  # what a job writes beside its outputs; never changes them
 _EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
 _MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
 
@@ -39,7 +40,7 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     name, the Langevin arm's lr in ``train.langevin``), plus its variant's own settings.
     Each DVC stage's ``params:`` names exactly these keys (tested)."""
     skip = set(overridden_keys(variant)) if stage == "train" else set()
-    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS and f"train.{k}" not in skip]
+    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS + _OBSERVATION and f"train.{k}" not in skip]
     keys = {
         "tokenize": ["data"],
         "train": [*_EVAL, *train] + _VARIANT_KEYS.get(variant_kind(variant), []),

@@ -26,6 +26,8 @@ CKPT_STATE = RUN_DIR + "/ckpt/step{step}.state.pt"
 SEGMENT = RUN_DIR + "/segments/seg{step}.json"
 SEGMENT_LOG = RUN_DIR + "/logs/seg{step}.csv"
 WORK_DIR = RUN_DIR + "/work"
+SEGMENT_LOG_PARTIAL = WORK_DIR + "/seg{step}.csv"  # the per-step log while its segment trains
+TENSORBOARD_DIR = RUN_DIR + "/tensorboard"  # optional event files (train.tensorboard), not a declared output
 MEASURE_JSON = RUN_DIR + "/measure/step{step}.json"
 MEASURE_PARQUET = RUN_DIR + "/measure/step{step}.parquet"
 

@@ -24,15 +24,13 @@ variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.v
 
 from __future__ import annotations
 
-import csv
-import io
+import logging
 import math
 import time
 from pathlib import Path
 from typing import Mapping
 
 import torch
-from tqdm import tqdm
 
 from villani.io import atomic
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
@@ -40,6 +38,7 @@ from villani.plan import layout
 from villani.plan.digest import run_digest
 from villani.plan.runs import variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
+from villani.progress import Progress
 from villani.training.batches import batch_indices
 from villani.training.checkpoint import (
     load_checkpoint,
@@ -53,8 +52,9 @@ from villani.training.optim import (
     make_optimizer,
     make_scheduler,
 )
+from villani.training.step_log import StepLog, tensorboard_writer, write_scalars
 
-LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "theta_sq_norm", "tokens_per_s", "wall_clock_s", "skipped")
+log = logging.getLogger(__name__)
 
 
 class TrainingDiverged(RuntimeError):
@@ -76,7 +76,7 @@ def langevin_beta(spec, lam: float, lr: float, std: float) -> float | None:
 
 class _SegmentState:
     """The mutable state of one training segment (model, optimizer, schedule, RNG streams,
-    step and token counters, log rows) — the run's identity is :class:`villani.plan.runs.Run`."""
+    step and token counters) — the run's identity is :class:`villani.plan.runs.Run`."""
 
     def __init__(self, params: Mapping, root, dataset: str, variant: str, lam: float, seed: int, device):
         from villani.data import load_blocks
@@ -96,7 +96,6 @@ class _SegmentState:
         self.noise_gen = torch.Generator(device=gen_device).manual_seed(self.seed * 7919 + 17)
         torch.manual_seed(self.seed + 1)  # dropout stream, independent of the init stream
         self.step, self.tokens, self.wall = 0, 0, 0.0
-        self.rows: list[dict] = []  # log rows of this segment
         self.ckpt_losses: list[float] = []
         use_bf16 = self.t["precision"] == "bf16" or (self.t["precision"] == "auto" and device.type == "cuda")
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16 and device.type == "cuda")
@@ -214,41 +213,44 @@ def _work_path(root, ident) -> Path:
     return layout.fmt(layout.WORK_DIR, root, **ident) / "state.pt"
 
 
-def _save_work(run: _SegmentState, path: Path) -> None:
+def _save_work(run: _SegmentState, path: Path, step_log: StepLog) -> None:
+    """Work state at the current step; the step log is fsync'ed first and its size recorded."""
+    on_disk = step_log.sync()
     state = run.state()
     state["model"] = {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
-    state["rows"] = [dict(r) for r in run.rows]
+    state.update(on_disk)
     save_state_file(path, state)
 
 
-def _try_resume_work(run: _SegmentState, path: Path, start: int, end: int) -> bool:
+def _try_resume_work(run: _SegmentState, path: Path, start: int, end: int, step_log: StepLog) -> dict | None:
+    """Restore the work state if it belongs to this segment and its step log is on disk;
+    return ``{"log_bytes", "log_rows"}`` to truncate the log to, or None (start the segment over)."""
     if not path.exists():
-        return False
+        return None
     try:
         state = load_state_file(path)
     except ValueError:
         path.unlink(missing_ok=True)  # a torn work state is discarded, never trusted
-        return False
+        return None
     if state.get("digest") != run.digest or not (start < int(state["step"]) < end):
-        return False
+        return None
+    log_bytes, log_rows = state.get("log_bytes"), state.get("log_rows")
+    if log_bytes is None or log_rows != int(state["step"]) - start or step_log.size_on_disk() < int(log_bytes):
+        return None  # the rows up to this state are not all on disk: start over from the segment's start
     run.model.load_state_dict(state["model"])
     run.restore(state)
-    run.rows = [dict(r) for r in state["rows"]]
-    return True
-
-
-def _write_log(path: Path, rows: list[dict]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=LOG_FIELDS)
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: r[k] for k in LOG_FIELDS})
-    atomic.write_text(path, buf.getvalue())
+    return {"log_bytes": int(log_bytes), "log_rows": int(log_rows)}
 
 
 def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: int, root="results",
                   device: str | None = None, progress: bool | None = None) -> dict:
-    """Train run (variant, λ, seed) up to checkpoint step ``end``; return the segment manifest."""
+    """Train run (variant, λ, seed) up to checkpoint step ``end``; return the segment manifest.
+
+    Progress (:class:`villani.progress.Progress`): a log line at least every progress
+    interval with step/end, loss, lr, tokens/s, ‖θ‖² and the segment's ETA; a bar when
+    ``progress`` is True, or None and stderr is a terminal. The per-step CSV grows in
+    ``work/`` while the segment trains (:mod:`villani.training.step_log`).
+    """
     t = params["train"]
     dataset = params["data"]["name"]
     start = segment_start(t, end)
@@ -265,8 +267,15 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
         run.restore(state)
         run.last_checkpoint = str(layout.fmt(layout.CKPT_WEIGHTS, root, step=start, **ident))
     work = _work_path(root, ident)
-    if _try_resume_work(run, work, start, end):
+    step_log = StepLog(layout.fmt(layout.SEGMENT_LOG_PARTIAL, root, step=end, **ident),
+                       layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident))
+    on_disk = _try_resume_work(run, work, start, end, step_log)
+    if on_disk is not None:
         resumed_from = run.step
+        step_log.open(on_disk["log_bytes"], on_disk["log_rows"])
+    else:
+        step_log.open()
+    tb = tensorboard_writer(layout.fmt(layout.TENSORBOARD_DIR, root, **ident), run.step) if t["tensorboard"] else None
     written = []
     keep_all = t["keep_state"] == "all"
     if start == 0 and resumed_from is None:
@@ -275,20 +284,32 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
             loss0 = float(run.ce(run.batch(0)))
         written.append(run.checkpoint(loss0, with_state=keep_all))
     every = int(t["save_every"])
-    bar = tqdm(total=end - start, initial=run.step - start, disable=None if progress is None else not progress,
-               desc=f"train λ={layout.format_lam(lam)} seed={seed} {variant}", unit="step", leave=False)
-    with bar:
-        while run.step < end:
-            row = run.train_step()
-            run.rows.append(row)
-            bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}")
-            if run.step in wanted:
-                losses = run.ckpt_losses or [row["loss"]]
-                written.append(run.checkpoint(sum(losses) / len(losses), with_state=keep_all or run.step == end))
-            elif run.step % every == 0:
-                _save_work(run, work)
-    _write_log(layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident), run.rows)
+    what = f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}"
+    if resumed_from is not None:
+        log.info(f"{what}: resumed from the work state at step {resumed_from}")
+    tokens0, wall0 = run.tokens, run.wall
+    try:
+        with Progress(what, end, unit="step", done=run.step, logger=log, bar=progress) as bar:
+            while run.step < end:
+                row = run.train_step()
+                step_log.append(row)
+                if tb is not None:
+                    write_scalars(tb, row)
+                bar.update(run.step, loss=row["loss"], lr=row["lr"],
+                           **{"tokens/s": (run.tokens - tokens0) / max(run.wall - wall0, 1e-12),
+                              "‖θ‖²": row["theta_sq_norm"]})
+                if run.step in wanted:
+                    losses = run.ckpt_losses or [row["loss"]]
+                    written.append(run.checkpoint(sum(losses) / len(losses), with_state=keep_all or run.step == end))
+                elif run.step % every == 0:
+                    if tb is not None:
+                        tb.flush()
+                    _save_work(run, work, step_log)
+    finally:
+        if tb is not None:
+            tb.close()
+        step_log.close()
+    step_log.publish()
     manifest = {
         **ident, "lam": float(lam), "start": start, "end": end, "digest": run.digest,
         "resumed_from_work_step": resumed_from,

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# GPU check: the CUDA code path end to end, in under 8 minutes on one GPU, one table at the end.
+#
+#   make install && bash benchmarks/gpu_check.sh            # from the repository root
+#
+# Parts (each timed; a failed part is reported in the table and the rest still run):
+#   env        torch, CUDA, the device
+#   workflow   the tiny default workflow (snakemake --profile profiles/local) in a copy of the
+#              repository; jobs pick the CUDA device by themselves (pick_device); checks that
+#              every checkpoint and measurement says device "cuda"
+#   tokenize   the rehearsal corpus (configs/rehearsal.yaml: GPT-Neo-125M, seq 512, a local
+#              BPE of 50,257 tokens) — no download
+#   train-bf16 `villani train` at 125M, precision bf16 (autocast, fp32 master weights), at the
+#              paper's batch (1 × 512 tokens) and at 8 × 512: median tokens/s of the per-step log
+#   hvp        benchmarks/hvp.py --device cuda --k 8 (ours vs PyHessian vs curvlinops, single
+#              and 8 batched probes) on its small GPT-Neo and at 125M (1 × 512 tokens)
+#   measure    one full `villani measure` job at 125M on the paper's measurement set
+#              (64 blocks × 512 tokens; probe and step counts cut to fit the time), with the
+#              peak CUDA memory (torch.cuda.max_memory_allocated)
+# Needs: the venv of `make install` (PyHessian and curvlinops come from requirements/oracle.txt).
+# Environment: PYTHON (default .venv/bin/python), OUT (default a new folder under /tmp),
+#   GPU_CHECK_TRAIN_STEPS (40), GPU_CHECK_BLOCKS (64 measurement blocks), GPU_CHECK_PROBES (8),
+#   GPU_CHECK_LANCZOS (16), GPU_CHECK_SLQ (2), GPU_CHECK_REPEATS (5), GPU_CHECK_CORES (8),
+#   GPU_CHECK_SKIP (parts to skip, e.g. "workflow hvp-125m"), GPU_CHECK_OVERLAY (a parameter file
+#   read after configs/rehearsal.yaml, e.g. a smaller model), GPU_CHECK_DEVICE (cuda; `cpu` only
+#   to smoke-test this script's plumbing with a small overlay).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
+fi
+PYTHON="$(command -v "$PYTHON")"
+export PATH="$(dirname "$PYTHON"):$PATH"
+OUT="${OUT:-$(mktemp -d /tmp/villani-gpu-check.XXXXXX)}"
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VILLANI_PROGRESS_INTERVAL=15
+DEVICE="${GPU_CHECK_DEVICE:-cuda}"
+SKIP=" ${GPU_CHECK_SKIP:-} "
+STEPS="${GPU_CHECK_TRAIN_STEPS:-40}"
+BLOCKS="${GPU_CHECK_BLOCKS:-64}"
+PROBES="${GPU_CHECK_PROBES:-8}"
+LANCZOS="${GPU_CHECK_LANCZOS:-16}"
+SLQ="${GPU_CHECK_SLQ:-2}"
+REPEATS="${GPU_CHECK_REPEATS:-5}"
+CORES="${GPU_CHECK_CORES:-8}"
+RES="$OUT/results"
+BASE=(--params configs/rehearsal.yaml)
+if [[ -n "${GPU_CHECK_OVERLAY:-}" ]]; then BASE+=(--params "$(realpath "$GPU_CHECK_OVERLAY")"); fi
+declare -a ROWS=()
+FAILED=0
+
+# part NAME COMMAND...: run COMMAND with its output in $OUT/NAME.log; its one-line result
+# is whatever it wrote to $OUT/NAME.result
+part() {
+  local name="$1"; shift
+  local t0 t1 status
+  if [[ "$SKIP" == *" $name "* ]]; then ROWS+=("| $name | skipped | 0 | |"); return 0; fi
+  echo "== $name ($(date +%T))" >&2
+  t0=$(date +%s%N)
+  if "$@" >"$OUT/$name.log" 2>&1; then status=ok; else status="FAILED (rc $?, see $OUT/$name.log)"; FAILED=1; fi
+  t1=$(date +%s%N)
+  ROWS+=("| $name | $status | $(( (t1 - t0) / 1000000000 )) | $(cat "$OUT/$name.result" 2>/dev/null || true) |")
+  echo "   $status" >&2
+}
+
+env_check() {
+  "$PYTHON" - "$DEVICE" >"$OUT/env.result" <<'EOF'
+import sys
+import torch
+if sys.argv[1] == "cuda":
+    assert torch.cuda.is_available(), "torch.cuda.is_available() is False"
+    p = torch.cuda.get_device_properties(0)
+    print(f"{p.name}, {p.total_memory / 2**30:.0f} GiB, torch {torch.__version__}, CUDA {torch.version.cuda}")
+else:
+    print(f"device {sys.argv[1]} (plumbing smoke test, not a GPU check), torch {torch.__version__}")
+EOF
+}
+
+workflow() {
+  "$PYTHON" benchmarks/workflow.py --cores "$CORES" --keep "$OUT/workflow" | tee "$OUT/workflow.out"
+  head -1 "$OUT/workflow.out" | sed 's/ (.*//' >"$OUT/workflow.result.tmp"
+  "$PYTHON" - "$OUT/workflow/results" "$DEVICE" >>"$OUT/workflow.result.tmp" <<'EOF'
+import json, sys
+from pathlib import Path
+root, device = Path(sys.argv[1]), sys.argv[2]
+ckpts = [json.loads(p.read_text()) for p in root.glob("runs/*/*/*/*/ckpt/step*.json")]
+meas = [json.loads(p.read_text()) for p in root.glob("runs/*/*/*/*/measure/step*.json")]
+devices = {c["device"] for c in ckpts} | {m["device"] for m in meas}
+assert ckpts and meas and devices == {device}, f"devices {devices}"
+print(f"; {len(ckpts)} checkpoints and {len(meas)} measurements, all on {device}")
+EOF
+  tr -d '\n' <"$OUT/workflow.result.tmp" >"$OUT/workflow.result"
+}
+
+tokenize() {
+  "$PYTHON" -m villani.cli tokenize "${BASE[@]}" --results "$RES"
+  grep -o 'train [0-9]* blocks' "$OUT/tokenize.log" | head -1 >"$OUT/tokenize.result" || true
+}
+
+train_bf16() {  # train_bf16 BATCH
+  local batch="$1" overlay="$OUT/train-b$1.yaml"
+  cat >"$overlay" <<EOF
+train: {steps: $STEPS, warmup_steps: 5, batch_size: $batch, checkpoints: {count: 1},
+        segments: 1, save_every: 100000, precision: bf16}
+EOF
+  "$PYTHON" -m villani.cli train "${BASE[@]}" --params "$overlay" --results "$RES/b$batch" \
+    --lam 0.001 --seed 0 --until "$STEPS" --device "$DEVICE"
+  "$PYTHON" - "$RES/b$batch" "$batch" "$DEVICE" >"$OUT/train-bf16-b$batch.result" <<'EOF'
+import json, sys
+from pathlib import Path
+import pandas as pd
+root, batch, device = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+log = pd.read_csv(next(root.glob("runs/*/adamw/*/*/logs/seg*.csv")))
+meta = json.loads(sorted(root.glob("runs/*/adamw/*/*/ckpt/step*.json"))[-1].read_text())
+assert meta["device"] == device and meta["precision"] == ("bf16" if device == "cuda" else "fp32"), meta
+print(f"{log['tokens_per_s'].iloc[5:].median():,.0f} tokens/s at {batch} × 512 (median of steps 6–{len(log)}), "
+      f"loss {log['loss'].iloc[0]:.2f} → {log['loss'].iloc[-1]:.2f}")
+EOF
+}
+
+link_data() {  # the bf16 runs read the tokenized corpus of part tokenize
+  for b in 1 8; do mkdir -p "$RES/b$b"; ln -sfn "$RES/data" "$RES/b$b/data"; done
+}
+
+hvp() {  # hvp NAME ARGS...
+  local name="$1"; shift
+  "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --k 8 --repeats "$REPEATS" "$@"
+  "$PYTHON" - "$OUT/$name.log" >"$OUT/$name.result" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+d = re.search(r"GPT-Neo d=([\d,]+)", text).group(1)
+rows = {m.group(1).strip(): (float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(r"^(ours \(double[^\n]*?|ours, is_grads_batched k=\d+|PyHessian|curvlinops(?: k=\d+)?)"
+                             r"\s+([\d.]+)\s+([\d.]+)$", text, re.M)}
+short = {"ours (double backward, fused CE, graph reuse)": "ours"}
+parts = [f"{short.get(n, n)} {s * 1e3:.1f} ms ({g:.2f}× grad)" for n, (s, g) in rows.items()]
+ratios = re.findall(r"^ratio (ours/\w+)\s+= ([\d.]+)", text, re.M)
+peak = re.search(r"peak CUDA memory: ([\d.]+ GiB)", text)
+print(f"d = {d}: " + "; ".join(parts) + "; " + ", ".join(f"{a} {b}" for a, b in ratios)
+      + (f"; peak {peak.group(1)}" if peak else ""))
+EOF
+}
+
+measure_125m() {
+  local overlay="$OUT/measure.yaml"
+  cat >"$overlay" <<EOF
+train: {steps: $STEPS, warmup_steps: 5, checkpoints: {count: 1}, segments: 1,
+        save_every: 100000, precision: bf16}
+measure: {blocks: $BLOCKS, batch_size: 8, num_probes: $PROBES, top_k: $(( LANCZOS < 8 ? LANCZOS : 8 )), lanczos_steps: $LANCZOS,
+          slq_probes: $SLQ, slq_steps: $LANCZOS, noise_sigma_batches: 4}
+EOF
+  "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "${BASE[@]}" --params "$overlay" >"$OUT/measure.result" <<'EOF'
+import json, sys
+import torch
+from villani.cli import main
+from villani.measure.hvp_cost import PeakMemory
+import contextlib
+root, step, device, *params = sys.argv[1:]
+with PeakMemory(torch.device(device)) as mem, contextlib.redirect_stdout(sys.stderr):
+    rc = main(["measure", *params, "--results", root, "--lam", "0.001", "--seed", "0", "--step", step,
+               "--device", device])
+assert rc == 0, rc
+rec = json.loads(next(__import__("pathlib").Path(root).glob(f"runs/*/adamw/*/*/measure/step{int(step):07d}.json")).read_text())
+b = rec["seconds_breakdown"]
+print(f"{rec['seconds']:.0f} s, {rec['hvp_count']} HVPs on {rec['measurement_set']['num_tokens']:,} tokens: "
+      f"{b['hutchinson'] / rec['trace_L']['num_probes']:.2f} s/HVP (Hutchinson), gradient graph {b['gradient']:.1f} s, "
+      f"validation {b['validation']:.1f} s; peak {mem.peak() / 2**30:.1f} GiB; device {rec['device']}")
+EOF
+}
+
+part env env_check
+part workflow workflow
+part tokenize tokenize
+link_data
+part train-bf16-b1 train_bf16 1
+part train-bf16-b8 train_bf16 8
+part hvp-small hvp hvp-small
+part hvp-125m hvp hvp-125m --vocab 50257 --hidden 768 --layers 12 --heads 12 --seq 512 --batch 1
+part measure measure_125m
+
+echo
+echo "GPU check, $(date -u +%Y-%m-%dT%H:%MZ), outputs in $OUT"
+echo
+echo "| part | status | seconds | result |"
+echo "|---|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
+exit "$FAILED"
