@@ -35,7 +35,7 @@ def _status(work) -> dict:
 
 
 def test_repro_produces_metrics_and_is_then_up_to_date(dvc_repo):
-    metrics = json.loads((dvc_repo / "results/metrics.json").read_text())
+    metrics = json.loads((dvc_repo / "results/metrics/tiny.json").read_text())
     assert metrics["dataset"] == "tiny"
     assert _status(dvc_repo) == {}
 
@@ -80,7 +80,7 @@ def test_experiment_with_set_param_differs(dvc_repo):
     text = json.dumps(show)
     assert "bigger-lambda" in text
     diff = json.loads(run([BIN / "dvc", "metrics", "diff", "--json", "HEAD"], cwd=dvc_repo).stdout)
-    entries = diff["results/metrics.json"]
+    entries = diff["results/metrics/tiny.json"]
     # the new λ's headline numbers appear in the diff: new values where HEAD had none
     added = [k for k, v in entries.items() if "0.02" in k and v.get("old") is None and v.get("new") is not None]
     assert added, entries

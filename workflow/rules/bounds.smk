@@ -1,7 +1,7 @@
 rule bounds:
     input:
-        measurements=targets.measurements(P),
-        stats=targets.data_files(P)["stats"],
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        stats=lambda wc: targets.data_files(DP[wc.dataset])["stats"],
     output:
         table=targets.pattern(layout.BOUNDS_DIR) + "/bounds.csv",
         summary=targets.pattern(layout.BOUNDS_DIR) + "/bounds.json",
@@ -13,4 +13,4 @@ rule bounds:
         runtime=lambda wc, attempt: runtime_minutes("bounds", attempt),
     threads: 1
     shell:
-        "villani bounds --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani bounds --threads {threads} {PARAMS} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -1,16 +1,16 @@
 rule figures:
     input:
-        segments=targets.segments(P),
-        measurements=targets.measurements(P),
-        extra=lambda wc: targets.figure_inputs(P),
+        segments=lambda wc: targets.segments(DP[wc.dataset]),
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        extra=lambda wc: targets.figure_inputs(DP[wc.dataset]),
     output:
         report_outputs(),
     params:
         digest=digest("figures"),
     log:
-        LOGS + "/figures.log",
+        LOGS + "/figures/{dataset}.log",
     resources:
         runtime=lambda wc, attempt: runtime_minutes("figures", attempt),
     threads: 1
     shell:
-        "villani figures --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani figures --threads {threads} {PARAMS} --dataset {wildcards.dataset} > {log} 2>&1"

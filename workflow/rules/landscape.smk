@@ -1,7 +1,7 @@
 rule landscape:
     input:
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
-        checkpoint=lambda wc: targets.landscape_checkpoint(P, wc),
+        data=lambda wc: [targets.data_files(DP[wc.dataset])[s] for s in ("train", "stats")],
+        checkpoint=lambda wc: targets.landscape_checkpoint(DP[wc.dataset], wc),
     output:
         surface=targets.pattern(layout.LANDSCAPE_DIR) + "/surface.csv",
         meta=targets.pattern(layout.LANDSCAPE_DIR) + "/surface.json",
@@ -13,4 +13,5 @@ rule landscape:
         runtime=lambda wc, attempt: runtime_minutes("landscape", attempt),
     threads: 1
     shell:
-        "villani landscape --threads {threads} {PARAMS} --lam {wildcards.lam} > {log} 2>&1"
+        "villani landscape --threads {threads} {PARAMS} --dataset {wildcards.dataset} --lam {wildcards.lam} "
+        "> {log} 2>&1"

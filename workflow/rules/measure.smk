@@ -1,7 +1,7 @@
 rule measure:
     input:
-        segment=lambda wc: targets.segment_of_checkpoint(P, wc),
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "validation", "stats")],
+        segment=lambda wc: targets.segment_of_checkpoint(DP[wc.dataset], wc),
+        data=lambda wc: [targets.data_files(DP[wc.dataset])[s] for s in ("train", "validation", "stats")],
     output:
         json=targets.pattern(layout.MEASURE_JSON),
         samples=targets.pattern(layout.MEASURE_PARQUET),
@@ -14,5 +14,5 @@ rule measure:
         runtime=lambda wc, attempt: runtime_minutes("measure", attempt),
     threads: 1
     shell:
-        "villani measure --threads {threads} {PARAMS} --variant {wildcards.variant} --lam {wildcards.lam} "
-        "--seed {wildcards.seed} --step {params.step} > {log} 2>&1"
+        "villani measure --threads {threads} {PARAMS} --dataset {wildcards.dataset} --variant {wildcards.variant} "
+        "--lam {wildcards.lam} --seed {wildcards.seed} --step {params.step} > {log} 2>&1"

@@ -1,16 +1,16 @@
 rule metrics:
     input:
-        segments=targets.segments(P),
-        measurements=targets.measurements(P),
-        bounds=targets.bounds_outputs(P),
+        segments=lambda wc: targets.segments(DP[wc.dataset]),
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        bounds=lambda wc: targets.bounds_outputs(DP[wc.dataset]),
     output:
-        METRICS,
+        targets.pattern(layout.METRICS),
     params:
         digest=digest("metrics"),
     log:
-        LOGS + "/metrics.log",
+        LOGS + "/metrics/{dataset}.log",
     resources:
         runtime=lambda wc, attempt: runtime_minutes("metrics", attempt),
     threads: 1
     shell:
-        "villani metrics --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani metrics --threads {threads} {PARAMS} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -1,7 +1,7 @@
 rule rays:
     input:
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
-        checkpoint=lambda wc: targets.rays_checkpoint(P),
+        data=lambda wc: [targets.data_files(DP[wc.dataset])[s] for s in ("train", "stats")],
+        checkpoint=lambda wc: targets.rays_checkpoint(DP[wc.dataset]),
     output:
         samples=targets.pattern(layout.RAYS_DIR) + "/rays.csv",
         fits=targets.pattern(layout.RAYS_DIR) + "/slopes.json",
@@ -13,4 +13,4 @@ rule rays:
         runtime=lambda wc, attempt: runtime_minutes("rays", attempt),
     threads: 1
     shell:
-        "villani rays --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani rays --threads {threads} {PARAMS} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -1,4 +1,6 @@
 rule tokenize:
+    input:
+        fetch=targets.pattern(layout.FETCH_RECORD),
     output:
         train=targets.pattern(layout.SPLIT).replace("{split}", "train"),
         validation=targets.pattern(layout.SPLIT).replace("{split}", "validation"),
@@ -13,4 +15,4 @@ rule tokenize:
         runtime=lambda wc, attempt: runtime_minutes("tokenize", attempt),
     threads: 1
     shell:
-        "villani tokenize --threads {threads} {PARAMS} > {log} 2>&1"
+        "villani tokenize --threads {threads} {PARAMS} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -20,7 +20,7 @@ from villani.io import atomic
 # once is doubled on the retry). Local runs ignore runtime.
 BASE_RUNTIME_MIN = {
     "tokenize": 60, "train": 240, "measure": 120, "rays": 120, "landscape": 60,
-    "bounds": 20, "cost": 30, "figures": 30, "metrics": 10,
+    "bounds": 20, "cost": 30, "figures": 30, "metrics": 10, "paper": 30,
 }
 
 

@@ -1,4 +1,4 @@
-"""``results/metrics.json``: the headline numbers DVC tracks across versions.
+"""``results/metrics/{dataset}.json``: the headline numbers DVC tracks across versions.
 
 Per λ (plain runs, averaged over seeds): final training loss, final ‖θ‖², tokens seen,
 training wall-clock; measurement-based numbers (validation perplexity, Ψ_s, trace, λ_max)
@@ -79,6 +79,6 @@ def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
     metrics = {"dataset": params["data"]["name"], "training": training_metrics(params, root)}
     metrics.update(measurement_metrics(params, root))
     metrics.update(bounds_metrics(params, root))
-    path = layout.fmt(layout.METRICS, root)
+    path = layout.fmt(layout.METRICS, root, dataset=params["data"]["name"])
     atomic.write_json(path, metrics)
     return str(path)

@@ -54,7 +54,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     s = float(params["measure"]["s_values"][0])
     m = measurements(params, root)
     d_model = float(m["d"].iloc[0])
-    cost = cost_table(root)
+    cost = cost_table(params, root)
     lams = [float(x) for x in params["train"]["lambdas"] if float(x) > 0]
     fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(16, 4.4))
     rows = []

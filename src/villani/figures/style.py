@@ -125,15 +125,19 @@ def fmt_num(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure") -> list[str]:
+def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure",
+                dataset: str | None = None) -> list[str]:
     """Write ``fig`` in every configured format and ``data`` as CSV, atomically; close the figure.
 
-    For ``kind="table"`` there is no figure (``fig`` is ignored) and the CSV goes to
-    ``results/tables/``.
+    Figures go to ``results/figures/{dataset}/``; for ``kind="table"`` there is no figure
+    (``fig`` is ignored) and the CSV goes to ``results/tables/{dataset}/``. ``dataset``
+    defaults to the params' ``data.name`` (the cross-dataset outputs pass
+    :data:`villani.plan.layout.ACROSS`).
     """
     written = []
+    dataset = params["data"]["name"] if dataset is None else dataset
     if kind == "figure":
-        folder = Path(layout.FIGURES_DIR.format(root=root))
+        folder = Path(layout.fmt(layout.FIGURES_DIR, root, dataset=dataset))
         for ext in params["figures"]["formats"]:
             path = folder / f"{name}.{ext}"
             atomic.write_with(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=params["figures"]["dpi"],
@@ -142,7 +146,7 @@ def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind:
         plt.close(fig)
         csv_path = folder / f"{name}.csv"
     else:
-        csv_path = Path(layout.TABLES_DIR.format(root=root)) / f"{name}.csv"
+        csv_path = Path(layout.fmt(layout.TABLES_DIR, root, dataset=dataset)) / f"{name}.csv"
     if data.empty:
         raise ValueError(f"{name}: nothing to write (no numbers behind the {kind})")
     atomic.write_text(csv_path, data.to_csv(index=False))

@@ -202,6 +202,6 @@ def run_hvp_cost(params: Mapping, root=layout.RESULTS, device: str | None = None
     rows = [measure_size(params, h, vocab, dev, repeats) for h in sizes]
     if any(not math.isfinite(r["seconds_hvp"]) for r in rows):
         raise ValueError("HVP timing is not finite")
-    path = layout.fmt(layout.COST_CSV, root)
+    path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     atomic.write_text(path, pd.DataFrame(rows).to_csv(index=False))
     return str(path)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from villani.plan.layout import format_lam
 
-__all__ = ["stage_keys", "stage_inputs", "stage_digest", "run_digest", "STAGES"]
+__all__ = ["stage_keys", "stage_inputs", "stage_digest", "datasets_digest", "run_digest", "STAGES"]
 
-STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures", "metrics")
+STAGES = ("fetch", "pretrained", "tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures",
+          "metrics", "paper")
 _RUN_LISTS = ("lambdas", "seeds", "noise")  # wildcards (λ, seed) or the set of runs, never a digest key
 _EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
 _MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
@@ -33,6 +34,8 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     rebuilt. Each DVC stage's ``params:`` names exactly these keys (tested)."""
     train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS]
     keys = {
+        "fetch": ["data", "model.name", "model.init"],
+        "pretrained": ["data.name", "model.name", "model.init"],
         "tokenize": ["data"],
         "train": [*_EVAL, *train] + (["train.noise.grad_std", "train.noise.langevin_beta"] if variant == "noise" else []),
         "measure": [*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"],
@@ -43,6 +46,7 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
                  "figures.model_sizes", "figures.cost_repeats"],
         "figures": ["data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"],
         "metrics": ["data.name", "train.steps"],
+        "paper": ["data.name", "train", "figures"],  # per dataset; the job's digest covers every dataset
     }
     if stage not in keys:
         raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
@@ -64,6 +68,13 @@ def stage_inputs(p: Mapping, stage: str, variant: str = "adamw") -> dict:
 def stage_digest(p: Mapping, stage: str, variant: str = "adamw") -> str:
     """sha256 (16 hex) of :func:`stage_inputs` — a Snakemake rule param."""
     blob = json.dumps(stage_inputs(p, stage, variant), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def datasets_digest(ps: Sequence[Mapping], stage: str) -> str:
+    """sha256 (16 hex) of :func:`stage_inputs` of every dataset's parameters, in order —
+    the digest of a job that reads several datasets (``paper``)."""
+    blob = json.dumps([stage_inputs(p, stage) for p in ps], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

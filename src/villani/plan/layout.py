@@ -19,10 +19,24 @@ SPLIT = DATA_DIR + "/{split}.parquet"
 DATA_STATS = DATA_DIR + "/stats.json"
 FETCH_RECORD = "{root}/fetch/{dataset}.json"  # beside, not in, tokenize's DVC output folder
 
+# The named model (model.name) the runs start from, in the Hugging Face layout: config.json
+# always, model.safetensors for model.init: pretrained; pretrained.json (written last) holds
+# their sha256. Written once by the `pretrained` stage; no other job reads the hub.
+PRETRAINED_DIR = "{root}/pretrained/{dataset}"
+PRETRAINED_CONFIG = PRETRAINED_DIR + "/config.json"
+PRETRAINED_WEIGHTS = PRETRAINED_DIR + "/model.safetensors"
+PRETRAINED_META = PRETRAINED_DIR + "/pretrained.json"
+
 RUN_DIR = "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}"
-CKPT_WEIGHTS = RUN_DIR + "/ckpt/step{step}.safetensors"
-CKPT_META = RUN_DIR + "/ckpt/step{step}.json"
-CKPT_STATE = RUN_DIR + "/ckpt/step{step}.state.pt"
+# A checkpoint is a folder that transformers' from_pretrained opens (config.json +
+# model.safetensors); checkpoint.json, written last, holds our metadata and the sha256 of
+# the other files; state.pt the optimizer/scheduler/RNG state (segment ends by default).
+CKPT_DIR = RUN_DIR + "/ckpt/step{step}"
+CKPT_WEIGHTS = CKPT_DIR + "/model.safetensors"
+CKPT_CONFIG = CKPT_DIR + "/config.json"
+CKPT_META = CKPT_DIR + "/checkpoint.json"
+CKPT_STATE = CKPT_DIR + "/state.pt"
+OLD_CKPT_FILES = tuple(RUN_DIR + f"/ckpt/step{{step}}{ext}" for ext in (".safetensors", ".json", ".state.pt"))
 SEGMENT = RUN_DIR + "/segments/seg{step}.json"
 SEGMENT_LOG = RUN_DIR + "/logs/seg{step}.csv"
 WORK_DIR = RUN_DIR + "/work"
@@ -32,10 +46,15 @@ MEASURE_PARQUET = RUN_DIR + "/measure/step{step}.parquet"
 RAYS_DIR = "{root}/rays/{dataset}"
 LANDSCAPE_DIR = "{root}/landscape/{dataset}/lam{lam}"
 BOUNDS_DIR = "{root}/bounds/{dataset}"
-FIGURES_DIR = "{root}/figures"
-TABLES_DIR = "{root}/tables"
-COST_CSV = "{root}/cost/hvp_cost.csv"
-METRICS = "{root}/metrics.json"
+COST_CSV = "{root}/cost/{dataset}/hvp_cost.csv"
+FIGURES_DIR = "{root}/figures/{dataset}"
+TABLES_DIR = "{root}/tables/{dataset}"
+METRICS = "{root}/metrics/{dataset}.json"
+
+# The dataset slot of the cross-dataset figures and tables (results/figures/paper/,
+# results/tables/paper/): drawn from every dataset of the parameters; no dataset may be
+# called so.
+ACROSS = "paper"
 
 VARIANTS = ("adamw", "noise")
 SPLITS = ("train", "validation", "test")
