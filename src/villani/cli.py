@@ -140,11 +140,13 @@ def cmd_fetch(args) -> None:
     from villani.data.fetch import describe, fetch, write_record
     from villani.plan import layout
 
-    for p in _every_params(args):
+    ps = _every_params(args)
+    for p in ps:
         record = fetch(p)
         out = layout.fmt(layout.FETCH_RECORD, args.results, dataset=p["data"]["name"])
         write_record(record, out)
-        print("\n".join([f"dataset {p['data']['name']}:"] + describe(record) + [f"wrote {out}"]))
+        head = [f"dataset {p['data']['name']}:"] if len(ps) > 1 else []
+        print("\n".join(head + describe(record) + [f"wrote {out}"]))
 
 
 def cmd_pretrained(args) -> None:

@@ -2,9 +2,9 @@
 checkpoints in one plot, with each dataset's and the pooled R².
 
 One point per checkpoint and seed of every λ > 0 (λ = 0 has no bound); colour = λ, marker
-= dataset; crosses mark a KL bound clamped to 0 as in the per-dataset Fig 6
-(:mod:`villani.figures.pac_bayes`, which explains why the clamp makes the "bound"
-essentially the training loss). The legend gives per dataset and pooled over all datasets
+shape = dataset; a hollow marker is a KL bound clamped to 0, as the crosses of the
+per-dataset Fig 6 (:mod:`villani.figures.pac_bayes`, which explains why the clamp makes
+the "bound" essentially the training loss). The legend gives per dataset and pooled over all datasets
 the mean bound/perplexity ratio and R² — the squared correlation of bound and perplexity
 over every finite point, :func:`villani.bounds.table.tightness` (the paper's one pooled
 "R² ≈ 0.93" for both corpora).
@@ -46,8 +46,9 @@ def render(doc: Mapping, root, *, name: str, save: Callable) -> list[str]:
     for (ds, rows), marker in zip(per_ds.items(), MARKERS):
         ax.scatter([], [], color="0.4", marker=marker, s=30, label=f"{ds}: {_r2_text(tightness(rows))}")
         for r in rows:
+            c = lam_color(r["lam"])
             ax.scatter(float(r["val_ppl"]), float(r["pb_ppl_bound"]) if r["pb_ppl_bound"] is not None else np.nan,
-                       color=lam_color(r["lam"]), marker="x" if r.get("pb_kl_clamped") else marker, s=30)
+                       marker=marker, s=34, lw=1.2, edgecolors=c, facecolors="none" if r.get("pb_kl_clamped") else c)
     for lam in sorted({float(r["lam"]) for r in pooled}):
         ax.scatter([], [], color=lam_color(lam), marker="o", s=30, label=lam_label(lam))
     table = pd.DataFrame(pooled)
@@ -61,7 +62,8 @@ def render(doc: Mapping, root, *, name: str, save: Callable) -> list[str]:
         ax.plot([lo, hi], [lo, hi], color="0.3", lw=1, ls="--", label="y = x")
         ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
         plain_log_ticks(ax)
-        ax.scatter([], [], color="0.4", marker="x", s=30, label="× = KL bound < 0, clamped to 0")
+        ax.scatter([], [], marker="o", s=34, lw=1.2, edgecolors="0.4", facecolors="none",
+                   label="hollow = KL bound < 0, clamped to 0")
     ax.set(xlabel="validation perplexity", ylabel="PAC-Bayes bound as perplexity",
            title=f"PAC-Bayes bound (β = 1/λ), all datasets: pooled {_r2_text(tightness(pooled))}")
     ax.legend(fontsize=7, loc="upper left")

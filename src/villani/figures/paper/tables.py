@@ -18,6 +18,7 @@ import pandas as pd
 from villani.bounds.table import format_row
 from villani.figures.tables import trace_stats
 from villani.io.results import data_stats
+from villani.plan.layout import SPLITS
 from villani.plan.config import dataset_names, dataset_params
 
 
@@ -26,7 +27,7 @@ def corpora(doc: Mapping, root) -> pd.DataFrame:
     rows = []
     for ds in dataset_names(doc):
         st = data_stats(dataset_params(doc, ds), root)
-        for split, s in st["splits"].items():
+        for split, s in sorted(st["splits"].items(), key=lambda kv: SPLITS.index(kv[0])):
             rows.append({
                 "dataset": ds, "split": split, "source": st["source"], "revision": st.get("revision"),
                 "source_commit": st.get("source_commit"), "tokenizer": st.get("tokenizer_name") or st["tokenizer_kind"],
