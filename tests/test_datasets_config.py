@@ -87,8 +87,12 @@ def test_no_output_of_one_dataset_is_an_output_of_another():
     everything = targets.all_outputs(p)
     assert len(everything) == len(set(everything))
     paper = targets.paper_outputs(p)
-    assert paper and all(f.startswith(("results/figures/paper/", "results/tables/paper/")) for f in paper)
-    assert {"results/tables/paper/table2_corpora.csv", "results/tables/paper/table3_trace_stats.csv"} <= set(paper)
+    assert paper and all(f.startswith(("results/figures/paper/ptb+wikitext103/",
+                                       "results/tables/paper/ptb+wikitext103/")) for f in paper)
+    assert {"results/tables/paper/ptb+wikitext103/table2_corpora.csv",
+            "results/tables/paper/ptb+wikitext103/table3_trace_stats.csv"} <= set(paper)
+    single = targets.paper_outputs(load_params([REPO / "params.yaml", REPO / "configs/ptb.yaml"]))
+    assert not set(single) & set(paper)  # a run of one dataset never overwrites the outputs of both
 
 
 def test_cli_needs_dataset_when_the_document_names_several(tmp_path, capsys):

@@ -46,17 +46,17 @@ def test_each_dataset_has_its_results_and_the_paper_outputs_hold_both(two):
     for ds, source in (("alpha", "files"), ("beta", "hf:corpora/beta")):
         assert json.loads((work / f"results/metrics/{ds}.json").read_text())["dataset"] == ds
         assert json.loads((work / f"results/data/{ds}/stats.json").read_text())["source"] == source
-    corpora = pd.read_csv(work / "results/tables/paper/table2_corpora.csv")
+    corpora = pd.read_csv(work / "results/tables/paper/alpha+beta/table2_corpora.csv")
     assert list(zip(corpora["dataset"], corpora["split"])) == [
         (ds, s) for ds in ("alpha", "beta") for s in ("train", "validation", "test")]
     for ds, g in corpora.groupby("dataset"):
         stats = json.loads((work / f"results/data/{ds}/stats.json").read_text())
         assert list(g["tokens"]) == [stats["splits"][s]["tokens"] for s in ("train", "validation", "test")]
-    trace = pd.read_csv(work / "results/tables/paper/table3_trace_stats.csv")
+    trace = pd.read_csv(work / "results/tables/paper/alpha+beta/table3_trace_stats.csv")
     assert list(zip(trace["dataset"], trace["lam"])) == [("alpha", 0.0), ("alpha", 0.01), ("beta", 0.01)]
-    curves = pd.read_csv(work / "results/figures/paper/fig5_training_curves.csv")
+    curves = pd.read_csv(work / "results/figures/paper/alpha+beta/fig5_training_curves.csv")
     assert curves.groupby("dataset")["step"].max().to_dict() == {"alpha": 12, "beta": 8}
-    pac = pd.read_csv(work / "results/figures/paper/fig6_pac_bayes.csv")
+    pac = pd.read_csv(work / "results/figures/paper/alpha+beta/fig6_pac_bayes.csv")
     assert set(pac["dataset"]) == {"alpha", "beta"} and (pac["lam"] > 0).all()
 
 

@@ -7,7 +7,7 @@ rule paper:
     params:
         digest=datasets_digest(list(DP.values()), "paper"),
     log:
-        LOGS + "/paper.log",
+        LOGS + "/" + layout.across(DATASETS) + ".log",
     resources:
         runtime=lambda wc, attempt: runtime_minutes("paper", attempt),
     threads: 1

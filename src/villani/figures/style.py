@@ -132,7 +132,7 @@ def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind:
     Figures go to ``results/figures/{dataset}/``; for ``kind="table"`` there is no figure
     (``fig`` is ignored) and the CSV goes to ``results/tables/{dataset}/``. ``dataset``
     defaults to the params' ``data.name`` (the cross-dataset outputs pass
-    :data:`villani.plan.layout.ACROSS`).
+    :func:`villani.plan.layout.across`).
     """
     written = []
     dataset = params["data"]["name"] if dataset is None else dataset

@@ -51,10 +51,16 @@ FIGURES_DIR = "{root}/figures/{dataset}"
 TABLES_DIR = "{root}/tables/{dataset}"
 METRICS = "{root}/metrics/{dataset}.json"
 
-# The dataset slot of the cross-dataset figures and tables (results/figures/paper/,
-# results/tables/paper/): drawn from every dataset of the parameters; no dataset may be
-# called so.
+# The cross-dataset figures and tables go to results/figures/paper/<datasets>/ and
+# results/tables/paper/<datasets>/, <datasets> = the datasets they are drawn from joined by
+# "+" (:func:`across`): a run of other datasets never overwrites them. No dataset may be
+# called "paper".
 ACROSS = "paper"
+
+
+def across(datasets) -> str:
+    """The dataset slot of the cross-dataset outputs of ``datasets``: ``paper/ptb+wikitext103``."""
+    return f"{ACROSS}/" + "+".join(datasets)
 
 VARIANTS = ("adamw", "noise")
 SPLITS = ("train", "validation", "test")

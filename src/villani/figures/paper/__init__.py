@@ -2,8 +2,10 @@
 
 Where the per-dataset outputs (:mod:`villani.figures`) show one corpus, these put the
 corpora of one DAG side by side (``configs/paper.yaml``: PTB and WikiText-103), and are
-written to ``results/figures/paper/`` and ``results/tables/paper/``
-(:data:`villani.plan.layout.ACROSS`) by ``villani paper``:
+written by ``villani paper`` to ``results/figures/paper/<datasets>/`` and
+``results/tables/paper/<datasets>/``, ``<datasets>`` the datasets joined by ``+``
+(:func:`villani.plan.layout.across`: ``paper/ptb+wikitext103``), so that running a subset
+of the datasets never overwrites the outputs of all of them:
 
 - ``fig5_training_curves``: training loss vs step, one panel per dataset;
 - ``fig6_pac_bayes``: the PAC-Bayes bound vs validation perplexity, one marker per
@@ -26,6 +28,7 @@ from typing import Mapping
 from villani.figures import Entry
 from villani.figures.paper import pac_bayes, tables, training_curves
 from villani.plan import layout
+from villani.plan.config import dataset_names
 
 REPORT_DIR = Path(__file__).resolve().parents[4] / "workflow" / "report" / "paper"
 
@@ -41,8 +44,9 @@ CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}
 
 def paper_outputs(doc: Mapping, root: str = layout.RESULTS) -> list[tuple[str, str, str]]:
     """(name, category, path) of every file ``villani paper`` writes."""
-    fig_dir = layout.fmt(layout.FIGURES_DIR, root, dataset=layout.ACROSS)
-    tab_dir = layout.fmt(layout.TABLES_DIR, root, dataset=layout.ACROSS)
+    slot = layout.across(dataset_names(doc))
+    fig_dir = layout.fmt(layout.FIGURES_DIR, root, dataset=slot)
+    tab_dir = layout.fmt(layout.TABLES_DIR, root, dataset=slot)
     out = []
     for name, e in REGISTRY.items():
         if e.kind == "figure":
@@ -57,8 +61,10 @@ def render_paper(doc: Mapping, root: str = layout.RESULTS, names=None) -> list[s
     """Render every cross-dataset figure and table (or those in ``names``); return the paths."""
     from villani.figures.style import save_figure
 
+    slot = layout.across(dataset_names(doc))
+
     def save(fig, data, _params, root, name, kind="figure"):
-        return save_figure(fig, data, doc, root, name, kind, dataset=layout.ACROSS)
+        return save_figure(fig, data, doc, root, name, kind, dataset=slot)
 
     written = []
     for name, e in REGISTRY.items():
