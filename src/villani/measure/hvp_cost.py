@@ -22,7 +22,7 @@ running sum of torch's own allocation and free events (``torch.profiler`` with
 ``profile_memory=True``), whose maximum is the peak. Torch's accounting, not the process's
 resident set: RSS counts allocator caches and background frees of other libraries and
 cannot be reset reliably. The column ``memory_source`` says which. One untimed pass at the
-smallest size runs first. Writes ``results/cost/hvp_cost.csv``.
+smallest size runs first. Writes ``results/cost/{dataset}/hvp_cost.csv``.
 """
 
 from __future__ import annotations
