@@ -1,12 +1,22 @@
 """Shared test cases for the curvature engine: dense float64 matrices with a known
-spectrum and a tiny GPT-Neo (a couple of thousand parameters) with its autograd loss."""
+spectrum, tiny causal LMs of every supported family (a couple of thousand parameters
+each) and their autograd loss."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 from torch.func import functional_call
-from transformers import GPTNeoConfig, GPTNeoForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    CohereConfig,
+    GPT2Config,
+    GPTJConfig,
+    GPTNeoConfig,
+    GPTNeoForCausalLM,
+    GPTNeoXConfig,
+    LlamaConfig,
+)
 
 from villani.curvature import causal_lm_token_loss
 
@@ -57,6 +67,83 @@ def tiny_gpt_neo(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: in
         for p in model.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=gen, dtype=dtype))
     return model
+
+
+def _jittered(cfg, *, seed: int, dtype) -> torch.nn.Module:
+    """A model of ``cfg`` (eager attention, eval mode) built and moved away from its
+    initialisation in float32 — 0.3 × standard normal on every parameter, so every block
+    has non-trivial curvature — then cast to ``dtype``: one point θ for every dtype."""
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg).float()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed + 1)
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+    return model.to(dtype).eval()
+
+
+def tiny_gpt2(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8):
+    """GPT-2: learned positions, fused ``c_attn`` (Conv1D), LayerNorm, tied embeddings."""
+    cfg = GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=2, n_head=2, n_positions=16, n_inner=4 * hidden,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    return _jittered(cfg, seed=seed, dtype=dtype)
+
+
+def tiny_gpt_neox(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8):
+    """GPT-NeoX/Pythia: partial rotary (25% here), fused ``query_key_value``, parallel
+    residual, untied ``embed_out``."""
+    cfg = GPTNeoXConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=4 * hidden, max_position_embeddings=16, rotary_pct=0.5,
+                        hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=False,
+                        bos_token_id=0, eos_token_id=0)
+    return _jittered(cfg, seed=seed, dtype=dtype)
+
+
+def tiny_llama(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8, *, tied: bool = False,
+               kv_heads: int = 2):
+    """Llama: RMSNorm, rotary, SwiGLU, no biases; 4 query heads sharing ``kv_heads`` key/value
+    heads (grouped-query attention when ``kv_heads < 4``), tied or untied embeddings."""
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=kv_heads, intermediate_size=12, max_position_embeddings=16,
+                      tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+    return _jittered(cfg, seed=seed, dtype=dtype)
+
+
+def tiny_gptj(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8):
+    """GPT-J: its output layer has a bias, so the fused linear head/cross-entropy node does
+    not apply."""
+    cfg = GPTJConfig(vocab_size=vocab, n_embd=hidden, n_layer=1, n_head=2, rotary_dim=2, n_positions=16,
+                     n_inner=2 * hidden, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+    return _jittered(cfg, seed=seed, dtype=dtype)
+
+
+def tiny_cohere(dtype=torch.float64, seed: int = 0, vocab: int = 32, hidden: int = 8):
+    """Cohere: a bias-free linear head whose logits are then scaled (``logit_scale``), so
+    ``base_model`` + head does not reproduce the logits and the fused node must not apply."""
+    cfg = CohereConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
+                       num_key_value_heads=2, intermediate_size=12, max_position_embeddings=16, logit_scale=0.5,
+                       bos_token_id=0, eos_token_id=0, pad_token_id=None)
+    return _jittered(cfg, seed=seed, dtype=dtype)
+
+
+FAMILIES = {
+    "gpt_neo": lambda dtype=torch.float64: tiny_gpt_neo(dtype),
+    "gpt2": tiny_gpt2,
+    "gpt_neox": tiny_gpt_neox,
+    "llama": tiny_llama,
+    "llama_tied_gqa": lambda dtype=torch.float64: tiny_llama(dtype, tied=True, kv_heads=1),
+}
+"""Builders of the tiny model of each supported family (``config.model_type`` is the
+part before any ``_tied``/``_gqa`` suffix)."""
+
+
+def tiny_causal_lm(family: str, dtype=torch.float64) -> torch.nn.Module:
+    """The tiny model of ``family`` (a key of :data:`FAMILIES`)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+    return FAMILIES[family](dtype=dtype)
 
 
 class ShiftedLogits(torch.nn.Module):

@@ -128,7 +128,7 @@ def test_group_traces_exact_per_probe(rec, reference, micro):
     assert groups == {"embeddings", "final.layernorm"} | {f"layer{i}.{g}" for i in (0, 1)
                                                            for g in ("q", "k", "v", "out", "mlp", "layernorm")}
     assert sum(rec["block_traces"].values()) == pytest.approx(rec["trace_L"]["mean"], rel=1e-9)
-    from villani.measure.measurement_set import parameter_group
+    from villani.measure.parameter_groups import parameter_group
 
     H, d = reference["H"], reference["d"]
     V = rademacher_rows(rec["trace_L"]["num_probes"], d, rec["trace_L"]["probe_seed"])
@@ -137,7 +137,7 @@ def test_group_traces_exact_per_probe(rec, reference, micro):
     gs = measure_samples(p, root, lam=LAM, seed=0, step=STEP, kind="group_trace")
     scale = float(D.sum(1).abs().max())
     for g in groups:
-        cols = [j for j, n in enumerate(reference["names"]) if parameter_group(n) == g]
+        cols = [j for j, n in enumerate(reference["names"]) if parameter_group(n, "gpt_neo") == g]
         idx = torch.cat([torch.arange(bounds[j], bounds[j + 1]) for j in cols])
         want = D[:, idx].sum(1).numpy()
         got = gs[gs["block"] == g].sort_values("probe")["value"].to_numpy()

@@ -3,10 +3,15 @@
 Operators are anything with ``dim`` and ``matvec(v)`` (see :mod:`.operators`); the
 estimators — :func:`hutchinson`, :func:`hutchpp`, :func:`lanczos`,
 :func:`top_eigenvalues`, :func:`slq` — only use that protocol. :class:`ModelHessian`
-is the Hessian of a causal LM's regularised token loss. Numerics: ``docs/curvature.md``.
+is the Hessian of a causal LM's regularised token loss. Across processes, with vectors
+sharded (:class:`ShardedVectors`): :class:`DataParallelHessian` (exact, model
+replicated) and :class:`FiniteDifferenceHessian` (central differences of FSDP2-sharded
+gradients; also on one process). Numerics: ``docs/curvature.md``.
 """
 
 from .causal_lm_loss import causal_lm_token_loss
+from .data_parallel_hessian import DataParallelHessian
+from .finite_difference_hessian import FiniteDifferenceHessian
 from .hutchinson import hutchinson
 from .lanczos import lanczos, top_eigenvalues
 from .meyer2021hutchpp import hutchpp
@@ -19,6 +24,7 @@ from .operators import (
     as_operator,
 )
 from .results import EigenResult, LanczosResult, SpectralDensity, TraceEstimate
+from .sharded_vectors import ShardedVectors
 from .slq import slq
 
 __all__ = [
@@ -33,6 +39,9 @@ __all__ = [
     "top_eigenvalues",
     "slq",
     "ModelHessian",
+    "DataParallelHessian",
+    "FiniteDifferenceHessian",
+    "ShardedVectors",
     "causal_lm_token_loss",
     "TraceEstimate",
     "LanczosResult",

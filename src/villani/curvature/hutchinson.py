@@ -48,8 +48,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .operators import apply_rows, as_operator, operator_device, operator_dtype
-from .probes import ProbeStream
+from .operators import (
+    apply_rows,
+    as_operator,
+    operator_device,
+    operator_dtype,
+    operator_vectors,
+)
 from .results import TraceEstimate, summarize_samples
 
 __all__ = ["hutchinson", "normalize_blocks"]
@@ -96,7 +101,8 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
         seed: probe seed; probe ``m`` depends only on ``(seed, dim, m)``.
         blocks: optional coordinate blocks (``name -> slice | (start, stop) | mask |
             indices``, e.g. ``ModelHessian.param_blocks()``) for per-block traces from
-            the same probes.
+            the same probes; global coordinates also for an operator with sharded
+            vectors (``op.vectors``, see :mod:`.operators`).
         batch_size: probes per operator call (uses ``op.matmat`` when > 1).
 
     Returns:
@@ -107,21 +113,24 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
     if num_probes < 1:
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
     dtype, device = operator_dtype(op), operator_device(op)
-    stream = ProbeStream(op.dim, seed, dtype=dtype, device=device)
+    vectors = operator_vectors(op)  # coordinate sums below are per-process partial sums, totalled by vectors.sum
+    stream = vectors.probes(seed, dtype=dtype, device=device)
     named = normalize_blocks(blocks, op.dim, device) if blocks is not None else []
+    named = [(name, vectors.local_index(idx)) for name, idx in named]
 
     samples, sq_norms, block_rows = [], [], []
-    diag_sum = torch.zeros(op.dim, dtype=dtype, device=device)
+    diag_sum = torch.zeros(vectors.local_dim, dtype=dtype, device=device)
     diag_sq_total = 0.0
     for V in stream.chunks(num_probes, batch_size):
         AV = apply_rows(op, V)
         D = V * AV  # row m: v_m ⊙ A v_m
-        samples.append(D.sum(dim=1, dtype=torch.float64).cpu())
-        sq_norms.append((AV * AV).sum(dim=1, dtype=torch.float64).cpu())
+        samples.append(vectors.sum(D.sum(dim=1, dtype=torch.float64)).cpu())
+        sq_norms.append(vectors.sum((AV * AV).sum(dim=1, dtype=torch.float64)).cpu())
         diag_sum += D.sum(dim=0)
-        diag_sq_total += float((D * D).sum(dtype=torch.float64))
+        diag_sq_total += float(vectors.sum((D * D).sum(dtype=torch.float64)))
         if named:
-            block_rows.append(torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64) for _, idx in named], dim=1).cpu())
+            rows = torch.stack([D[:, idx].sum(dim=1, dtype=torch.float64) for _, idx in named], dim=1)
+            block_rows.append(vectors.sum(rows).cpu())
         del AV, D
 
     x = torch.cat(samples).numpy()
@@ -129,7 +138,8 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, blocks=None, batch_size: i
     fro = torch.cat(sq_norms).numpy()
     diag_sq = None
     if num_probes >= 2:
-        diag_sq = (float(diag_sum.double().square().sum()) - diag_sq_total) / (num_probes * (num_probes - 1))
+        diag_sum_sq = float(vectors.sum(diag_sum.double().square().sum()))
+        diag_sq = (diag_sum_sq - diag_sq_total) / (num_probes * (num_probes - 1))
 
     block_names: tuple[str, ...] = ()
     block_samples = None

@@ -39,24 +39,31 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .operators import as_operator, operator_device, operator_dtype
-from .probes import ProbeStream
+from .operators import (
+    LocalVectors,
+    as_operator,
+    operator_device,
+    operator_dtype,
+    operator_vectors,
+)
 from .results import EigenResult, LanczosResult
 
 __all__ = ["lanczos", "top_eigenvalues"]
 
 
-def _orthogonalize(w: Tensor, basis: Tensor) -> Tensor:
+def _orthogonalize(w: Tensor, basis: Tensor, vectors=None) -> Tensor:
     """Remove from ``w`` its components along the rows of ``basis``: classical Gram–Schmidt,
     repeated once more only when the first pass cancelled most of ``w`` (‖w'‖ < ‖w‖/√2,
-    the "twice is enough" criterion of Kahan and Parlett)."""
+    the "twice is enough" criterion of Kahan and Parlett). With sharded ``vectors`` the
+    coefficients ``basis @ w`` are summed over the shards (one all-reduce per pass)."""
     if basis.shape[0] == 0:
         return w
+    vectors = vectors or LocalVectors(w.shape[-1])
     for _ in range(2):
-        before = torch.linalg.vector_norm(w)
-        coeff = basis @ w.to(device=basis.device, dtype=basis.dtype)
+        before = vectors.norm(w)
+        coeff = vectors.sum(basis @ w.to(device=basis.device, dtype=basis.dtype))
         w = w - (coeff @ basis).to(device=w.device, dtype=w.dtype)
-        if torch.linalg.vector_norm(w) >= 0.7071 * before:
+        if vectors.norm(w) >= 0.7071 * before:
             break
     return w
 
@@ -93,6 +100,8 @@ def lanczos(
 
     Returns:
         A :class:`LanczosResult` (``alphas``, ``betas``, ``beta_last``, optional basis).
+        For an operator with sharded vectors (``op.vectors``) ``v0`` and the basis are
+        this process's shards and every inner product is summed over the shards.
     """
     op = as_operator(op)
     if num_steps < 1:
@@ -102,15 +111,16 @@ def lanczos(
     b_device = torch.device(basis_device) if basis_device is not None else device
     b_dtype = basis_dtype or dtype
     tol = breakdown_tol if breakdown_tol is not None else 50.0 * torch.finfo(dtype).eps
-    stream = ProbeStream(op.dim, seed, dtype=dtype, device=device)
+    vectors = operator_vectors(op)  # sharded vectors: local entries, inner products all-reduced
+    stream = vectors.probes(seed, dtype=dtype, device=device)
 
     q = stream.next(1)[0] if v0 is None else v0.to(device=device, dtype=dtype).flatten().clone()
-    if q.numel() != op.dim:
-        raise ValueError(f"v0 has {q.numel()} entries, operator dim is {op.dim}")
-    q = q / torch.linalg.vector_norm(q)
+    if q.numel() != vectors.local_dim:
+        raise ValueError(f"v0 has {q.numel()} entries, operator dim is {op.dim} ({vectors.local_dim} held here)")
+    q = q / vectors.norm(q)
 
     store = reorthogonalize or keep_basis
-    basis = torch.empty((m if store else 0, op.dim), device=b_device, dtype=b_dtype)
+    basis = torch.empty((m if store else 0, vectors.local_dim), device=b_device, dtype=b_dtype)
     alphas: list[float] = []
     betas: list[float] = []
     q_prev, beta_prev = None, 0.0
@@ -119,15 +129,15 @@ def lanczos(
         if store:
             basis[j] = q.to(device=b_device, dtype=b_dtype)
         w = op.matvec(q)
-        norm_aq = float(torch.linalg.vector_norm(w))
-        alpha = float(torch.dot(q, w))
+        norm_aq = float(vectors.norm(w))
+        alpha = float(vectors.dot(q, w))
         alphas.append(alpha)
         w = w - alpha * q
         if q_prev is not None:
             w = w - beta_prev * q_prev
         if reorthogonalize:
-            w = _orthogonalize(w, basis[: j + 1])
-        beta = float(torch.linalg.vector_norm(w))
+            w = _orthogonalize(w, basis[: j + 1], vectors)
+        beta = float(vectors.norm(w))
         if j == m - 1:
             beta_last = beta
             break
@@ -136,8 +146,8 @@ def lanczos(
                 beta_last, breakdown = beta, True
                 break
             restarts += 1
-            r = _orthogonalize(stream.next(1)[0], basis[: j + 1])
-            q_prev, q = None, r / torch.linalg.vector_norm(r)
+            r = _orthogonalize(stream.next(1)[0], basis[: j + 1], vectors)
+            q_prev, q = None, r / vectors.norm(r)
             betas.append(0.0)
             beta_prev = 0.0
             continue

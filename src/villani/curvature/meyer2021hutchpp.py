@@ -25,7 +25,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .operators import apply_rows, as_operator, operator_device, operator_dtype
+from .operators import (
+    LocalVectors,
+    apply_rows,
+    as_operator,
+    operator_device,
+    operator_dtype,
+    operator_vectors,
+)
 from .probes import ProbeStream
 from .results import TraceEstimate, summarize_samples
 
@@ -46,6 +53,9 @@ def hutchpp(op, num_matvecs: int, *, seed: int = 0, batch_size: int = 1) -> Trac
     op = as_operator(op)
     if num_matvecs < 3:
         raise ValueError(f"Hutch++ needs at least 3 matvecs, got {num_matvecs}")
+    if not isinstance(operator_vectors(op), LocalVectors):
+        raise ValueError("hutchpp: operators with sharded vectors are not supported (the sketch's QR is not "
+                         "distributed); use hutchinson")
     k = num_matvecs // 3
     n_hutch = num_matvecs - 2 * k
     dtype, device = operator_dtype(op), operator_device(op)

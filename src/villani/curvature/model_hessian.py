@@ -58,7 +58,7 @@ from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss, causal_lm_token_loss, choose_loss_path
 
-__all__ = ["ModelHessian"]
+__all__ = ["ModelHessian", "decayed_names"]
 
 _METHODS = ("double_backward", "fwd_over_rev")
 _CROSS_ENTROPY = ("closed_form", "autograd")
@@ -83,6 +83,21 @@ def _check_attention(model: nn.Module) -> None:
             f"ModelHessian needs attn_implementation='eager', the model uses {impl!r}: "
             "flash/SDPA attention kernels have no double backward or forward-mode AD"
         )
+
+
+def decayed_names(names: Sequence[str], params: Sequence[nn.Parameter], decay) -> list[str]:
+    """The names (in ``names`` order) that the weight-decay spec ``decay`` selects: all for
+    ``None``, those listed (each must be a name), or those where ``decay(name, param)``."""
+    if decay is None:
+        return list(names)
+    if callable(decay):
+        chosen = {n for n, p in zip(names, params) if decay(n, p)}
+    else:
+        chosen = set(decay)
+        unknown = chosen - set(names)
+        if unknown:
+            raise ValueError(f"decay names not among the trainable parameters: {sorted(unknown)}")
+    return [n for n in names if n in chosen]
 
 
 class ModelHessian:
@@ -171,17 +186,10 @@ class ModelHessian:
 
     # ------------------------------------------------------------------ helpers
     def _build_decay_mask(self, decay) -> Tensor | None:
+        self.decay_names = decayed_names(self.names, self._params, decay)
         if decay is None:
-            self.decay_names = list(self.names)
             return None
-        if callable(decay):
-            chosen = {n for n, p in zip(self.names, self._params) if decay(n, p)}
-        else:
-            chosen = set(decay)
-            unknown = chosen - set(self.names)
-            if unknown:
-                raise ValueError(f"decay names not among the trainable parameters: {sorted(unknown)}")
-        self.decay_names = [n for n in self.names if n in chosen]
+        chosen = set(self.decay_names)
         return torch.cat(
             [torch.full((s,), float(n in chosen), dtype=self.dtype, device=self.device) for n, s in zip(self.names, self._sizes)]
         )

@@ -6,11 +6,23 @@ A *linear operator* here is anything with
 - ``matvec(v) -> A v`` for a 1-D tensor ``v`` of length ``dim``,
 
 optionally ``matmat(V) -> V A`` for a ``(k, dim)`` block of row vectors (``A`` is
-symmetric, so the rows of the result are :math:`A v_i`), and optionally ``dtype`` /
-``device`` attributes telling the estimators where to put their probe vectors.
+symmetric, so the rows of the result are :math:`A v_i`), optionally ``dtype`` /
+``device`` attributes telling the estimators where to put their probe vectors, and
+optionally ``vectors``: how its vectors are laid out (:func:`operator_vectors`).
 Estimators (Hutchinson, Hutch++, Lanczos, SLQ) are free functions that only use this
 protocol, so the same code runs on a dense test matrix and on the Hessian of a
 transformer.
+
+**Vector layout.** By default a process holds whole vectors (:class:`LocalVectors`). An
+operator whose vectors are sharded across processes (:mod:`.sharded_vectors`) sets
+``vectors`` to an object with the same methods: ``local_dim`` (entries held here),
+``sum`` (add up per-process partial sums), ``dot``/``norm``/``amax`` (global inner
+products, norms, largest entry),
+``probes`` (this process's part of the single-process probe stream) and ``local_index``
+(a block of global coordinates in local coordinates). The estimators reduce every
+coordinate sum through it, so they run unchanged on sharded vectors, and on whole
+vectors the layout adds nothing (sums pass through, ``dot``/``norm`` are
+``torch.dot``/``torch.linalg.vector_norm``).
 
 Example:
     >>> import torch
@@ -31,6 +43,8 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from .probes import ProbeStream
+
 __all__ = [
     "LinearOperator",
     "DenseOperator",
@@ -40,6 +54,8 @@ __all__ = [
     "apply_rows",
     "operator_dtype",
     "operator_device",
+    "LocalVectors",
+    "operator_vectors",
 ]
 
 
@@ -92,6 +108,8 @@ class CallableOperator:
         dtype: dtype of probe vectors (default ``torch.get_default_dtype()``).
         device: device of probe vectors (default CPU).
         matmat: optional batched form ``V (k, dim) -> rows A v_i``.
+        vectors: the vector layout, when ``fn`` acts on sharded vectors (e.g. the
+            ``vectors`` of the sharded operator it wraps); default whole vectors.
     """
 
     def __init__(
@@ -102,11 +120,13 @@ class CallableOperator:
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
         matmat: Callable[[Tensor], Tensor] | None = None,
+        vectors=None,
     ):
         if int(dim) <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
         self._fn = fn
         self._matmat = matmat
+        self.vectors = vectors
         self.dim = int(dim)
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -149,6 +169,7 @@ class ShiftedOperator:
         self.dim = self.base.dim
         self.dtype = operator_dtype(self.base)
         self.device = operator_device(self.base)
+        self.vectors = operator_vectors(self.base)  # sharded bases stay sharded
 
     def matvec(self, v: Tensor) -> Tensor:
         r"""Return :math:`Av + \sigma v`."""
@@ -202,3 +223,45 @@ def apply_rows(op, V: Tensor) -> Tensor:
     if matmat is not None:
         return matmat(V)
     return torch.stack([op.matvec(v) for v in V])
+
+
+class LocalVectors:
+    """Whole vectors of length ``dim`` held by this process (the default layout).
+
+    Every method is the plain single-process operation, so an estimator written against
+    this interface computes exactly what it computed before the interface existed.
+    """
+
+    def __init__(self, dim: int):
+        self.dim = self.local_dim = int(dim)
+
+    def sum(self, partial: Tensor) -> Tensor:
+        """Partial coordinate sums are already total sums: returned as they are."""
+        return partial
+
+    def dot(self, a: Tensor, b: Tensor) -> Tensor:
+        r""":math:`\langle a, b\rangle` (``torch.dot``)."""
+        return torch.dot(a, b)
+
+    def norm(self, a: Tensor) -> Tensor:
+        r""":math:`\|a\|` (``torch.linalg.vector_norm``)."""
+        return torch.linalg.vector_norm(a)
+
+    def amax(self, a: Tensor) -> Tensor:
+        r""":math:`\|a\|_\infty`."""
+        return a.abs().max()
+
+    def probes(self, seed: int, *, dtype: torch.dtype, device: torch.device) -> ProbeStream:
+        """The Rademacher probe stream of ``seed`` (:class:`~.probes.ProbeStream`)."""
+        return ProbeStream(self.dim, seed, dtype=dtype, device=device)
+
+    def local_index(self, index):
+        """A block's index (slice or index tensor), unchanged."""
+        return index
+
+
+def operator_vectors(op):
+    """How ``op``'s vectors are laid out: its ``vectors`` attribute, else
+    :class:`LocalVectors` of length ``op.dim``."""
+    vectors = getattr(op, "vectors", None)
+    return vectors if vectors is not None else LocalVectors(op.dim)

@@ -38,8 +38,7 @@ import numpy as np
 import torch
 
 from .lanczos import lanczos
-from .operators import as_operator, operator_device, operator_dtype
-from .probes import ProbeStream
+from .operators import as_operator, operator_device, operator_dtype, operator_vectors
 from .results import LanczosResult, SpectralDensity
 
 __all__ = ["slq"]
@@ -75,7 +74,7 @@ def slq(
         raise ValueError(f"num_probes must be ≥ 1, got {num_probes}")
     if first is not None and first.start_seed != int(seed):
         raise ValueError(f"first: the run started from seed {first.start_seed}'s first probe, not seed {seed}'s")
-    stream = ProbeStream(op.dim, seed, dtype=operator_dtype(op), device=operator_device(op))
+    stream = operator_vectors(op).probes(seed, dtype=operator_dtype(op), device=operator_device(op))
     nodes, weights, traces, matvecs, breakdown = [], [], [], 0, False
     for j in range(num_probes):
         v = stream.next(1)[0]

@@ -2,7 +2,8 @@
 
 - :mod:`.checkpoint` — ``villani measure``: one checkpoint → ``measure/step{step}.json`` +
   ``.parquet`` (keys documented in ``docs/measurements.md``);
-- :mod:`.measurement_set` — the fixed measurement set, parameter groups, exact losses;
+- :mod:`.measurement_set` — the fixed measurement set and exact losses;
+- :mod:`.parameter_groups` — the per-block trace groups of each model family;
 - :mod:`.grad_noise` — the minibatch gradient-noise σ² of Table I;
 - :mod:`.rays` — ``villani rays``: Ψ_s along radial rays (Fig 2);
 - :mod:`.landscape` — ``villani landscape``: a 2-D loss surface (Fig 3);

@@ -49,11 +49,11 @@ from villani.io.finite import check_finite
 from villani.io.results import data_stats, vocabulary
 from villani.measure.grad_noise import gradient_noise
 from villani.measure.measurement_set import (
-    group_columns,
     mean_token_loss,
     measurement_batches,
     train_blocks,
 )
+from villani.measure.parameter_groups import group_columns
 from villani.model import num_params
 from villani.plan import layout
 from villani.plan.runs import Run
@@ -70,10 +70,10 @@ NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson, Ra
         "grad_F_sq_norm/s; top_eigenvalues, lambda_median and the SLQ nodes are of ∇²F = ∇²L + λI")
 
 
-def _trace_block(est, names: list[str]) -> tuple[dict, dict, dict, np.ndarray, list[str]]:
+def _trace_block(est, names: list[str], model_type: str) -> tuple[dict, dict, dict, np.ndarray, list[str]]:
     """Per-tensor means, per-group means/stderr, and the (M, groups) group samples."""
     tensor = {n: float(est.block_means[n]) for n in names}
-    groups = group_columns(list(est.block_names))
+    groups = group_columns(list(est.block_names), model_type)
     gnames = list(groups)
     gs = np.stack([est.block_samples[:, cols].sum(axis=1) for cols in groups.values()], axis=1)
     means = {g: float(gs[:, j].mean()) for j, g in enumerate(gnames)}
@@ -179,7 +179,7 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     st = sample_stats(est.samples)
     lam_d = lam * d
     lap_F = st.mean + lam_d
-    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(est, H.names)
+    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(est, H.names, model.config.model_type)
     lam_max = float(top.values[0])
     lam_med = float(density.quantile(0.5))
     vocab, _ = vocabulary(data_stats(params, root))

@@ -1,4 +1,4 @@
-"""The fixed measurement set, parameter groups, and exact token losses.
+"""The fixed measurement set and exact token losses.
 
 **Measurement set.** L(θ) of SPEC §1 is the mean next-token cross-entropy over a fixed
 subsample of the train split: ``measure.blocks`` block ids drawn without replacement by
@@ -7,18 +7,11 @@ seed, the number of train blocks and ``measure.blocks`` — the same token ids f
 checkpoint, λ and seed, for the rays and for the landscape. The blocks are cut into
 micro-batches of ``measure.batch_size``; every predicted token weighs the same
 (:class:`villani.curvature.ModelHessian`'s convention).
-
-**Parameter groups** (SPEC §2, per-block traces): each trainable tensor of a GPT-Neo
-belongs to one group — ``embeddings`` (token and position embeddings, an untied
-``lm_head``), ``layer{i}.q|k|v|out`` (attention projections), ``layer{i}.mlp``,
-``layer{i}.layernorm`` (``ln_1``, ``ln_2``), ``final.layernorm`` (``ln_f``); anything
-else is ``other``. The groups partition θ, so group traces sum to the total trace.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import torch
@@ -31,8 +24,6 @@ __all__ = [
     "measurement_blocks",
     "measurement_batches",
     "mean_token_loss",
-    "parameter_group",
-    "group_columns",
 ]
 
 
@@ -93,34 +84,3 @@ def mean_token_loss(model: torch.nn.Module, batches: Iterable[torch.Tensor],
             total += float(causal_lm_token_loss(out.logits.float(), x).double())
             count += x.shape[0] * (x.shape[1] - 1)
     return total / count, count
-
-
-_LAYER = re.compile(r"(?:^|\.)h\.(\d+)\.(.+)$")
-
-
-def parameter_group(name: str) -> str:
-    """The SPEC §2 parameter group of a GPT-Neo parameter name (see the module docstring)."""
-    if re.search(r"(^|\.)(wte|wpe)\.", name) or name.startswith("lm_head."):
-        return "embeddings"
-    if re.search(r"(^|\.)ln_f\.", name):
-        return "final.layernorm"
-    m = _LAYER.search(name)
-    if m is None:
-        return "other"
-    i, rest = m.group(1), m.group(2)
-    for part, group in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"), ("out_proj", "out")):
-        if f"attention.{part}." in rest:
-            return f"layer{i}.{group}"
-    if rest.startswith("mlp."):
-        return f"layer{i}.mlp"
-    if rest.startswith(("ln_1.", "ln_2.")):
-        return f"layer{i}.layernorm"
-    return "other"
-
-
-def group_columns(names: Sequence[str]) -> dict[str, list[int]]:
-    """Group name → indices into ``names`` (groups in order of first appearance)."""
-    out: dict[str, list[int]] = {}
-    for j, n in enumerate(names):
-        out.setdefault(parameter_group(n), []).append(j)
-    return out
