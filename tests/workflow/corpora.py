@@ -4,7 +4,9 @@
   with every interpreter), one text file per split;
 - ``beta`` (``hf:corpora/beta``): sentences of a tiny arithmetic language ("three plus
   four is seven."), one row per sentence, in ``{split}.parquet`` files with a ``text``
-  column — read through ``datasets.load_dataset`` like a hub dataset's cached files.
+  column — read through ``datasets.load_dataset`` like a hub dataset's cached files;
+- ``neo``: a tiny GPT-Neo saved with ``save_pretrained`` (seeded random weights), beta's
+  ``model.name`` with ``init: pretrained`` — a local stand-in for EleutherAI/gpt-neo-125m.
 """
 
 from __future__ import annotations
@@ -39,3 +41,14 @@ def write_corpora(root: Path) -> None:
             a, b = rng.randrange(10), rng.randrange(9)
             rows.append(f"{WORDS[a]} plus {WORDS[b]} is {WORDS[a + b]}.")
         pq.write_table(pa.table({"text": rows}), beta / f"{split}.parquet")
+    write_pretrained_model(root / "corpora" / "neo")
+
+
+def write_pretrained_model(folder: Path) -> None:
+    import torch
+    from transformers import GPTNeoConfig, GPTNeoForCausalLM
+
+    cfg = GPTNeoConfig(vocab_size=320, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+                       window_size=16, attention_types=[[["global", "local"], 1]], max_position_embeddings=32)
+    torch.manual_seed(7)
+    GPTNeoForCausalLM._from_config(cfg, attn_implementation="eager").save_pretrained(folder)

@@ -2,7 +2,8 @@
 
 Two small generated corpora (tests/workflow/corpora.py) go through the code paths of the
 paper presets — ``alpha`` through ``source: files``, ``beta`` through ``hf:<local folder>``
-— with tests/configs/two_corpora.yaml (different λ lists and schedules per dataset, as
+and from a pretrained model saved once by the pretrained rule — with
+tests/configs/two_corpora.yaml (different λ lists and schedules per dataset, as
 PTB's and WikiText-103's differ). Every dataset gets its own results, the cross-dataset
 figures and tables hold both, and a checkpoint reopened with ``from_pretrained`` gives
 the loss the measurement recorded.
@@ -58,6 +59,19 @@ def test_each_dataset_has_its_results_and_the_paper_outputs_hold_both(two):
     assert curves.groupby("dataset")["step"].max().to_dict() == {"alpha": 12, "beta": 8}
     pac = pd.read_csv(work / "results/figures/paper/alpha+beta/fig6_pac_bayes.csv")
     assert set(pac["dataset"]) == {"alpha", "beta"} and (pac["lam"] > 0).all()
+
+
+def test_the_pretrained_model_is_saved_once_and_beta_starts_from_it(two):
+    from safetensors.torch import load_file
+
+    doc, work = two
+    assert not (work / "results/pretrained/alpha").exists()  # alpha has no model.name
+    record = json.loads((work / "results/pretrained/beta/pretrained.json").read_text())
+    assert record["name"] == "corpora/neo" and record["init"] == "pretrained" and record["weights_sha256"]
+    assert json.loads((work / "results/fetch/beta.json").read_text())["model"]["where"] == "local"
+    start = load_file(str(Run("beta", "adamw", 0.01, 0).path(layout.CKPT_WEIGHTS, work / "results", step=0)))
+    given = load_file(str(work / "corpora/neo/model.safetensors"))
+    assert start.keys() == given.keys() and all(torch.equal(start[k], given[k]) for k in given)
 
 
 def test_a_checkpoint_reopens_with_from_pretrained_at_the_measured_loss(two):
