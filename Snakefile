@@ -1,6 +1,7 @@
 # villani: train GPT-Neo across weight decay λ, measure curvature at every checkpoint,
-# evaluate the paper's bounds and render its figures. Parameters: params.yaml
-# (documented in src/villani/schemas/params.schema.yaml). Logic lives in src/villani.
+# evaluate the paper's bounds and render its figures, for one dataset or several
+# (`datasets:`, e.g. configs/paper.yaml). Parameters: params.yaml (documented in
+# src/villani/schemas/params.schema.yaml). Logic lives in src/villani.
 from snakemake.utils import min_version
 
 from villani.figures import REPORT_DIR
@@ -16,6 +17,7 @@ report: f"{REPORT_DIR}/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/fetch.smk"
 include: "workflow/rules/tokenize.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/measure.smk"
@@ -26,6 +28,7 @@ include: "workflow/rules/cost.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/metrics.smk"
+include: "workflow/rules/paper.smk"
 
 
 # One results tree for Snakemake and DVC (villani.dag.dvc_sync): while this run lasts it
@@ -47,8 +50,4 @@ onerror:
 rule all:
     default_target: True
     input:
-        targets.segments(P),
-        targets.measurements(P),
-        report_outputs(),
-        targets.claims_outputs(),
-        METRICS,
+        targets.all_outputs(P),

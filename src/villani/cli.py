@@ -2,9 +2,12 @@
 
 Every Snakemake rule and DVC stage runs exactly one of these. Parameters come from one or
 more YAML files (``--params``, later files override earlier ones; default ``params.yaml``),
-validated before anything runs. Errors the user can fix (bad parameters, a corrupt or
-missing file, a diverged run, a full disk) print one line ``villani: error: …`` and exit
-with status 2; ``--traceback`` (or ``VILLANI_TRACEBACK=1``) shows the full trace.
+validated before anything runs. A document that names several datasets (``datasets:``)
+needs ``--dataset NAME`` for the commands of one dataset's stage; ``fetch``, ``validate``,
+``prune`` and ``convert-checkpoints`` default to every dataset, ``paper`` reads them all.
+Errors the user can fix (bad parameters, a corrupt or missing file, a diverged run, a full
+disk) print one line ``villani: error: …`` and exit with status 2; ``--traceback`` (or
+``VILLANI_TRACEBACK=1``) shows the full trace.
 Logging is configured here, once (:func:`villani.progress.configure_logging`): long
 stages write timestamped progress lines to stderr at least every ``--progress-interval``
 seconds, so a job log shows how far a job is while it runs.
@@ -30,6 +33,8 @@ def _common(top: bool) -> argparse.ArgumentParser:
     p.add_argument("--params", action="append", metavar="FILE", dest="params" if top else "sub_params",
                    default=dflt(None), help="parameter file(s), merged in order (default: params.yaml)")
     p.add_argument("--results", default=dflt("results"), metavar="DIR", help="results folder (default: results)")
+    p.add_argument("--dataset", default=dflt(None), metavar="NAME",
+                   help="the dataset of a document naming several (datasets:); default: its only one")
     p.add_argument("--device", default=dflt(None), help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--threads", type=int, default=dflt(None), help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--traceback", action="store_true", default=dflt(False), help="show full tracebacks on errors")
@@ -60,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--print", action="store_true", help="print the complete parameters with defaults")
 
     sub.add_parser("fetch", parents=[common], help="download corpus, tokenizer and pretrained model into the "
-                   "Hugging Face cache (once, on a machine with internet)")
+                   "Hugging Face cache (once, on a machine with internet); every dataset unless --dataset")
+    sub.add_parser("pretrained", parents=[common], help="save model.name's config (and for init: pretrained its "
+                   "weights) into results/pretrained/<dataset>/, from the Hugging Face cache")
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
 
     t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
@@ -81,8 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
-    sub.add_parser("claims", parents=[common], help="write results/claims.csv: a verdict on every claim of the paper")
-    sub.add_parser("metrics", parents=[common], help="write results/metrics.json (headline numbers) and results/plots/ (DVC plot data)")
+    sub.add_parser("claims", parents=[common], help="write results/claims/<dataset>.csv: a verdict on every claim of "
+                   "the paper")
+    sub.add_parser("metrics", parents=[common], help="write results/metrics/<dataset>.json (headline numbers) and "
+                   "results/plots/<dataset>/ (DVC plot data)")
+    sub.add_parser("paper", parents=[common], help="render the cross-dataset figures and tables of every dataset "
+                   "(results/figures/paper/, results/tables/paper/)")
     pf = sub.add_parser("profile", parents=[common], help="install profiles/slurm where `snakemake --profile NAME` "
                         "finds it (~/.config/snakemake/NAME), never over an existing profile")
     pf.add_argument("action", choices=["install"], help="what to do")
@@ -120,13 +131,46 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RESULTS/diagnose/<model>)")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
+                   "(ckpt/step<t>.safetensors) as Hugging Face folders ckpt/step<t>/")
     return parser
 
 
-def _params(args) -> dict:
+def _document(args) -> dict:
     from villani.plan.config import load_params
 
     return load_params(args.params or ["params.yaml"])
+
+
+def _datasets(args, doc: dict, *, every: bool) -> list[str]:
+    """``--dataset``; without it the document's only dataset, or with ``every`` all of them."""
+    from villani.plan.config import ParamsError, dataset_names
+
+    names = dataset_names(doc)
+    if args.dataset is not None:
+        if args.dataset not in names:
+            raise ParamsError(f"--dataset: {args.dataset!r} is not in the parameters (datasets: {', '.join(names)})")
+        return [args.dataset]
+    if len(names) > 1 and not every:
+        raise ParamsError(f"--dataset: required, the parameters name several datasets ({', '.join(names)}); the DVC "
+                          "mirror runs one dataset per parameter file (docs/ARCHITECTURE.md)")
+    return names
+
+
+def _params(args) -> dict:
+    """The parameters of the one dataset this command works on."""
+    from villani.plan.config import dataset_params
+
+    doc = _document(args)
+    return dataset_params(doc, _datasets(args, doc, every=False)[0])
+
+
+def _every_params(args) -> list[dict]:
+    """The parameters of ``--dataset``, or of every dataset of the document."""
+    from villani.plan.config import dataset_params
+
+    doc = _document(args)
+    return [dataset_params(doc, name) for name in _datasets(args, doc, every=True)]
 
 
 def cmd_validate(args) -> None:
@@ -137,28 +181,41 @@ def cmd_validate(args) -> None:
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, segment_ends
 
-    p = _params(args)
-    rs = list(runs(p))
-    print(f"ok: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
-          f"{len(checkpoint_steps(p['train']))} checkpoints per run")
-    if layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"]).exists():
-        blocks = data_stats(p, args.results)["splits"]["train"]["blocks"]
-        t = p["train"]
-        print(f"train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
-              f"of {blocks} train blocks (batch {t['batch_size']})")
-    if args.print:
-        print(json.dumps(p, indent=2))
+    for p in _every_params(args):
+        rs = list(runs(p))
+        print(f"ok: {p['data']['name']}: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
+              f"{len(checkpoint_steps(p['train']))} checkpoints per run")
+        if layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"]).exists():
+            blocks = data_stats(p, args.results)["splits"]["train"]["blocks"]
+            t = p["train"]
+            print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
+                  f"of {blocks} train blocks (batch {t['batch_size']})")
+        if args.print:
+            print(json.dumps(p, indent=2))
 
 
 def cmd_fetch(args) -> None:
     from villani.data.fetch import describe, fetch, write_record
     from villani.plan import layout
 
+    ps = _every_params(args)
+    for p in ps:
+        record = fetch(p)
+        out = layout.fmt(layout.FETCH_RECORD, args.results, dataset=p["data"]["name"])
+        write_record(record, out)
+        head = [f"dataset {p['data']['name']}:"] if len(ps) > 1 else []
+        print("\n".join(head + describe(record) + [f"wrote {out}"]))
+
+
+def cmd_pretrained(args) -> None:
+    from villani.model import write_pretrained
+    from villani.plan import layout
+
     p = _params(args)
-    record = fetch(p)
-    out = layout.fmt(layout.FETCH_RECORD, args.results, dataset=p["data"]["name"])
-    write_record(record, out)
-    print("\n".join(describe(record) + [f"wrote {out}"]))
+    record = write_pretrained(p, args.results)
+    out = layout.fmt(layout.PRETRAINED_DIR, args.results, dataset=p["data"]["name"])
+    what = "config and weights" if record["weights_sha256"] else "config"
+    print(f"wrote {out}: {record['name']} ({what})")
 
 
 def cmd_tokenize(args) -> None:
@@ -324,12 +381,32 @@ def cmd_diagnose(args) -> None:
     print("wrote " + ", ".join([paths["json"], paths["curve"], *figures]))
 
 
+def cmd_paper(args) -> None:
+    from villani.figures.paper import render_paper
+
+    for path in render_paper(_document(args), root=args.results):
+        print(path)
+
+
 def cmd_prune(args) -> None:
     from villani.dag.prune import prune
 
-    files, freed = prune(_params(args), root=args.results, dry_run=args.dry_run)
     verb = "would free" if args.dry_run else "freed"
-    print(f"{len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
+    for p in _every_params(args):
+        files, freed = prune(p, root=args.results, dry_run=args.dry_run)
+        print(f"{p['data']['name']}: {len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
+
+
+def cmd_convert_checkpoints(args) -> None:
+    from villani.plan import layout
+    from villani.plan.runs import runs
+    from villani.training.checkpoint import convert_run
+
+    for p in _every_params(args):
+        for run in runs(p):
+            steps = convert_run(p, args.results, run)
+            if steps:
+                print(f"{run.path(layout.RUN_DIR, args.results)}: converted {len(steps)} checkpoints")
 
 
 def cmd_profile(args) -> None:
@@ -342,9 +419,10 @@ def cmd_profile(args) -> None:
 
 
 COMMANDS = {
-    "validate": cmd_validate, "fetch": cmd_fetch, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
-    "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
-    "claims": cmd_claims, "metrics": cmd_metrics, "prune": cmd_prune, "diagnose": cmd_diagnose,
+    "validate": cmd_validate, "fetch": cmd_fetch, "pretrained": cmd_pretrained, "tokenize": cmd_tokenize,
+    "train": cmd_train, "measure": cmd_measure, "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds,
+    "cost": cmd_cost, "figures": cmd_figures, "claims": cmd_claims, "metrics": cmd_metrics, "paper": cmd_paper,
+    "prune": cmd_prune, "convert-checkpoints": cmd_convert_checkpoints, "diagnose": cmd_diagnose,
     "profile": cmd_profile,
 }
 

@@ -1,5 +1,6 @@
 """The causal LM: build it from params (:func:`model_for_run` for a run's dataset), open a
-pretrained one (:func:`load_causal_lm`), choose its device, save and load its weights.
+pretrained one (:func:`load_causal_lm`), choose its device, save and load it in the Hugging
+Face layout.
 
 Any Hugging Face ``AutoModelForCausalLM`` family: ``model.config.model_type`` (default
 ``gpt_neo``) picks the config class (``AutoConfig.for_model``) whose keyword arguments are
@@ -8,14 +9,27 @@ model's config instead, whatever its family. Training, measurement, rays and lan
 tested on GPT-Neo, GPT-2, GPT-NeoX/Pythia and Llama (``tests/measure/test_families.py``).
 Attention is always ``attn_implementation="eager"``: flash/SDPA attention kernels
 support neither double backward nor forward-mode AD, which every Hessian-vector product
-needs. Weights are stored as safetensors (no pickle); tied tensors (the output layer tied
-to the token embedding) are stored once. Pretrained weights or configs are loaded by name
-or local path with remote code off.
+needs.
+
+**Files.** A model is written as a folder ``AutoModelForCausalLM.from_pretrained`` opens:
+``config.json`` (:func:`save_config`, ``architectures`` = the family's causal-LM class) and
+``model.safetensors`` (:func:`save_weights`: no pickle, a tied tensor — the output layer
+tied to the token embedding — stored once under the name ``save_pretrained`` keeps,
+:func:`hf_tensors`), each written atomically.
+
+**A named model** (``model.name``, a hub name or a local path, any family) is read from
+its name only by the ``pretrained`` stage (:func:`write_pretrained`), which saves its
+config — and for ``model.init: pretrained`` its weights — into
+``results/pretrained/{dataset}/`` with their sha256 in ``pretrained.json``. Every other job
+builds the architecture from that folder (:func:`model_for_run`), so no job but that one
+touches the hub; remote code is always off.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
+import json
 import logging
 from pathlib import Path
 from typing import Mapping
@@ -82,15 +96,19 @@ def _set_dropout(config, p: float) -> None:
             setattr(config, key, p)
 
 
-def model_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id: int | None = None):
-    """The transformers config for these params: ``model.name``'s when set (any family),
-    else ``model.config`` (family ``model.config.model_type``, default ``gpt_neo``) with
-    ``vocab_size``, ``max_position_embeddings`` and the BOS/EOS ids filled in unless given."""
+def model_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id: int | None = None,
+                 *, named: str | Path | None = None):
+    """The transformers config for these params: ``model.name``'s when set (any family) —
+    read from ``named`` (its ``config.json`` saved by the pretrained stage) when given, else
+    from ``model.name`` itself — else ``model.config`` (family ``model.config.model_type``,
+    default ``gpt_neo``) with ``vocab_size``, ``max_position_embeddings`` and the BOS/EOS ids
+    filled in unless given."""
     _quiet_transformers()
     from transformers import AutoConfig
 
     if model_cfg.get("name"):
-        config = AutoConfig.from_pretrained(model_cfg["name"], trust_remote_code=False)
+        config = (read_config(named) if named is not None
+                  else AutoConfig.from_pretrained(model_cfg["name"], trust_remote_code=False))
         if vocab_size > config.vocab_size:
             raise ValueError(
                 f"model.name: {model_cfg['name']} has vocab_size {config.vocab_size} < tokenizer's {vocab_size}"
@@ -110,15 +128,19 @@ def model_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id
 
 
 def build_model(model_cfg: Mapping, vocab_size: int, seq_len: int, *, seed: int,
-                eos_token_id: int | None = None) -> torch.nn.Module:
+                eos_token_id: int | None = None, named: str | Path | None = None) -> torch.nn.Module:
     """The causal LM of these params in float32 with eager attention
-    (``AutoModelForCausalLM``); random init is seeded by ``seed``."""
+    (``AutoModelForCausalLM``); random init is seeded by ``seed``.
+
+    With ``named`` (a config.json, see :func:`model_config`) the architecture of the named
+    model, randomly initialised — the caller loads the weights it wants. Without it,
+    ``model.init: pretrained`` loads ``model.name``'s weights by name (the pretrained stage)."""
     _quiet_transformers()
     from transformers import AutoModelForCausalLM
 
-    config = model_config(model_cfg, vocab_size, seq_len, eos_token_id)
+    config = model_config(model_cfg, vocab_size, seq_len, eos_token_id, named=named)
     torch.manual_seed(seed)
-    if model_cfg.get("init") == "pretrained":
+    if model_cfg.get("init") == "pretrained" and named is None:
         model = AutoModelForCausalLM.from_pretrained(
             model_cfg["name"], config=config, attn_implementation=EAGER, trust_remote_code=False,
             dtype=torch.float32,
@@ -170,13 +192,95 @@ def pick_device(device: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def model_for_run(params: Mapping, root, seed: int) -> torch.nn.Module:
-    """A freshly initialised model of the params' architecture with the vocabulary (size
-    and EOS id) of the tokenized dataset under ``root``; the init is seeded by ``seed``."""
+def model_for_run(params: Mapping, root, seed: int, *, initial: bool = False) -> torch.nn.Module:
+    """A model of the params' architecture with the vocabulary (size and EOS id) of the
+    tokenized dataset under ``root``, randomly initialised (seeded by ``seed``) — the
+    architecture of ``model.name`` from ``results/pretrained/{dataset}/`` when set.
+
+    ``initial``: the model a run starts from; for ``model.init: pretrained`` the pretrained
+    weights saved there, verified against ``pretrained.json``. Loading a checkpoint needs
+    no initial weights (they are overwritten)."""
     from villani.io.results import data_stats, vocabulary
+    from villani.plan import layout
 
     vocab, eos = vocabulary(data_stats(params, root))
-    return build_model(params["model"], vocab, params["data"]["seq_len"], seed=seed, eos_token_id=eos)
+    m, ds = params["model"], params["data"]["name"]
+    load_initial = initial and m.get("init") == "pretrained"
+    meta = read_pretrained(root, ds, weights=load_initial) if m.get("name") else None
+    if meta is not None and (meta["name"], meta["init"]) != (m["name"], m["init"]):
+        raise ValueError(f"{layout.fmt(layout.PRETRAINED_META, root, dataset=ds)}: saved for model.name "
+                         f"{meta['name']!r}, init {meta['init']!r}, not {m['name']!r}, {m['init']!r}; "
+                         "rerun the pretrained stage (villani pretrained)")
+    named = layout.fmt(layout.PRETRAINED_CONFIG, root, dataset=ds) if meta is not None else None
+    model = build_model(m, vocab, params["data"]["seq_len"], seed=seed, eos_token_id=eos, named=named)
+    if load_initial:
+        load_weights(model, layout.fmt(layout.PRETRAINED_WEIGHTS, root, dataset=ds))
+    return model
+
+
+def write_pretrained(params: Mapping, root) -> dict:
+    """The ``pretrained`` stage: save ``model.name``'s config (and for ``init: pretrained``
+    its weights, loaded by name as is) into ``results/pretrained/{dataset}/`` in the Hugging
+    Face layout, then ``pretrained.json`` with name, init and the files' sha256; return it.
+    Without ``model.name`` only ``pretrained.json`` (name null) is written."""
+    from villani.io import atomic
+    from villani.plan import layout
+
+    m, ds = params["model"], params["data"]["name"]
+    cfg_path = layout.fmt(layout.PRETRAINED_CONFIG, root, dataset=ds)
+    weights = layout.fmt(layout.PRETRAINED_WEIGHTS, root, dataset=ds)
+    record = {"name": m.get("name"), "init": m["init"], "config_sha256": None, "weights_sha256": None}
+    if not m.get("name"):  # nothing to save (the DVC stage runs for every parameter set)
+        cfg_path.unlink(missing_ok=True)
+        weights.unlink(missing_ok=True)
+        atomic.write_json(layout.fmt(layout.PRETRAINED_META, root, dataset=ds), record)
+        return record
+    _quiet_transformers()
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from villani.data.hub import model_error
+
+    try:
+        config = AutoConfig.from_pretrained(m["name"], trust_remote_code=False)
+        _causal_lm_class(config, f"model.name: {m['name']}")
+        model = AutoModelForCausalLM.from_pretrained(m["name"], attn_implementation=EAGER, trust_remote_code=False,
+                                                     dtype=torch.float32) if m["init"] == "pretrained" else None
+    except OSError as e:
+        raise model_error(m["name"], e) from None
+    if model is not None:
+        save_weights(model, weights)
+        config = model.config
+        record["weights_sha256"] = atomic.sha256_file(weights)
+    else:
+        weights.unlink(missing_ok=True)
+    save_config(config, cfg_path)
+    record["config_sha256"] = atomic.sha256_file(cfg_path)
+    atomic.write_json(layout.fmt(layout.PRETRAINED_META, root, dataset=ds), record)
+    return record
+
+
+def read_pretrained(root, dataset: str, *, weights: bool = True) -> dict:
+    """``pretrained.json`` of a dataset, its config (and with ``weights`` its weights)
+    verified against their sha256."""
+    from villani.io import atomic
+    from villani.plan import layout
+
+    path = layout.fmt(layout.PRETRAINED_META, root, dataset=dataset)
+    if not path.exists():
+        raise ValueError(f"{path}: not found; model.name is read from results/pretrained/{dataset}/, written once "
+                         f"by the pretrained stage (villani pretrained --dataset {dataset})")
+    meta = atomic.read_json(path, "pretrained model record")
+    files = [(layout.PRETRAINED_CONFIG, "config_sha256")] + ([(layout.PRETRAINED_WEIGHTS, "weights_sha256")]
+                                                              if weights else [])
+    for pattern, key in files:
+        f = layout.fmt(pattern, root, dataset=dataset)
+        if meta.get(key) is None:
+            continue
+        if not f.exists():
+            raise ValueError(f"{f}: missing although {path.name} lists it (rerun villani pretrained)")
+        if atomic.sha256_file(f) != meta[key]:
+            raise ValueError(f"{f}: sha256 does not match {path.name} (corrupt or modified; rerun villani pretrained)")
+    return meta
 
 
 def assert_eager(model: torch.nn.Module) -> None:
@@ -196,13 +300,73 @@ def theta_sq_norm(model: torch.nn.Module) -> float:
         return float(sum(p.detach().double().pow(2).sum() for p in model.parameters() if p.requires_grad))
 
 
+def hf_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors ``save_pretrained`` writes: the state dict with each tied tensor
+    (:func:`tied_names`) once, under the name the model does not re-tie on loading — a name
+    of ``model._tied_weights_keys`` (e.g. ``lm_head.weight``, tied to the token embedding)
+    is dropped, else the first name in state-dict order is kept."""
+    state = model.state_dict()
+    retied = getattr(model, "_tied_weights_keys", None) or ()
+    retied = set(retied) if not isinstance(retied, str) else {retied}
+    drop = set()
+    for name, others in tied_names(model).items():
+        group = [n for n in state if n == name or n in others]
+        keep = next((n for n in group if n not in retied), group[0])
+        drop |= set(group) - {keep}
+    return {k: v.detach().contiguous() for k, v in state.items() if k not in drop}
+
+
 def save_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Write safetensors weights atomically (shared tensors stored once)."""
-    from safetensors.torch import save_model
+    """Write ``model.safetensors`` atomically: :func:`hf_tensors`, metadata ``format: pt``
+    (what ``from_pretrained`` expects)."""
+    from safetensors.torch import save_file
 
     from villani.io.atomic import write_with
 
-    write_with(path, lambda tmp: save_model(model, str(tmp)))
+    tensors = {k: v.cpu() for k, v in hf_tensors(model).items()}
+    write_with(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+
+
+def _causal_lm_class(config, where: str) -> str:
+    """The name of the causal-LM class of ``config``'s family (``GPTNeoForCausalLM``,
+    ``GPT2LMHeadModel``, ``LlamaForCausalLM``, …); a family without one is a one-line ValueError."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    family = getattr(config, "model_type", None)
+    if family not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ValueError(f"{where} is a {family!r} model, not a transformers causal LM (e.g. gpt_neo, gpt2, gpt_neox, "
+                         "llama)")
+    return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[family]
+
+
+def save_config(config, path: str | Path) -> None:
+    """Write a model's ``config.json`` atomically, its family's causal-LM class as
+    ``architectures`` (what ``AutoModelForCausalLM.from_pretrained`` builds)."""
+    from villani.io.atomic import write_text
+
+    config = copy.deepcopy(config)
+    config.architectures = [_causal_lm_class(config, str(path))]
+    write_text(path, config.to_json_string(use_diff=False))
+
+
+def read_config(path: str | Path):
+    """A ``config.json`` as the config class of its ``model_type`` (any causal-LM family);
+    a missing or malformed file is a one-line ValueError."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path}: model config not found")
+    try:
+        family = json.loads(path.read_text()).get("model_type")
+        if family not in CONFIG_MAPPING:
+            raise ValueError(f"model_type {family!r} is not a transformers model family")
+        config = CONFIG_MAPPING[family].from_json_file(str(path))
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{path}: not a valid model config ({msg[:200]})") from None
+    _causal_lm_class(config, str(path))
+    return config
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:

@@ -58,7 +58,7 @@ def ledger(tmp_path_factory):
     _set_perplexity(root, p, "langevin", 0.01, lambda psi, step, seed: 100.0 + rng.normal(0, 5))
     write_bounds(p, root)
     write_claims(p, root)
-    with open(layout.fmt(layout.CLAIMS_CSV, root)) as f:
+    with open(layout.fmt(layout.CLAIMS_CSV, root, dataset=p["data"]["name"])) as f:
         rows = {r["id"]: r for r in csv.DictReader(f)}
     return p, root, rows
 
@@ -75,9 +75,9 @@ def test_constructed_supported_refuted_inconclusive(ledger):
 
 
 def test_every_claim_has_a_row_with_interval_and_verdict(ledger):
-    _, root, rows = ledger
+    p, root, rows = ledger
     assert REQUIRED <= set(rows)
-    header = open(layout.fmt(layout.CLAIMS_CSV, root)).readline().strip().split(",")
+    header = open(layout.fmt(layout.CLAIMS_CSV, root, dataset=p["data"]["name"])).readline().strip().split(",")
     assert tuple(header) == COLUMNS
     for r in rows.values():
         assert r["verdict"] in ("supported", "refuted", "inconclusive")

@@ -229,6 +229,6 @@ def write_cost(root: Path, params: Mapping) -> None:
                      "seconds_grad": 7e-8 * d ** 0.95, "peak_memory_bytes": 40.0 * d + 3e6,
                      "memory_source": "torch allocation events (torch.profiler)", "device": "cpu", "method": "double_backward", "repeats": 3,
                      "tokens": 16 * 64})
-    path = layout.fmt(layout.COST_CSV, root)
+    path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(path, index=False)

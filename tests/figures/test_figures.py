@@ -22,7 +22,7 @@ from villani.stats import fit_cost_model
 
 
 def _csv(root, name, kind="figures") -> pd.DataFrame:
-    return pd.read_csv(Path(root) / kind / f"{name}.csv")
+    return pd.read_csv(Path(root) / kind / figure_params()["data"]["name"] / f"{name}.csv")
 
 
 def _measure(root, p, lam, seed, step) -> dict:
@@ -177,7 +177,7 @@ def test_fig10_csv_bound_and_extrapolation(rendered):
     assert b["d"].max() == pytest.approx(1e12)
     ext = df[df["series"] == "seconds_hvp_extrapolated"]
     assert sorted(ext["d"]) == [1.25e8, 1e9]
-    cost = pd.read_csv(layout.fmt(layout.COST_CSV, root))
+    cost = pd.read_csv(layout.fmt(layout.COST_CSV, root, dataset=p["data"]["name"]))
     meas = df[df["series"] == "seconds_hvp_measured"]
     np.testing.assert_allclose(meas["value"], cost["seconds_hvp"])
     # the extrapolation is the affine cost model fitted to the measured sweep

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.slurm
 
 TINY = "tests/configs/tiny.yaml"
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
+LOCAL_RULES = {"fetch", "pretrained"}  # localrules: never submitted
 # fields that legitimately differ between two runs of the same computation
 VOLATILE = re.compile(r"time|wall|clock|seconds|elapsed|per_s|duration|host|date|device|peak|rss|"
                       r"memory|created|version|path|pid|resumed_from", re.I)
@@ -80,7 +81,7 @@ def assert_same_numbers(a, b, where: str) -> None:
 def weights_digests(results: Path) -> dict[str, str]:
     from villani.io.atomic import sha256_file
 
-    return {str(p.relative_to(results)): sha256_file(p) for p in sorted(results.glob("runs/**/ckpt/*.safetensors"))}
+    return {str(p.relative_to(results)): sha256_file(p) for p in sorted(results.glob("runs/**/ckpt/*/model.safetensors"))}
 
 
 # --------------------------------------------------------------------------- (a)
@@ -100,8 +101,8 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     print(f"tiny workflow under SLURM: {run.seconds:.0f}s (local, concurrently: {local_run.seconds:.0f}s)")
     assert run.returncode == 0, run.tail()
 
-    # every job of every rule but the local `all` was submitted with sbatch, exactly once
-    expected = {r: n for r, n in job_counts(local_run).items() if r != "all"}
+    # every job of every rule but the localrules (all, fetch, pretrained) was submitted with sbatch, exactly once
+    expected = {r: n for r, n in job_counts(local_run).items() if r not in {"all"} | LOCAL_RULES}
     assert job_counts(run) == job_counts(local_run)
     by_rule = submitted_by_rule(run, wd)
     assert {r: sum(map(len, ws.values())) for r, ws in by_rule.items()} == expected
@@ -130,8 +131,8 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     for rel in measures:
         assert_same_numbers(strip_volatile(json.loads((lres / rel).read_text())),
                             strip_volatile(json.loads((sres / rel).read_text())), str(rel))
-    assert_same_numbers(strip_volatile(json.loads((lres / "metrics.json").read_text())),
-                        strip_volatile(json.loads((sres / "metrics.json").read_text())), "metrics.json")
+    assert_same_numbers(strip_volatile(json.loads((lres / "metrics/tiny.json").read_text())),
+                        strip_volatile(json.loads((sres / "metrics/tiny.json").read_text())), "metrics/tiny.json")
 
 
 # --------------------------------------------------------------------------- (b)

@@ -93,7 +93,7 @@ def test_coupled_mode_differs_from_decoupled(tmp_path, tiny_data_root):
 def test_nonfinite_loss_stops_with_step_and_checkpoint(tmp_path, tiny_data_root, monkeypatch):
     p = tiny_params(train={"lr": 1e6, "grad_clip": None, "warmup_steps": 0})
     root = _root_with_data(tmp_path, tiny_data_root)
-    with pytest.raises(TrainingDiverged, match=r"at step \d+; last good checkpoint: .*step0000000.safetensors"):
+    with pytest.raises(TrainingDiverged, match=r"at step \d+; last good checkpoint: .*/ckpt/step0000000"):
         _train_all(p, root)
 
 

@@ -10,22 +10,21 @@ import pytest
 from tests.conftest import tiny_params
 from tests.workflow.conftest import BIN, run
 from villani.dag import dvc_sync, targets
-from villani.figures import figure_outputs
-from villani.plan import layout
 
 pytestmark = pytest.mark.slow
 
 
 def test_every_output_exists_and_is_not_empty(snakemake_done):
     p = tiny_params()
-    expected = (targets.segments(p) + targets.measurements(p) + targets.figure_inputs(p)
-                + [f for _, _, f in figure_outputs(p)] + [str(layout.fmt(layout.METRICS))])
+    expected = targets.all_outputs(p) + targets.figure_inputs(p) + [targets.fetch_record(p)]
+    assert targets.metrics_output(p) in expected and targets.paper_outputs(p)[0] in expected
     for f in expected:
         path = snakemake_done / f
         assert path.exists(), f
         assert path.stat().st_size > 0, f
-    metrics = json.loads((snakemake_done / "results/metrics.json").read_text())
+    metrics = json.loads((snakemake_done / "results/metrics/tiny.json").read_text())
     assert metrics and all(isinstance(v, (int, float)) for v in metrics.values())
+    assert (snakemake_done / "results/figures/tiny/fig5_training_curves.png").exists()
 
 
 def test_dvc_has_nothing_to_do_after_a_snakemake_run(snakemake_done):
@@ -69,7 +68,7 @@ def test_report_has_a_description_and_one_entry_per_figure(snakemake_done):
     assert not {f"{n}.csv" for n in figures} & entries and not {f"{n}.pdf" for n in figures} & entries
     # the description, with links to each figure's other files
     assert "trains GPT-Neo language models across weight decay" in html
-    assert "figures/fig5_training_curves.csv" in html
+    assert "figures/tiny/fig5_training_curves.csv" in html
 
 
 def test_bad_params_stop_snakemake_before_any_job(snakemake_done):
@@ -106,10 +105,10 @@ def test_prune_frees_measured_checkpoints_without_triggering_work(snakemake_done
               cwd=snakemake_done)
     assert "freed" in out.stdout
     ckpt = snakemake_done / "results/runs/tiny/adamw/lam0.01/seed0/ckpt"
-    kept = {int(f.name[4:11]) for f in ckpt.glob("step*.safetensors")}
+    kept = {int(f.parent.name[4:11]) for f in ckpt.glob("step*/model.safetensors")}
     assert set(segment_ends(p["train"])) <= kept
     assert kept < set(checkpoint_steps(p["train"]))  # something was pruned
-    assert len(list(ckpt.glob("step*.json"))) == len(checkpoint_steps(p["train"]))  # metadata always kept
+    assert len(list(ckpt.glob("step*/checkpoint.json"))) == len(checkpoint_steps(p["train"]))  # metadata always kept
     dry = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
                "--cores", "2", "-n"], cwd=snakemake_done)
     assert "Nothing to be done" in dry.stdout + dry.stderr

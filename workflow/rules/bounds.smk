@@ -1,7 +1,7 @@
 rule bounds:
     input:
-        measurements=targets.measurements(P),
-        stats=targets.data_files(P)["stats"],
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        stats=lambda wc: targets.data_files(DP[wc.dataset])["stats"],
     output:
         table=f"{targets.pattern(layout.BOUNDS_DIR)}/bounds.csv",
         summary=f"{targets.pattern(layout.BOUNDS_DIR)}/bounds.json",
@@ -17,4 +17,4 @@ rule bounds:
         files=PARAMS,
         digest=digest("bounds"),
     shell:
-        "villani bounds --threads {threads} {params.files} > {log} 2>&1"
+        "villani bounds --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

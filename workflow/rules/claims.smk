@@ -1,15 +1,18 @@
 rule claims:
     input:
-        segments=targets.segments(P),
-        measurements=targets.measurements(P),
-        extra=lambda wc: targets.figure_inputs(P),
+        segments=lambda wc: targets.segments(DP[wc.dataset]),
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        extra=lambda wc: targets.figure_inputs(DP[wc.dataset]),
     output:
         table=report(
-            targets.claims_outputs()[0], caption=CLAIMS_CAPTION, category="Claims"
+            targets.pattern(layout.CLAIMS_CSV),
+            caption=CLAIMS_CAPTION,
+            category="Claims",
+            subcategory="{dataset}",
         ),
-        detail=targets.claims_outputs()[1],
+        detail=targets.pattern(layout.CLAIMS_JSON),
     log:
-        "results/logs/claims.log",
+        "results/logs/claims/{dataset}.log",
     conda:
         # with --sdm conda; otherwise the environment Snakemake runs in
         "../envs/villani.yaml"
@@ -20,4 +23,4 @@ rule claims:
         files=PARAMS,
         digest=digest("claims"),
     shell:
-        "villani claims --threads {threads} {params.files} > {log} 2>&1"
+        "villani claims --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

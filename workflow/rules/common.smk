@@ -1,13 +1,17 @@
 # Parameters, validation and shared helpers. Everything computed here comes from
 # functions in src/villani (plan.config, plan.layout, dag.targets, dag.jobs) that the
-# tests exercise directly.
+# tests exercise directly. A document may name several datasets (`datasets:`); every
+# per-dataset rule has the wildcard {dataset} and reads DP[dataset], that dataset's
+# parameters (villani.plan.config.dataset_params).
 from villani.dag import dvc_sync, targets
 from villani.dag.jobs import params_args, runtime_minutes
 from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
 from villani.figures.dvc_plots import plot_outputs
+from villani.figures.paper import CAPTIONS as PAPER_CAPTIONS
+from villani.figures.paper import paper_outputs
 from villani.plan import layout
-from villani.plan.config import ParamsError, resolve
-from villani.plan.digest import stage_digest
+from villani.plan.config import ParamsError, dataset_names, dataset_params, resolve
+from villani.plan.digest import datasets_digest, stage_digest
 
 try:
     P = resolve(config, source=", ".join(map(str, workflow.configfiles)) or "config")
@@ -16,37 +20,53 @@ except ParamsError as e:
 
 # `--params FILE …` of every job: each rule's params.files (see ParamsArgs)
 PARAMS = params_args(workflow)
-DATASET = P["data"]["name"]
-METRICS = str(layout.fmt(layout.METRICS, targets.ROOT))
+DATASETS = dataset_names(P)
+DP = {ds: dataset_params(P, ds) for ds in DATASETS}
+# the slot of the cross-dataset outputs: paper/<datasets joined by +>
+ACROSS = layout.across(DATASETS)
 
 
 wildcard_constraints:
-    dataset=targets.wildcard_regex([DATASET]),
-    variant=targets.wildcard_regex(targets.variant_values(P)),
-    lam=targets.wildcard_regex(targets.lam_values(P)),
+    dataset=targets.wildcard_regex(DATASETS),
+    variant=targets.wildcard_regex(
+        sorted({v for p in DP.values() for v in targets.variant_values(p)})
+    ),
+    lam=targets.wildcard_regex(
+        sorted({x for p in DP.values() for x in targets.lam_values(p)})
+    ),
     seed=r"\d+",
     step=r"\d{7}",
 
 
 def digest(stage):
     """A rule param that changes exactly when a parameter the job reads changes."""
-    return lambda wc: stage_digest(P, stage, wc.get("variant", "adamw"))
+    return lambda wc: stage_digest(DP[wc.dataset], stage, wc.get("variant", "adamw"))
 
 
-def report_outputs():
-    """Every figure and table file. `snakemake --report` shows one entry per figure (its
-    PNG; its first format when PNG is not among figures.formats) and per table, with its
-    caption; a figure's other formats and its CSV lie beside it, linked from the report's
-    description (src/villani/report/workflow.rst)."""
-    files = figure_outputs(P, targets.ROOT)
+def report_entries(files, captions, **where):
+    """`snakemake --report` shows one entry per figure (its PNG; its first format when PNG
+    is not among figures.formats) and per table, with its caption; a figure's other
+    formats and its CSV lie beside it, linked from the report's description
+    (src/villani/report/workflow.rst)."""
     shown = {}
     for name, _, f in files:
         if name not in shown or (
             f.endswith(".png") and not shown[name].endswith(".png")
         ):
             shown[name] = f
-    entry = lambda n, c, f: report(f, caption=CAPTIONS[n], category=c)
+    entry = lambda n, c, f: report(f, caption=captions[n], category=c, **where)
     return [entry(n, c, f) if shown[n] == f else f for n, c, f in files]
+
+
+def report_outputs():
+    """Every figure and table file of a dataset (wildcard {dataset})."""
+    files = figure_outputs(P, targets.ROOT, dataset="{dataset}")
+    return report_entries(files, CAPTIONS, subcategory="{dataset}")
+
+
+def report_paper_outputs():
+    """The cross-dataset figures and tables."""
+    return report_entries(paper_outputs(P, targets.ROOT), PAPER_CAPTIONS)
 
 
 CLAIMS = []

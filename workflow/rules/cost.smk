@@ -1,10 +1,10 @@
 rule cost:
     input:
-        stats=targets.data_files(P)["stats"],
+        stats=lambda wc: targets.data_files(DP[wc.dataset])["stats"],
     output:
-        targets.cost_output(),
+        targets.pattern(layout.COST_CSV),
     log:
-        "results/logs/cost.log",
+        "results/logs/cost/{dataset}.log",
     conda:
         # with --sdm conda; otherwise the environment Snakemake runs in
         "../envs/villani.yaml"
@@ -15,4 +15,4 @@ rule cost:
         files=PARAMS,
         digest=digest("cost"),
     shell:
-        "villani cost --threads {threads} {params.files} > {log} 2>&1"
+        "villani cost --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -1,12 +1,12 @@
 rule figures:
     input:
-        segments=targets.segments(P),
-        measurements=targets.measurements(P),
-        extra=lambda wc: targets.figure_inputs(P),
+        segments=lambda wc: targets.segments(DP[wc.dataset]),
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        extra=lambda wc: targets.figure_inputs(DP[wc.dataset]),
     output:
         report_outputs(),
     log:
-        "results/logs/figures.log",
+        "results/logs/figures/{dataset}.log",
     conda:
         # with --sdm conda; otherwise the environment Snakemake runs in
         "../envs/villani.yaml"
@@ -17,4 +17,4 @@ rule figures:
         files=PARAMS,
         digest=digest("figures"),
     shell:
-        "villani figures --threads {threads} {params.files} > {log} 2>&1"
+        "villani figures --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

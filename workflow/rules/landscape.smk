@@ -1,7 +1,9 @@
 rule landscape:
     input:
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
-        checkpoint=lambda wc: targets.landscape_checkpoint(P, wc),
+        data=lambda wc: [
+            targets.data_files(DP[wc.dataset])[s] for s in ("train", "stats")
+        ],
+        checkpoint=lambda wc: targets.landscape_checkpoint(DP[wc.dataset], wc),
     output:
         surface=f"{targets.pattern(layout.LANDSCAPE_DIR)}/surface.csv",
         meta=f"{targets.pattern(layout.LANDSCAPE_DIR)}/surface.json",
@@ -17,4 +19,5 @@ rule landscape:
         files=PARAMS,
         digest=digest("landscape"),
     shell:
-        "villani landscape --threads {threads} {params.files} --lam {wildcards.lam} > {log} 2>&1"
+        "villani landscape --threads {threads} {params.files} --dataset {wildcards.dataset} --lam {wildcards.lam} "
+        "> {log} 2>&1"

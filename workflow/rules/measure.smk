@@ -1,8 +1,9 @@
 rule measure:
     input:
-        segment=lambda wc: targets.segment_of_checkpoint(P, wc),
+        segment=lambda wc: targets.segment_of_checkpoint(DP[wc.dataset], wc),
         data=lambda wc: [
-            targets.data_files(P)[s] for s in ("train", "validation", "stats")
+            targets.data_files(DP[wc.dataset])[s]
+            for s in ("train", "validation", "stats")
         ],
     output:
         json=targets.pattern(layout.MEASURE_JSON),
@@ -20,5 +21,5 @@ rule measure:
         digest=digest("measure"),
         step=lambda wc: int(wc.step),
     shell:
-        "villani measure --threads {threads} {params.files} --variant {wildcards.variant} --lam {wildcards.lam} "
-        "--seed {wildcards.seed} --step {params.step} > {log} 2>&1"
+        "villani measure --threads {threads} {params.files} --dataset {wildcards.dataset} --variant {wildcards.variant} "
+        "--lam {wildcards.lam} --seed {wildcards.seed} --step {params.step} > {log} 2>&1"

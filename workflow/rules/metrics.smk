@@ -1,14 +1,14 @@
 rule metrics:
     input:
-        segments=targets.segments(P),
-        measurements=targets.measurements(P),
-        bounds=targets.bounds_outputs(P),
-        claims=targets.claims_outputs(),
+        segments=lambda wc: targets.segments(DP[wc.dataset]),
+        measurements=lambda wc: targets.measurements(DP[wc.dataset]),
+        bounds=lambda wc: targets.bounds_outputs(DP[wc.dataset]),
+        claims=lambda wc: targets.claims_outputs(DP[wc.dataset]),
     output:
-        metrics=METRICS,
+        metrics=targets.pattern(layout.METRICS),
         plots=plot_outputs(targets.ROOT),
     log:
-        "results/logs/metrics.log",
+        "results/logs/metrics/{dataset}.log",
     conda:
         # with --sdm conda; otherwise the environment Snakemake runs in
         "../envs/villani.yaml"
@@ -19,4 +19,4 @@ rule metrics:
         files=PARAMS,
         digest=digest("metrics"),
     shell:
-        "villani metrics --threads {threads} {params.files} > {log} 2>&1"
+        "villani metrics --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -1,7 +1,9 @@
 rule rays:
     input:
-        data=lambda wc: [targets.data_files(P)[s] for s in ("train", "stats")],
-        checkpoint=lambda wc: targets.rays_checkpoint(P),
+        data=lambda wc: [
+            targets.data_files(DP[wc.dataset])[s] for s in ("train", "stats")
+        ],
+        checkpoint=lambda wc: targets.rays_checkpoint(DP[wc.dataset]),
     output:
         samples=f"{targets.pattern(layout.RAYS_DIR)}/rays.csv",
         fits=f"{targets.pattern(layout.RAYS_DIR)}/slopes.json",
@@ -17,4 +19,4 @@ rule rays:
         files=PARAMS,
         digest=digest("rays"),
     shell:
-        "villani rays --threads {threads} {params.files} > {log} 2>&1"
+        "villani rays --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

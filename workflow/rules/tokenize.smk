@@ -1,4 +1,6 @@
 rule tokenize:
+    input:
+        fetch=targets.pattern(layout.FETCH_RECORD),
     output:
         train=targets.pattern(layout.SPLIT).replace("{split}", "train"),
         validation=targets.pattern(layout.SPLIT).replace("{split}", "validation"),
@@ -17,4 +19,4 @@ rule tokenize:
         files=PARAMS,
         digest=digest("tokenize"),
     shell:
-        "villani tokenize --threads {threads} {params.files} > {log} 2>&1"
+        "villani tokenize --threads {threads} {params.files} --dataset {wildcards.dataset} > {log} 2>&1"

@@ -1,7 +1,10 @@
 rule train:
     input:
-        data=lambda wc: [targets.data_files(P)["train"], targets.data_files(P)["stats"]],
-        previous=lambda wc: targets.previous_segment(P, wc),
+        data=lambda wc: [
+            targets.data_files(DP[wc.dataset])[s] for s in ("train", "stats")
+        ],
+        pretrained=lambda wc: targets.pretrained_files(DP[wc.dataset]),
+        previous=lambda wc: targets.previous_segment(DP[wc.dataset], wc),
     output:
         manifest=targets.pattern(layout.SEGMENT),
         log_csv=targets.pattern(layout.SEGMENT_LOG),
@@ -18,5 +21,5 @@ rule train:
         digest=digest("train"),
         step=lambda wc: int(wc.step),
     shell:
-        "villani train --threads {threads} {params.files} --variant {wildcards.variant} --lam {wildcards.lam} "
-        "--seed {wildcards.seed} --until {params.step} > {log} 2>&1"
+        "villani train --threads {threads} {params.files} --dataset {wildcards.dataset} --variant {wildcards.variant} "
+        "--lam {wildcards.lam} --seed {wildcards.seed} --until {params.step} > {log} 2>&1"

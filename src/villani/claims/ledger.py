@@ -1,7 +1,7 @@
 r"""``villani claims``: one row per quantitative claim of the paper's Sec. VI and appendices,
-with our statistic, its confidence interval and a verdict — ``results/claims.csv`` (the
-text) and ``results/claims.json`` (the same rows with every number and the intervals'
-methods).
+with our statistic, its confidence interval and a verdict — ``results/claims/{dataset}.csv``
+(the text) and ``results/claims/{dataset}.json`` (the same rows with every number and the
+intervals' methods).
 
 Every claim is a :class:`Claim`: the paper's statement and number, the statistic we
 compute, the *region* of that statistic the claim asserts (fixed here, before the data,
@@ -823,16 +823,18 @@ def _cell(x) -> str:
 
 
 def write_claims(params: Mapping, root=layout.RESULTS) -> str:
-    """Write ``claims.csv`` and ``claims.json``; return a one-line summary."""
+    """Write ``claims/{dataset}.csv`` and ``claims/{dataset}.json``; return a one-line summary."""
     rows = claim_rows(params, root)
+    csv_path = layout.fmt(layout.CLAIMS_CSV, root, dataset=params["data"]["name"])
+    json_path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in rows:
         w.writerow({k: _cell(r[k]) for k in COLUMNS})
-    atomic.write_text(layout.fmt(layout.CLAIMS_CSV, root), buf.getvalue())
+    atomic.write_text(csv_path, buf.getvalue())
     counts = {v: sum(r["verdict"] == v for r in rows) for v in CODES}
-    atomic.write_json(layout.fmt(layout.CLAIMS_JSON, root), {
+    atomic.write_json(json_path, {
         "dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts, "claims": rows})
-    return (f"{layout.fmt(layout.CLAIMS_CSV, root)}: {len(rows)} claims — "
+    return (f"{csv_path}: {len(rows)} claims — "
             + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -19,8 +19,8 @@ from villani.io import atomic
 # Minutes per attempt; SLURM retries get attempt × this (a time limit that killed a job
 # once is doubled on the retry). Local runs ignore runtime.
 BASE_RUNTIME_MIN = {
-    "tokenize": 60, "train": 240, "measure": 120, "rays": 120, "landscape": 60,
-    "bounds": 20, "cost": 30, "figures": 30, "claims": 20, "metrics": 10,
+    "fetch": 60, "pretrained": 30, "tokenize": 60, "train": 240, "measure": 120, "rays": 120, "landscape": 60,
+    "bounds": 20, "cost": 30, "figures": 30, "claims": 20, "metrics": 10, "paper": 30,
 }
 
 

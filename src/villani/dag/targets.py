@@ -3,6 +3,10 @@
 The Snakefile and its rule files only call these functions, so every input function of
 the DAG is unit-testable without Snakemake. Paths are relative to the working directory
 (``results/…``); steps and λ are canonicalised by :mod:`villani.plan.layout`.
+
+Every function but :func:`all_outputs`, :func:`paper_inputs` and :func:`paper_outputs`
+takes the parameters of one dataset (:func:`villani.plan.config.dataset_params`); those
+three take the resolved document and cover every dataset in it.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from villani.plan import layout
+from villani.plan.config import dataset_names, dataset_params
 from villani.plan.runs import Run, landscape_center, rays_center, runs, variants
 from villani.plan.schedule import (
     checkpoint_steps,
@@ -24,6 +29,20 @@ ROOT = layout.RESULTS
 def pattern(p: str) -> str:
     """A layout pattern with the results root filled and the other wildcards kept."""
     return p.replace("{root}", ROOT)
+
+
+def fetch_record(params: Mapping) -> str:
+    """``results/fetch/{dataset}.json``, written by the fetch rule (a localrule)."""
+    return str(layout.fmt(layout.FETCH_RECORD, ROOT, dataset=params["data"]["name"]))
+
+
+def pretrained_files(params: Mapping) -> list[str]:
+    """The declared files of the pretrained stage (config.json, pretrained.json) when
+    ``model.name`` is set — what every run starts from — else none."""
+    if not params["model"].get("name"):
+        return []
+    ds = params["data"]["name"]
+    return [str(layout.fmt(p, ROOT, dataset=ds)) for p in (layout.PRETRAINED_CONFIG, layout.PRETRAINED_META)]
 
 
 def data_files(params: Mapping) -> dict[str, str]:
@@ -109,16 +128,56 @@ def bounds_outputs(params: Mapping) -> list[str]:
     return [d + "/bounds.csv", d + "/bounds.json"]
 
 
-def cost_output() -> str:
+def cost_output(params: Mapping) -> str:
     """The HVP cost sweep of Fig 10 (``villani cost``)."""
-    return layout.COST_CSV.format(root=ROOT)
+    return str(layout.fmt(layout.COST_CSV, ROOT, dataset=params["data"]["name"]))
 
 
-def claims_outputs() -> list[str]:
-    """The claims ledger (``villani claims``)."""
-    return [layout.CLAIMS_CSV.format(root=ROOT), layout.CLAIMS_JSON.format(root=ROOT)]
+def metrics_output(params: Mapping) -> str:
+    """``results/metrics/{dataset}.json`` (``villani metrics``)."""
+    return str(layout.fmt(layout.METRICS, ROOT, dataset=params["data"]["name"]))
+
+
+def claims_outputs(params: Mapping) -> list[str]:
+    """The claims ledger of the params' dataset (``villani claims``): CSV, JSON."""
+    ds = params["data"]["name"]
+    return [str(layout.fmt(layout.CLAIMS_CSV, ROOT, dataset=ds)), str(layout.fmt(layout.CLAIMS_JSON, ROOT, dataset=ds))]
 
 
 def figure_inputs(params: Mapping) -> list[str]:
     """What the figures read beyond the runs and measurements."""
-    return rays_outputs(params) + landscape_outputs(params) + bounds_outputs(params) + [cost_output()]
+    return rays_outputs(params) + landscape_outputs(params) + bounds_outputs(params) + [cost_output(params)]
+
+
+def per_dataset(doc: Mapping) -> list[dict]:
+    """The parameters of every dataset of a resolved document, in its order."""
+    return [dataset_params(doc, name) for name in dataset_names(doc)]
+
+
+def paper_inputs(doc: Mapping) -> list[str]:
+    """What the cross-dataset figures and tables read, of every dataset: data stats,
+    training segments (logs), measurements and bounds."""
+    out = []
+    for p in per_dataset(doc):
+        out += [data_files(p)["stats"]] + segments(p) + measurements(p) + bounds_outputs(p)
+    return out
+
+
+def paper_outputs(doc: Mapping) -> list[str]:
+    """The files of ``villani paper`` (:func:`villani.figures.paper.paper_outputs`)."""
+    from villani.figures.paper import paper_outputs as outputs
+
+    return [f for _, _, f in outputs(doc, ROOT)]
+
+
+def all_outputs(doc: Mapping) -> list[str]:
+    """Everything the workflow makes for a resolved document: per dataset its segments,
+    measurements, figures, tables, claims ledger and metrics (with the DVC plot data); then
+    the cross-dataset outputs."""
+    from villani.figures import figure_outputs
+
+    out = []
+    for p in per_dataset(doc):
+        out += (segments(p) + measurements(p) + [f for _, _, f in figure_outputs(p, ROOT)] + claims_outputs(p)
+                + [metrics_output(p)])
+    return out + paper_outputs(doc)

@@ -88,11 +88,7 @@ def fetch_model(model_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
         if init == "pretrained":
             AutoModelForCausalLM.from_pretrained(name, trust_remote_code=False)
     except (OSError, ValueError) as e:
-        text = str(e).strip().splitlines()
-        first = text[0] if text else type(e).__name__
-        if hub.is_hub_name(name) and (hub.offline() or "connect" in first.lower()):
-            raise hub.not_cached("model.name", f"model {name!r}") from None
-        raise ValueError(f"model.name: cannot load {name!r}: {first}") from None
+        raise hub.model_error(name, e) from None
     return {"init": init, **_where(str(name), MODEL_FILES)}
 
 

@@ -18,8 +18,8 @@ read from the same files, offline as online; a commit hash never changes its fil
   ``ValueError`` naming ``data.source`` or ``data.revision``.
 - ``cached_commit(repo_id, filenames)``: the commit and folder a top-level file of a
   model repository was read from (for the fetch report), or ``None``.
-- ``offline()``, ``cache_dir()``, ``not_cached(...)``: the state and the error telling
-  the user to run ``villani fetch``.
+- ``offline()``, ``cache_dir()``, ``not_cached(...)``, ``model_error(...)``: the state
+  and the errors telling the user to run ``villani fetch``.
 """
 
 from __future__ import annotations
@@ -58,6 +58,15 @@ def not_cached(key: str, what: str, revision: str | None = None) -> ValueError:
         "`villani fetch` with the same parameters and HF_HOME on a machine with internet "
         "(docs/slurm.md, 'Fetch once on the login node')"
     )
+
+
+def model_error(name: str, e: BaseException) -> ValueError:
+    """The one-line error for ``model.name`` that transformers could not load (``e``):
+    :func:`not_cached` when it is a hub name and the hub is off or unreachable."""
+    first = _first_line(e)
+    if is_hub_name(name) and (offline() or "connect" in first.lower()):
+        return not_cached("model.name", f"model {name!r}")
+    return ValueError(f"model.name: cannot load {name!r}: {first}")
 
 
 def dataset_snapshot(repo_id: str, revision: str | None, allow_patterns: list[str] | None) -> Path:

@@ -4,10 +4,13 @@ Each figure or table is a function ``render(params, root, *, name, save) -> list
 (one module per figure; the tables share :mod:`.tables`) that reads the results, draws,
 and hands the figure and a DataFrame of the plotted numbers to ``save``
 (:func:`villani.figures.style.save_figure`), which writes every format of
-``figures.formats`` and a CSV beside it, atomically. :data:`REGISTRY` names them in the
-paper's order; :func:`figure_outputs` lists their files for the Snakefile (with a report
+``figures.formats`` and a CSV beside it, atomically, under ``results/figures/{dataset}/``
+(tables: ``results/tables/{dataset}/``). :data:`REGISTRY` names them in the paper's
+order; :func:`figure_outputs` lists their files for the Snakefile (with a report
 category and an ``.rst`` caption, package data in ``villani/report/``, :data:`CAPTIONS`).
-``docs/figures.md`` says what each shows and where the paper's numbers differ.
+``docs/figures.md`` says what each shows and where the paper's numbers differ. The
+figures and tables that put several datasets side by side are in :mod:`villani.figures.paper`
+(registry :data:`villani.figures.paper.REGISTRY`, captions in ``villani/report/paper/``).
 """
 
 from __future__ import annotations
@@ -64,11 +67,14 @@ CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}
 CLAIMS_CAPTION = str(REPORT_DIR / "claims.rst")
 
 
-def figure_outputs(params: Mapping, root: str = layout.RESULTS) -> list[tuple[str, str, str]]:
-    """(name, category, path) of every file the figures stage writes."""
+def figure_outputs(params: Mapping, root: str = layout.RESULTS, dataset: str | None = None
+                   ) -> list[tuple[str, str, str]]:
+    """(name, category, path) of every file the figures stage writes for the params'
+    dataset (or ``dataset``: the Snakefile passes the wildcard ``{dataset}``)."""
     out = []
-    fig_dir = layout.FIGURES_DIR.format(root=root)
-    tab_dir = layout.TABLES_DIR.format(root=root)
+    dataset = params["data"]["name"] if dataset is None else dataset
+    fig_dir = layout.fmt(layout.FIGURES_DIR, root, dataset=dataset)
+    tab_dir = layout.fmt(layout.TABLES_DIR, root, dataset=dataset)
     for name, e in REGISTRY.items():
         if e.kind == "figure":
             out += [(name, e.category, f"{fig_dir}/{name}.{ext}") for ext in params["figures"]["formats"]]

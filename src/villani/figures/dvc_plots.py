@@ -1,4 +1,4 @@
-"""``results/plots/*.csv``: the data of DVC's plots (``plots:`` in dvc.yaml).
+"""``results/plots/{dataset}/*.csv``: the data of DVC's plots (``plots:`` in dvc.yaml).
 
 DVC draws a plot from one CSV and a Vega-Lite template. The figure CSVs hold several
 series in long format, which DVC's stock templates draw as one line through every run;
@@ -21,7 +21,6 @@ Every row carries ``variant``, ``lam`` (Python's repr, as in paths), ``seed``, `
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -76,16 +75,16 @@ PLOTS: dict[str, Callable[[Mapping, str], pd.DataFrame]] = {
 }
 
 
-def plot_outputs(root: str = layout.RESULTS) -> list[str]:
-    """The files :func:`write_plots` writes."""
-    return [f"{layout.PLOTS_DIR.format(root=root)}/{name}.csv" for name in PLOTS]
+def plot_outputs(root: str = layout.RESULTS, dataset: str = "{dataset}") -> list[str]:
+    """The files :func:`write_plots` writes for ``dataset`` (default: the Snakemake wildcard)."""
+    return [f"{layout.PLOTS_DIR.format(root=root, dataset=dataset)}/{name}.csv" for name in PLOTS]
 
 
 def write_plots(params: Mapping, root: str = layout.RESULTS) -> list[str]:
     """Write every plot CSV atomically; return their paths."""
     written = []
     for name, table in PLOTS.items():
-        path = Path(layout.PLOTS_DIR.format(root=root)) / f"{name}.csv"
+        path = layout.fmt(layout.PLOTS_DIR, root, dataset=params["data"]["name"]) / f"{name}.csv"
         atomic.write_text(path, table(params, root).to_csv(index=False))
         written.append(str(path))
     return written

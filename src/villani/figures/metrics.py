@@ -1,11 +1,11 @@
-"""``results/metrics.json``: the headline numbers DVC tracks across versions.
+"""``results/metrics/{dataset}.json``: the headline numbers DVC tracks across versions.
 
 Per variant and λ (averaged over seeds): final training loss, final ‖θ‖², tokens seen,
 training wall-clock; measurement-based numbers (validation perplexity, Ψ_s, trace, λ_max)
 (:func:`measurement_metrics`); from the bounds table, per variant and λ, how many
 checkpoints meet each bound's hypotheses and — only over those — the PAC-Bayes tightness
 (:func:`bounds_metrics`); and every claim's verdict as a number, 1 supported, 0
-inconclusive, −1 refuted (:func:`claims_metrics`; the text is in ``results/claims.csv``).
+inconclusive, −1 refuted (:func:`claims_metrics`; the text is in ``results/claims/{dataset}.csv``).
 
 The builders return nested groups (``{"measurement": {"adamw/lam=0.1": {"psi_s=1.0": …}}}``);
 the file is one flat object of numbers (:func:`flat_metrics`), because DVC addresses
@@ -76,10 +76,10 @@ def bounds_metrics(params: Mapping, root) -> dict:
     return {"bounds": out}
 
 
-def claims_metrics(root) -> dict:
-    """``{"claims": {<id>: 1 | 0 | −1, …, "n_supported": …}}`` from ``claims.json``; empty when
-    the claims stage has not run."""
-    path = layout.fmt(layout.CLAIMS_JSON, root)
+def claims_metrics(root, dataset: str) -> dict:
+    """``{"claims": {<id>: 1 | 0 | −1, …, "n_supported": …}}`` from the dataset's
+    ``claims/{dataset}.json``; empty when the claims stage has not run."""
+    path = layout.fmt(layout.CLAIMS_JSON, root, dataset=dataset)
     try:
         doc = _atomic.read_json(path, "claims ledger")
     except ValueError:
@@ -144,10 +144,11 @@ def flat_metrics(nested: Mapping, prefix: tuple = ()) -> dict[str, float | int]:
 
 
 def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
+    ds = params["data"]["name"]
     nested = {"training": training_metrics(params, root)}
     nested.update(measurement_metrics(params, root))
     nested.update(bounds_metrics(params, root))
-    nested.update(claims_metrics(root))
-    path = layout.fmt(layout.METRICS, root)
+    nested.update(claims_metrics(root, ds))
+    path = layout.fmt(layout.METRICS, root, dataset=ds)
     atomic.write_json(path, flat_metrics(nested))
     return str(path)

@@ -4,7 +4,7 @@ Left: C_LS(F) ≤ (s/λ)(1 + d/(λs)) (:func:`villani.bounds.c_ls_upper`) for d 
 1e12 (extended down to the measured model's d), one line per λ > 0 of ``train.lambdas``,
 log–log; vertical lines mark the measured model and GPT-Neo-125M / 1B. λ = 0 has no bound.
 Middle and right: seconds per Hessian-vector product (and per gradient) and peak memory of
-one HVP, measured on the model-size sweep ``results/cost/hvp_cost.csv`` (``villani cost``,
+one HVP, measured on the model-size sweep ``results/cost/{dataset}/hvp_cost.csv`` (``villani cost``,
 hidden sizes ``figures.model_sizes``), fitted by cost = a + b·d with a, b ≥ 0
 (:func:`villani.stats.fit_cost_model`: per-call overhead plus a per-parameter cost, the
 asymptotically linear growth at fixed tokens) and extrapolated to d = 1.25e8 and 1e9 (open
@@ -54,7 +54,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     s = float(params["measure"]["s_values"][0])
     m = measurements(params, root)
     d_model = float(m["d"].iloc[0])
-    cost = cost_table(root)
+    cost = cost_table(params, root)
     lams = [float(x) for x in params["train"]["lambdas"] if float(x) > 0]
     fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(DOUBLE, 3.9))
     rows = []

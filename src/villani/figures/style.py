@@ -200,17 +200,20 @@ def check_print_size(fig) -> None:
             raise ValueError(f"text outside the figure (clipped): {t.get_text()[:60]!r}")
 
 
-def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure") -> list[str]:
+def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure",
+                dataset: str | None = None) -> list[str]:
     """Write ``fig`` in every configured format and ``data`` as CSV, atomically; close the figure.
 
-    The figure is saved at its own size (:func:`check_print_size`: a print width, text ≥ 7 pt).
-    For ``kind="table"`` there is no figure (``fig`` is ignored) and the CSV goes to
-    ``results/tables/``.
+    The figure is saved at its own size (:func:`check_print_size`: a print width, text ≥ 7 pt)
+    to ``results/figures/{dataset}/``; for ``kind="table"`` there is no figure (``fig`` is
+    ignored) and the CSV goes to ``results/tables/{dataset}/``. ``dataset`` defaults to the
+    params' ``data.name`` (the cross-dataset outputs pass :func:`villani.plan.layout.across`).
     """
     written = []
+    dataset = params["data"]["name"] if dataset is None else dataset
     if kind == "figure":
         check_print_size(fig)
-        folder = Path(layout.FIGURES_DIR.format(root=root))
+        folder = Path(layout.fmt(layout.FIGURES_DIR, root, dataset=dataset))
         for ext in params["figures"]["formats"]:
             path = folder / f"{name}.{ext}"
             atomic.write_with(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=params["figures"]["dpi"]))
@@ -218,7 +221,7 @@ def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind:
         plt.close(fig)
         csv_path = folder / f"{name}.csv"
     else:
-        csv_path = Path(layout.TABLES_DIR.format(root=root)) / f"{name}.csv"
+        csv_path = Path(layout.fmt(layout.TABLES_DIR, root, dataset=dataset)) / f"{name}.csv"
     if data.empty:
         raise ValueError(f"{name}: nothing to write (no numbers behind the {kind})")
     atomic.write_text(csv_path, data.to_csv(index=False))

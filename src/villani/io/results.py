@@ -289,9 +289,9 @@ def _is_number(v: Any) -> bool:
     return v in ("inf", "-inf")
 
 
-def cost_table(root) -> pd.DataFrame:
-    """``results/cost/hvp_cost.csv`` (the HVP cost sweep of Fig 10)."""
-    path = layout.fmt(layout.COST_CSV, root)
+def cost_table(params: Mapping, root) -> pd.DataFrame:
+    """``results/cost/{dataset}/hvp_cost.csv`` (the HVP cost sweep of Fig 10)."""
+    path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     if not Path(path).exists():
         raise ValueError(f"{path}: HVP cost sweep not found")
     return pd.read_csv(path)

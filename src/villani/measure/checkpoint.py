@@ -196,7 +196,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     steps = checkpoint_steps(params["train"])
     if step not in steps:
         raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
-    ckpt = run.path(layout.CKPT_WEIGHTS, root, step=step)
+    ckpt = run.path(layout.CKPT_DIR, root, step=step)
     where = f"{ckpt}"
     timing: dict[str, float] = {}
 

@@ -22,7 +22,7 @@ running sum of torch's own allocation and free events (``torch.profiler`` with
 ``profile_memory=True``), whose maximum is the peak. Torch's accounting, not the process's
 resident set: RSS counts allocator caches and background frees of other libraries and
 cannot be reset reliably. The column ``memory_source`` says which. One untimed pass at the
-smallest size runs first. Writes ``results/cost/hvp_cost.csv``.
+smallest size runs first. Writes ``results/cost/{dataset}/hvp_cost.csv``.
 """
 
 from __future__ import annotations
@@ -217,6 +217,6 @@ def run_hvp_cost(params: Mapping, root=layout.RESULTS, device: str | None = None
     rows = [measure_size(params, h, vocab, dev, repeats) for h in sizes]
     if any(not math.isfinite(r["seconds_hvp"]) for r in rows):
         raise ValueError("HVP timing is not finite")
-    path = layout.fmt(layout.COST_CSV, root)
+    path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     atomic.write_text(path, pd.DataFrame(rows).to_csv(index=False))
     return str(path)

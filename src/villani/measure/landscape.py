@@ -121,7 +121,7 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
         "dataset": ds, "lam": lam,
         "center": {"kind": la["center"], "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
                    "weights_sha256": meta["weights_sha256"],
-                   "checkpoint": str(run.path(layout.CKPT_WEIGHTS, root, step=step))},
+                   "checkpoint": str(run.path(layout.CKPT_DIR, root, step=step))},
         "d": int(sum(v.numel() for v in theta0.values())),
         "theta0_sq_norm": tsq0,
         "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,

@@ -11,6 +11,16 @@ what is allowed.
 YAML is read as YAML 1.2 (``ruamel.yaml``), so ``1e-3`` is a float as in DVC. Documents
 parsed elsewhere with PyYAML (Snakemake's ``configfile:``) may carry such numbers as
 strings; :func:`resolve` converts numeric strings where the schema asks for a number.
+
+**Several datasets.** A document names one dataset (the ``data`` group) or several: a
+top-level ``datasets`` mapping from name to that dataset's overrides of any group. Then
+the top-level groups hold what the datasets share, and :func:`dataset_params` gives each
+dataset its complete parameters — the top-level groups (defaults filled) with the entry
+merged over them by :func:`deep_merge` and ``data.name`` set to the entry's key — the very
+shape of a single-dataset document, so every stage reads its dataset's parameters as it
+would read a document of its own. :func:`resolve` validates each dataset's parameters (an
+error names ``datasets.<name>`` and the key); :func:`dataset_names` lists the datasets of
+either shape.
 """
 
 from __future__ import annotations
@@ -25,11 +35,15 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 from ruamel.yaml import YAML
 
+from villani.plan.layout import ACROSS
 from villani.plan.schedule import checkpoint_steps
 
 SCHEMA = "schemas/params.schema.yaml"  # inside the villani package
 
 _NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+GROUPS = ("data", "model", "train", "measure", "rays", "landscape", "bounds", "figures", "claims")
 
 
 class ParamsError(ValueError):
@@ -103,18 +117,33 @@ def _fill_defaults(doc: Any, schema: Mapping) -> Any:
     return doc
 
 
-def _coerce_numbers(doc: Any, schema: Mapping) -> Any:
+def _deref(schema: Mapping, root: Mapping) -> Mapping:
+    """``schema`` itself, or the subschema its local ``$ref`` (``#/properties/…``) names."""
+    ref = schema.get("$ref") if isinstance(schema, Mapping) else None
+    if not ref:
+        return schema
+    node = root
+    for part in ref.lstrip("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
     """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)."""
+    root = schema if root is None else root
+    schema = _deref(schema, root)
     types = schema.get("type")
     types = [types] if isinstance(types, str) else (types or [])
     if isinstance(doc, str) and "number" in types and _NUMBER_RE.match(doc.strip()):
         return float(doc)
     if isinstance(doc, dict):
-        for key, sub in schema.get("properties", {}).items():
-            if key in doc:
-                doc[key] = _coerce_numbers(doc[key], sub)
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        for key in doc:
+            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
+            if sub is not None:
+                doc[key] = _coerce_numbers(doc[key], sub, root)
     if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
-        return [_coerce_numbers(x, schema["items"]) for x in doc]
+        return [_coerce_numbers(x, schema["items"], root) for x in doc]
     return doc
 
 
@@ -141,6 +170,8 @@ def _describe(s: Mapping) -> str:
         parts.append(f"matching {s['pattern']}")
     if "minItems" in s:
         parts.append(f"at least {s['minItems']} item(s)")
+    if "minProperties" in s:
+        parts.append(f"at least {s['minProperties']} key(s)")
     if s.get("uniqueItems"):
         parts.append("no duplicates")
     return " ".join(parts)
@@ -182,6 +213,9 @@ def _fail(source: str, key: str, value: Any, allowed: str) -> None:
 def _cross_checks(p: dict, source: str) -> None:
 
     d, m, t, me, r, la = p["data"], p["model"], p["train"], p["measure"], p["rays"], p["landscape"]
+    if d["name"] == ACROSS:
+        _fail(source, "data.name", d["name"], f"any other name: {ACROSS!r} is the folder of the cross-dataset "
+                                              "figures and tables")
     arms = ("adamw_noise", "adam_l2", "langevin")
     for key, lams in (("train.lambdas", t["lambdas"]), *((f"train.{a}.lambdas", t[a]["lambdas"]) for a in arms),
                       ("rays.lambdas", r["lambdas"]), ("landscape.lambdas", la["lambdas"])):
@@ -237,7 +271,10 @@ def _cross_checks(p: dict, source: str) -> None:
 
 
 def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
-    """Fill defaults, coerce numeric strings, validate; return the complete parameter dict."""
+    """Fill defaults, coerce numeric strings, validate; return the complete parameter dict.
+
+    With ``datasets``, the top-level groups are checked against the schema only, and each
+    dataset's merged parameters (:func:`dataset_params`) completely."""
     schema = load_schema()
     p = copy.deepcopy(dict(doc or {}))
     p = _coerce_numbers(p, schema)
@@ -245,8 +282,51 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
     _schema_errors(p, _without_defaults(schema), source)
     p = _fill_defaults(p, schema)
     _schema_errors(p, schema, source)
-    _cross_checks(p, source)
+    if p.get("datasets"):
+        for name in p["datasets"]:
+            dataset_params(p, name, source=source)
+    else:
+        _cross_checks(p, source)
     return p
+
+
+def dataset_names(p: Mapping) -> list[str]:
+    """The datasets of a resolved document: the keys of ``datasets``, else ``data.name``."""
+    return list(p["datasets"]) if p.get("datasets") else [p["data"]["name"]]
+
+
+def dataset_params(p: Mapping, name: str, *, source: str = "params") -> dict:
+    """The complete parameters of dataset ``name`` of a resolved document (one ``data``
+    group, as every stage reads them).
+
+    A single-dataset document is returned as it is (``name`` must be its ``data.name``).
+    With ``datasets``: the top-level groups with ``datasets[name]`` merged over them
+    (:func:`deep_merge`: mappings merge key by key, lists and values replace), ``data.name``
+    = ``name``, validated completely; an error names ``datasets.<name>`` and the key."""
+    datasets = p.get("datasets")
+    names = dataset_names(p)
+    if name not in names:
+        raise ParamsError(f"{source}: dataset {name!r} is not in the parameters (datasets: {', '.join(names)})")
+    if not datasets:
+        return p  # type: ignore[return-value]
+    entry = datasets[name] or {}
+    given = (entry.get("data") or {}).get("name")
+    where = f"{source}: datasets.{name}"
+    if given not in (None, name):
+        raise ParamsError(f"{where}.data.name: {json.dumps(given)} is invalid (the entry's key {name!r} names "
+                          "the dataset; leave data.name out)")
+    if "formats" in (entry.get("figures") or {}):
+        raise ParamsError(f"{where}.figures.formats: {json.dumps(entry['figures']['formats'])} is invalid (shared by "
+                          "every dataset: set it in the top-level figures group)")
+    merged = deep_merge({g: p[g] for g in GROUPS}, entry)
+    merged["data"]["name"] = name
+    schema = load_schema()
+    merged = _coerce_numbers(merged, schema)
+    merged = _fill_defaults(merged, schema)
+    _schema_errors(merged, schema, where)
+    _cross_checks(merged, where)
+    merged["datasets"] = None
+    return merged
 
 
 def _without_defaults(schema: Any) -> Any:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from villani.plan.layout import format_lam
 from villani.plan.runs import overridden_keys, variant_kind
 
-__all__ = ["stage_keys", "stage_inputs", "stage_digest", "run_digest", "STAGES"]
+__all__ = ["stage_keys", "stage_inputs", "stage_digest", "datasets_digest", "run_digest", "STAGES"]
 
-STAGES = ("tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures", "claims", "metrics")
+STAGES = ("fetch", "pretrained", "tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures",
+          "claims", "metrics", "paper")
 # wildcards (λ, seed), the set of runs, or another variant's settings: never a train digest key
 _RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
 _VARIANT_KEYS = {"adamw_noise": ["train.adamw_noise.grad_std", "train.adamw_noise.langevin_beta"],
@@ -42,6 +43,8 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     skip = set(overridden_keys(variant)) if stage == "train" else set()
     train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS + _OBSERVATION and f"train.{k}" not in skip]
     keys = {
+        "fetch": ["data", "model.name", "model.init"],
+        "pretrained": ["data.name", "model.name", "model.init"],
         "tokenize": ["data"],
         "train": [*_EVAL, *train] + _VARIANT_KEYS.get(variant_kind(variant), []),
         "measure": [*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"],
@@ -54,6 +57,7 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
         "claims": ["data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds",
                    "claims"],
         "metrics": ["data.name", "train.steps", "measure.s_values"],
+        "paper": ["data.name", "train", "figures"],  # per dataset; the job's digest covers every dataset
     }
     if stage not in keys:
         raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
@@ -75,6 +79,13 @@ def stage_inputs(p: Mapping, stage: str, variant: str = "adamw") -> dict:
 def stage_digest(p: Mapping, stage: str, variant: str = "adamw") -> str:
     """sha256 (16 hex) of :func:`stage_inputs` — a Snakemake rule param."""
     blob = json.dumps(stage_inputs(p, stage, variant), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def datasets_digest(ps: Sequence[Mapping], stage: str) -> str:
+    """sha256 (16 hex) of :func:`stage_inputs` of every dataset's parameters, in order —
+    the digest of a job that reads several datasets (``paper``)."""
+    blob = json.dumps([stage_inputs(p, stage) for p in ps], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -19,10 +19,24 @@ SPLIT = DATA_DIR + "/{split}.parquet"
 DATA_STATS = DATA_DIR + "/stats.json"
 FETCH_RECORD = "{root}/fetch/{dataset}.json"  # beside, not in, tokenize's DVC output folder
 
+# The named model (model.name) the runs start from, in the Hugging Face layout: config.json
+# always, model.safetensors for model.init: pretrained; pretrained.json (written last) holds
+# their sha256. Written once by the `pretrained` stage; no other job reads the hub.
+PRETRAINED_DIR = "{root}/pretrained/{dataset}"
+PRETRAINED_CONFIG = PRETRAINED_DIR + "/config.json"
+PRETRAINED_WEIGHTS = PRETRAINED_DIR + "/model.safetensors"
+PRETRAINED_META = PRETRAINED_DIR + "/pretrained.json"
+
 RUN_DIR = "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}"
-CKPT_WEIGHTS = RUN_DIR + "/ckpt/step{step}.safetensors"
-CKPT_META = RUN_DIR + "/ckpt/step{step}.json"
-CKPT_STATE = RUN_DIR + "/ckpt/step{step}.state.pt"
+# A checkpoint is a folder that transformers' from_pretrained opens (config.json +
+# model.safetensors); checkpoint.json, written last, holds our metadata and the sha256 of
+# the other files; state.pt the optimizer/scheduler/RNG state (segment ends by default).
+CKPT_DIR = RUN_DIR + "/ckpt/step{step}"
+CKPT_WEIGHTS = CKPT_DIR + "/model.safetensors"
+CKPT_CONFIG = CKPT_DIR + "/config.json"
+CKPT_META = CKPT_DIR + "/checkpoint.json"
+CKPT_STATE = CKPT_DIR + "/state.pt"
+OLD_CKPT_FILES = tuple(RUN_DIR + f"/ckpt/step{{step}}{ext}" for ext in (".safetensors", ".json", ".state.pt"))
 SEGMENT = RUN_DIR + "/segments/seg{step}.json"
 SEGMENT_LOG = RUN_DIR + "/logs/seg{step}.csv"
 WORK_DIR = RUN_DIR + "/work"
@@ -34,13 +48,25 @@ MEASURE_PARQUET = RUN_DIR + "/measure/step{step}.parquet"
 RAYS_DIR = "{root}/rays/{dataset}"
 LANDSCAPE_DIR = "{root}/landscape/{dataset}/lam{lam}"
 BOUNDS_DIR = "{root}/bounds/{dataset}"
-FIGURES_DIR = "{root}/figures"
-TABLES_DIR = "{root}/tables"
-COST_CSV = "{root}/cost/hvp_cost.csv"
-METRICS = "{root}/metrics.json"
-CLAIMS_CSV = "{root}/claims.csv"
-CLAIMS_JSON = "{root}/claims.json"
-PLOTS_DIR = "{root}/plots"  # DVC plot data (villani.figures.dvc_plots)
+COST_CSV = "{root}/cost/{dataset}/hvp_cost.csv"
+FIGURES_DIR = "{root}/figures/{dataset}"
+TABLES_DIR = "{root}/tables/{dataset}"
+METRICS = "{root}/metrics/{dataset}.json"
+CLAIMS_CSV = "{root}/claims/{dataset}.csv"
+CLAIMS_JSON = "{root}/claims/{dataset}.json"
+PLOTS_DIR = "{root}/plots/{dataset}"  # DVC plot data (villani.figures.dvc_plots)
+
+# The cross-dataset figures and tables go to results/figures/paper/<datasets>/ and
+# results/tables/paper/<datasets>/, <datasets> = the datasets they are drawn from joined by
+# "+" (:func:`across`): a run of other datasets never overwrites them. No dataset may be
+# called "paper".
+ACROSS = "paper"
+
+
+def across(datasets) -> str:
+    """The dataset slot of the cross-dataset outputs of ``datasets``: ``paper/ptb+wikitext103``."""
+    return f"{ACROSS}/" + "+".join(datasets)
+
 
 VARIANTS = ("adamw", "adamw_noise", "adam_l2", "langevin")  # update rules (villani.plan.runs)
 SPLITS = ("train", "validation", "test")

@@ -1,9 +1,20 @@
-"""Checkpoints: safetensors weights + JSON metadata + resumable optimizer/RNG state.
+"""Checkpoints: a Hugging Face model folder + our metadata + resumable optimizer/RNG state.
 
-A checkpoint at step t is three files written atomically (temp + fsync + rename), the JSON
-last, holding the sha256 of the other two: a checkpoint is complete exactly when its JSON
-exists and the hashes match, so a half-written checkpoint is never read. State files are
-loaded with ``torch.load(weights_only=True)`` (no pickle code execution).
+A checkpoint at step t is the folder ``ckpt/step{t}/`` of its run holding
+
+- ``config.json`` and ``model.safetensors`` — the model as ``save_pretrained`` lays it
+  out (:func:`villani.model.save_weights`), so ``AutoModelForCausalLM.from_pretrained``
+  and any evaluation tool open the folder directly;
+- ``state.pt`` — optimizer, scheduler and RNG state (at segment ends by default,
+  ``train.keep_state``), loaded with ``torch.load(weights_only=True)`` (no pickle code);
+- ``checkpoint.json`` — step, tokens, losses, ‖θ‖², λ, seed, … and the sha256 of the
+  other three files.
+
+Every file is written atomically (temp + fsync + rename), ``checkpoint.json`` last: a
+checkpoint is complete exactly when its JSON exists and the hashes match, so a
+half-written checkpoint is never read. A run of the old flat layout (``ckpt/step{t}.
+safetensors`` + ``.json`` + ``.state.pt``) is refused with one line naming the file;
+:func:`convert_run` (``villani convert-checkpoints``) turns it into folders.
 """
 
 from __future__ import annotations
@@ -17,15 +28,33 @@ import torch
 
 from villani.io import atomic
 from villani.io.results import read_checkpoint_meta
-from villani.model import load_weights, model_for_run, pick_device, save_weights
+from villani.model import load_weights, model_for_run, pick_device, save_config, save_weights
 from villani.plan import layout
 from villani.plan.runs import Run
 
+FILES = (("weights_sha256", layout.CKPT_WEIGHTS), ("config_sha256", layout.CKPT_CONFIG),
+         ("state_sha256", layout.CKPT_STATE))
 
-def _paths(root, dataset, variant, lam, seed, step) -> tuple[Path, Path, Path]:
+
+def _paths(root, dataset, variant, lam, seed, step) -> dict[str, Path]:
     kw = dict(dataset=dataset, variant=variant, lam=lam, seed=seed, step=step)
-    return (layout.fmt(layout.CKPT_WEIGHTS, root, **kw), layout.fmt(layout.CKPT_STATE, root, **kw),
-            layout.fmt(layout.CKPT_META, root, **kw))
+    out = {key: layout.fmt(pattern, root, **kw) for key, pattern in FILES}
+    out["meta"] = layout.fmt(layout.CKPT_META, root, **kw)
+    return out
+
+
+def old_layout_file(root, dataset, variant, lam, seed, step) -> Path | None:
+    """A file of checkpoint ``step`` in the old flat layout (``ckpt/step{t}.safetensors``,
+    ``.json``, ``.state.pt``), or None."""
+    kw = dict(dataset=dataset, variant=variant, lam=lam, seed=seed, step=step)
+    return next((f for f in (layout.fmt(p, root, **kw) for p in layout.OLD_CKPT_FILES) if f.exists()), None)
+
+
+def _refuse_old_layout(root, dataset, variant, lam, seed, step) -> None:
+    old = old_layout_file(root, dataset, variant, lam, seed, step)
+    if old is not None:
+        raise ValueError(f"{old}: checkpoint in the old flat layout; checkpoints are now Hugging Face folders "
+                         f"ckpt/step{{t}}/ — run `villani convert-checkpoints` once (or delete the run and retrain)")
 
 
 def save_state_file(path: Path, state: Mapping[str, Any]) -> None:
@@ -45,38 +74,45 @@ def load_state_file(path: Path) -> dict:
 
 
 def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mapping | None, meta: Mapping) -> dict:
-    """Write weights, state (unless None) and, last, the JSON with their sha256; return the JSON dict."""
-    w, s, m = _paths(root, dataset, variant, lam, seed, step)
-    save_weights(model, w)
+    """Write weights, config, state (unless None) and, last, ``checkpoint.json`` with their
+    sha256; return the JSON dict."""
+    f = _paths(root, dataset, variant, lam, seed, step)
+    save_weights(model, f["weights_sha256"])
+    save_config(model.config, f["config_sha256"])
     if state is not None:
-        save_state_file(s, state)
-    meta = dict(meta, step=int(step), weights_sha256=atomic.sha256_file(w),
-                state_sha256=atomic.sha256_file(s) if state is not None else None, written_at=time.time())
-    atomic.write_json(m, meta)
+        save_state_file(f["state_sha256"], state)
+    else:
+        f["state_sha256"].unlink(missing_ok=True)
+    meta = dict(meta, step=int(step), written_at=time.time(),
+                **{key: atomic.sha256_file(f[key]) if key != "state_sha256" or state is not None else None
+                   for key, _ in FILES})
+    atomic.write_json(f["meta"], meta)
     return meta
 
 
 def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -> dict:
-    """The checkpoint JSON; with ``verify`` the weights and state must match their sha256."""
-    w, s, m = _paths(root, dataset, variant, lam, seed, step)
-    meta = read_checkpoint_meta(m)
+    """``checkpoint.json``; with ``verify`` the weights, config and state must match their sha256."""
+    f = _paths(root, dataset, variant, lam, seed, step)
+    if not f["meta"].exists():
+        _refuse_old_layout(root, dataset, variant, lam, seed, step)
+    meta = read_checkpoint_meta(f["meta"])
     if verify:
-        for path, key in ((w, "weights_sha256"), (s, "state_sha256")):
-            if meta.get(key) is None and key == "state_sha256":
+        for key, _ in FILES:
+            if meta.get(key) is None and key != "weights_sha256":
                 continue  # optimizer state kept only at segment ends (train.keep_state)
-            if not path.exists():
-                raise ValueError(f"{path}: missing although {m.name} lists it (incomplete checkpoint)")
-            if atomic.sha256_file(path) != meta[key]:
-                raise ValueError(f"{path}: sha256 does not match {m.name} (corrupt or modified checkpoint)")
+            if not f[key].exists():
+                raise ValueError(f"{f[key]}: missing although {f['meta'].name} lists it (incomplete checkpoint)")
+            if atomic.sha256_file(f[key]) != meta[key]:
+                raise ValueError(f"{f[key]}: sha256 does not match {f['meta'].name} (corrupt or modified checkpoint)")
     return meta
 
 
 def load_checkpoint(root, dataset, variant, lam, seed, step, model, *, with_state: bool = False):
     """Verify and load a checkpoint into ``model``; return (meta, state or None)."""
-    w, s, _ = _paths(root, dataset, variant, lam, seed, step)
+    f = _paths(root, dataset, variant, lam, seed, step)
     meta = read_meta(root, dataset, variant, lam, seed, step)
-    load_weights(model, w)
-    return meta, (load_state_file(s) if with_state else None)
+    load_weights(model, f["weights_sha256"])
+    return meta, (load_state_file(f["state_sha256"]) if with_state else None)
 
 
 def load_run_model(params: Mapping, root, run: Run, step: int, device: str | None = None
@@ -88,3 +124,44 @@ def load_run_model(params: Mapping, root, run: Run, step: int, device: str | Non
     model = model_for_run(params, root, run.seed)
     meta, _ = load_checkpoint(root, step=step, model=model, **run.wildcards)
     return model.float().to(pick_device(device)).eval(), meta
+
+
+def convert_run(params: Mapping, root, run: Run) -> list[int]:
+    """Rewrite the old flat checkpoints of ``run`` as folders; return the converted steps.
+
+    Each old checkpoint is verified against its JSON's sha256, loaded into the params'
+    model, written as a folder (weights renamed the Hugging Face way, config added, state
+    moved) with its metadata kept, and its old files removed; the segment manifests are
+    rewritten with the new weights' sha256. Checkpoints already converted are skipped."""
+    from villani.plan.schedule import checkpoint_steps, segment_ends
+
+    done = []
+    for step in checkpoint_steps(params["train"]):
+        kw = dict(run.wildcards, step=step)
+        old_weights, old_meta, old_state = (layout.fmt(p, root, **kw) for p in layout.OLD_CKPT_FILES)
+        if not old_meta.exists():
+            continue
+        meta = read_checkpoint_meta(old_meta)
+        for path, key in ((old_weights, "weights_sha256"), (old_state, "state_sha256")):
+            if meta.get(key) is not None and (not path.exists() or atomic.sha256_file(path) != meta[key]):
+                raise ValueError(f"{path}: missing or sha256 does not match {old_meta.name}; cannot convert")
+        state = load_state_file(old_state) if meta.get("state_sha256") is not None else None
+        if old_weights.exists():
+            model = model_for_run(params, root, run.seed)
+            load_weights(model, old_weights)
+            keep = {k: v for k, v in meta.items() if k not in ("step", "written_at") and not k.endswith("_sha256")}
+            save_checkpoint(root, step=step, model=model, state=state, meta=keep, **run.wildcards)
+        else:  # pruned: only the metadata was kept
+            atomic.write_json(layout.fmt(layout.CKPT_META, root, **kw), meta)
+        for path in (old_weights, old_state, old_meta):
+            path.unlink(missing_ok=True)
+        done.append(step)
+    if done:
+        for end in segment_ends(params["train"]):
+            seg = run.path(layout.SEGMENT, root, step=end)
+            if seg.exists():
+                manifest = atomic.read_json(seg, "segment manifest")
+                for c in manifest.get("checkpoints", []):
+                    c["weights_sha256"] = read_meta(root, step=c["step"], verify=False, **run.wildcards)["weights_sha256"]
+                atomic.write_json(seg, manifest)
+    return done

@@ -78,7 +78,8 @@ class _SegmentState:
     """The mutable state of one training segment (model, optimizer, schedule, RNG streams,
     step and token counters) — the run's identity is :class:`villani.plan.runs.Run`."""
 
-    def __init__(self, params: Mapping, root, dataset: str, variant: str, lam: float, seed: int, device):
+    def __init__(self, params: Mapping, root, dataset: str, variant: str, lam: float, seed: int, device,
+                 initial: bool):
         from villani.data import load_blocks
 
         self.params, self.root, self.dataset, self.variant = params, root, dataset, variant
@@ -88,7 +89,7 @@ class _SegmentState:
         self.ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
         self.digest = run_digest(params, variant, lam, seed)
         self.blocks = load_blocks(layout.fmt(layout.SPLIT, root, dataset=dataset, split="train"))
-        self.model = model_for_run(params, root, seed).to(device)
+        self.model = model_for_run(params, root, seed, initial=initial).to(device)
         self.decayed = set(decayed_parameter_names(self.model, self.t["decay_params"]))
         self.opt = make_optimizer(self.model, self.t, self.lam, "sgd" if self.kind == "langevin" else "adamw")
         self.sched = make_scheduler(self.opt, self.t, constant=self.kind == "langevin")
@@ -205,7 +206,7 @@ class _SegmentState:
         self.ckpt_losses = []
         out = save_checkpoint(self.root, step=self.step, model=self.model, state=self.state() if with_state else None,
                               meta=meta, **self.ident)
-        self.last_checkpoint = str(layout.fmt(layout.CKPT_WEIGHTS, self.root, step=self.step, **self.ident))
+        self.last_checkpoint = str(layout.fmt(layout.CKPT_DIR, self.root, step=self.step, **self.ident))
         return out
 
 
@@ -255,7 +256,7 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     dataset = params["data"]["name"]
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
-    run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device))
+    run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device), initial=start == 0)
     ident = run.ident
     resumed_from = None
     if start > 0:
@@ -265,7 +266,7 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
                 f"{layout.fmt(layout.CKPT_STATE, root, step=start, **ident)}: written with other parameters "
                 f"(digest {state.get('digest')} ≠ {run.digest}); rerun the earlier segments")
         run.restore(state)
-        run.last_checkpoint = str(layout.fmt(layout.CKPT_WEIGHTS, root, step=start, **ident))
+        run.last_checkpoint = str(layout.fmt(layout.CKPT_DIR, root, step=start, **ident))
     work = _work_path(root, ident)
     step_log = StepLog(layout.fmt(layout.SEGMENT_LOG_PARTIAL, root, step=end, **ident),
                        layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident))
