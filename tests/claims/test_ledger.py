@@ -101,8 +101,8 @@ def test_a_bound_whose_hypotheses_fail_gives_no_statistic(ledger):
 
 
 def test_metrics_codes_match_the_csv(ledger):
-    _, root, rows = ledger
-    codes = claims_metrics(root)["claims"]
+    p, root, rows = ledger
+    codes = claims_metrics(root, p["data"]["name"])["claims"]
     want = {"supported": 1, "inconclusive": 0, "refuted": -1}
     assert all(codes[cid] == want[r["verdict"]] for cid, r in rows.items())
     assert codes["n_supported"] + codes["n_refuted"] + codes["n_inconclusive"] == len(rows)

@@ -42,8 +42,10 @@ def test_wheel_holds_schema_captions_and_license(wheel):
     assert "villani/schemas/params.schema.yaml" in names
     captions = {n for n in names if n.startswith("villani/report/") and n.endswith(".rst")}
     from villani.figures import REGISTRY
+    from villani.figures.paper import REGISTRY as PAPER
 
     assert {f"villani/report/{n}.rst" for n in REGISTRY} | {"villani/report/workflow.rst"} <= captions
+    assert {f"villani/report/paper/{n}.rst" for n in PAPER} <= captions
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()

@@ -75,7 +75,6 @@ def _to_old_layout(root: Path, step: int) -> None:
     save_model naming, ``step{t}.json`` without a config, ``step{t}.state.pt``."""
     from safetensors.torch import save_model
 
-
     p = tiny_params(train=SMALL)
     kw = dict(RUN.wildcards, step=step)
     folder = layout.fmt(layout.CKPT_DIR, root, **kw)

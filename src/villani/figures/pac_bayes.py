@@ -39,55 +39,70 @@ def failure_text(b) -> str:
     return "; ".join(parts)
 
 
-def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
-    b = bounds_frame(params, root)
-    doc = bounds_summary(params, root)
-    summary, vocab = doc["summary"], doc["inputs"]["vocab_size"]
-    pos = b[b["status"] == "ok"].copy()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(DOUBLE, 3.4))
+def draw_kl(ax, pos) -> None:
+    """The left panel: the KL bound / d before clamping against the step, per run group of
+    ``pos`` (the rows with λ > 0), with the zero line and the d/2 terms alone per λ."""
     for (variant, lam), d in pos.groupby(["variant", "lam"], sort=False):
         st = variant_style(variant)
-        a1.plot(d["step"], d["pb_kl_raw"] / d["d"], st["marker"], ls="none", color=lam_color(lam), ms=3.5,
+        ax.plot(d["step"], d["pb_kl_raw"] / d["d"], st["marker"], ls="none", color=lam_color(lam), ms=3.5,
                 label=run_label(variant, lam))
-    a1.axhline(0.0, color="0.2", lw=0.8)
+    ax.axhline(0.0, color="0.2", lw=0.8)
     if len(pos):
         for lam in sorted(pos["lam"].unique()):
-            a1.axhline(0.5 * math.log((1 + lam**2) / (2 * math.pi)), color=lam_color(lam), lw=0.6, ls="--")
-    a1.set(xlabel="optimizer step", ylabel="KL bound / d  (eq. 44, before clamping)",
-           title="the KL bound: below 0 no KL can be\n(dashed: the d/2 terms alone, (1/2)·log((1 + λ²)/2π))")
+            ax.axhline(0.5 * math.log((1 + lam**2) / (2 * math.pi)), color=lam_color(lam), lw=0.6, ls="--")
+    ax.set(xlabel="optimizer step", ylabel="KL bound / d  (eq. 44, before clamping)")
+
+
+def draw_bound(ax, pos, summary: Mapping, vocab: int, width_in: float) -> None:
+    """The right panel: bound vs validation perplexity at the checkpoints of ``pos`` where
+    every hypothesis holds, per run group (legend: ratio, R², r from ``summary``, the
+    dataset's ``bounds.json`` summary), y = x and the vacuous line; when none qualifies, the
+    panel counts the failures of each hypothesis instead (text wrapped to ``width_in``)."""
     ok = pos[pos["pac_bayes_status"] == "ok"]
     if ok.empty:
-        a2.text(0.5, 0.5, wrap("no checkpoint meets the bound's hypotheses:\n" + failure_text(pos), 3.2, 7),
-                transform=a2.transAxes, ha="center", va="center", fontsize=7)
-        a2.set(xticks=[], yticks=[])
-        a2.grid(False)
+        ax.text(0.5, 0.5, wrap("no checkpoint meets the bound's hypotheses:\n" + failure_text(pos), width_in, 7),
+                transform=ax.transAxes, ha="center", va="center", fontsize=7)
+        ax.set(xticks=[], yticks=[])
+        ax.grid(False)
     else:
         for (variant, lam), d in ok.groupby(["variant", "lam"], sort=False):
             st = variant_style(variant)
             pb = summary[variant][layout.format_lam(lam)]["pac_bayes"]
             x, y = d["val_ppl"].to_numpy(float), d["pb_ppl_bound"].to_numpy(float)
-            a2.scatter(x, y, color=lam_color(lam), marker=st["marker"], s=14,
+            ax.scatter(x, y, color=lam_color(lam), marker=st["marker"], s=14,
                        label=f"{run_label(variant, lam)}: ratio {fmt_num(pb['mean_ratio'])}, R² {fmt_num(pb['r2'])}, "
                              f"r {fmt_num(pb['pearson_r'])} ({pb['n_applicable']}/{pb['n_checkpoints']} checkpoints)")
             vac = d["pb_vacuous"].astype(bool).to_numpy()
             if vac.any():
-                a2.scatter(x[vac], y[vac], facecolors="none", edgecolors="red", s=50, lw=1.0)
+                ax.scatter(x[vac], y[vac], facecolors="none", edgecolors="red", s=50, lw=1.0)
         finite = ok[np.isfinite(ok["pb_ppl_bound"])]
         vals = np.concatenate([finite["val_ppl"], finite["pb_ppl_bound"]]) if len(finite) else np.array([1.0, 10.0])
         lo, hi = vals.min() / 1.3, vals.max() * 1.3
-        a2.plot([lo, hi], [lo, hi], color="0.3", lw=0.8, ls="--", label="y = x")
-        a2.axhline(vocab, color="red", lw=0.8, ls=":", label=f"vacuous: bound ≥ vocabulary size {vocab}")
-        a2.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, max(hi, vocab * 1.3)))
-        plain_log_ticks(a2)
-        a2.legend(loc="upper left")
-    a2.set(xlabel="validation perplexity", ylabel="bound as perplexity, exp(R̂ + complexity)",
-           title="PAC-Bayes bound vs validation perplexity\nwhere every hypothesis holds")
+        ax.plot([lo, hi], [lo, hi], color="0.3", lw=0.8, ls="--", label="y = x")
+        ax.axhline(vocab, color="red", lw=0.8, ls=":", label=f"vacuous: bound ≥ vocabulary size {vocab}")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, max(hi, vocab * 1.3)))
+        plain_log_ticks(ax)
+        ax.legend(loc="upper left")
+    ax.set(xlabel="validation perplexity", ylabel="bound as perplexity, exp(R̂ + complexity)")
+
+
+COLUMNS = ["dataset", "variant", "lam", "seed", "step", "d", "val_ppl", "pb_risk_hat", "pb_kl_raw", "pb_kl_used",
+           "pb_complexity", "pb_risk_bound", "pb_ppl_bound", "pb_ppl_ratio", "pb_vacuous", "hyp_kl_nonneg",
+           "hyp_loss_le_1", "pac_bayes_status", "status"]
+
+
+def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
+    b = bounds_frame(params, root)
+    doc = bounds_summary(params, root)
+    pos = b[b["status"] == "ok"].copy()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(DOUBLE, 3.4))
+    draw_kl(a1, pos)
+    a1.set(title="the KL bound: below 0 no KL can be\n(dashed: the d/2 terms alone, (1/2)·log((1 + λ²)/2π))")
+    draw_bound(a2, pos, doc["summary"], doc["inputs"]["vocab_size"], 3.2)
+    a2.set(title="PAC-Bayes bound vs validation perplexity\nwhere every hypothesis holds")
     handles, labels = a1.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3)
-    n, k = len(pos), len(ok)
+    n, k = len(pos), int((pos["pac_bayes_status"] == "ok").sum())
     fig.suptitle(wrap(f"{params['data']['name']}: PAC-Bayes bound (eq. 43–44, β = 1/λ) — its hypotheses hold at {k} "
                       f"of {n} checkpoints with λ > 0" + ("" if k else "; no bound is shown"), DOUBLE))
-    cols = ["dataset", "variant", "lam", "seed", "step", "d", "val_ppl", "pb_risk_hat", "pb_kl_raw", "pb_kl_used",
-            "pb_complexity", "pb_risk_bound", "pb_ppl_bound", "pb_ppl_ratio", "pb_vacuous", "hyp_kl_nonneg",
-            "hyp_loss_le_1", "pac_bayes_status", "status"]
-    return save(fig, b[[c for c in cols if c in b.columns]], params, root, name)
+    return save(fig, b[[c for c in COLUMNS if c in b.columns]], params, root, name)

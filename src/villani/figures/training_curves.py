@@ -90,9 +90,13 @@ def envelopes(params: Mapping, root, num: int = 121) -> tuple[pd.DataFrame, pd.D
 
 
 def draw_curves(ax_loss, ax_theta, data: pd.DataFrame) -> None:
+    """Loss (and ‖θ‖², unless ``ax_theta`` is None) of :func:`curves`, mean ± s.e.m. per run
+    group: colour = λ, line style = update rule; the loss lines carry :func:`run_label`."""
     for (variant, lam), d in data.groupby(["variant", "lam"], sort=False):
         st = variant_style(variant)
         for ax, col in ((ax_loss, "loss"), (ax_theta, "theta_sq")):
+            if ax is None:
+                continue
             m, s = d[f"{col}_mean"].to_numpy(), d[f"{col}_sem"].to_numpy()
             ax.plot(d["step"], m, ls=st["ls"], color=lam_color(lam), lw=1.1,
                     label=run_label(variant, lam) if ax is ax_loss else None)

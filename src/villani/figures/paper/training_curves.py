@@ -1,10 +1,13 @@
 """Fig 5 across datasets: training loss vs step, one panel per dataset (the paper's PTB
 and WikiText-103 panels).
 
-Each panel is the left panel of the per-dataset Fig 5 (:mod:`villani.figures.training_curves`):
-the per-step loss smoothed by a centred moving average of max(1, T/40) steps, mean ± 1
-s.e.m. over seeds per λ, noise-injection runs dashed. Every panel has its own step axis
-(the datasets train for different numbers of steps); λ has the same colour in all.
+Each panel is the left panel of the per-dataset Fig 5 (:mod:`villani.figures.training_curves`:
+:func:`~villani.figures.training_curves.curves` and
+:func:`~villani.figures.training_curves.draw_curves`): the per-step loss smoothed by a
+centred moving average of max(1, T/40) steps, mean ± 1 s.e.m. over seeds, colour = λ and
+line style = update rule, as in every figure. Every panel has its own step axis (the
+datasets train for different numbers of steps); one legend below the panels names every
+run group of every dataset. Drawn at print width (:data:`~villani.figures.style.DOUBLE`).
 """
 
 from __future__ import annotations
@@ -14,22 +17,25 @@ from typing import Callable, Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from villani.figures.style import DOUBLE, wrap
 from villani.figures.training_curves import curves, draw_curves
 from villani.plan.config import dataset_names, dataset_params
 
 
 def render(doc: Mapping, root, *, name: str, save: Callable) -> list[str]:
     names = dataset_names(doc)
-    fig, axes = plt.subplots(1, len(names), figsize=(5.6 * len(names), 4.2), squeeze=False)
-    tables = []
+    fig, axes = plt.subplots(1, len(names), figsize=(DOUBLE, 3.2), squeeze=False)
+    tables, legend = [], {}
     for ax, ds in zip(axes[0], names):
         data = curves(dataset_params(doc, ds), root)
         draw_curves(ax, None, data)
-        ax.set(xlabel="optimizer step", ylabel="training loss L (nats/token)",
-               title=f"{ds}: mean ± s.e.m. over {int(data['n_seeds'].max())} seed(s)")
-        ax.legend(fontsize=7)
+        n = int(data["n_seeds"].max())
+        ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)",
+               title=f"{ds}\n±1 s.e.m. over {n} seed{'s' if n > 1 else ''}")
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
         tables.append(data.assign(dataset=ds))
-    fig.suptitle("Training loss across weight decay λ", y=1.02)
-    fig.tight_layout()
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3)
+    fig.suptitle(wrap("Training loss across weight decay λ, every update rule, per corpus", DOUBLE))
     table = pd.concat(tables, ignore_index=True)
     return save(fig, table[["dataset"] + [c for c in table.columns if c != "dataset"]], doc, root, name)
