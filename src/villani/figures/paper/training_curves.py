@@ -31,7 +31,7 @@ def render(doc: Mapping, root, *, name: str, save: Callable) -> list[str]:
         draw_curves(ax, None, data)
         n = int(data["n_seeds"].max())
         ax.set(xlabel="optimizer step", ylabel="training loss (nats/token)",
-               title=f"{ds}\n±1 s.e.m. over {n} seed{'s' if n > 1 else ''}")
+               title=f"{ds}\n" + (f"mean ± 1 s.e.m. over {n} seeds" if n > 1 else "one seed (no s.e.m.)"))
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
         tables.append(data.assign(dataset=ds))
