@@ -67,7 +67,8 @@ def test_the_pretrained_model_is_saved_once_and_beta_starts_from_it(two):
     from safetensors.torch import load_file
 
     doc, work = two
-    assert not (work / "results/pretrained/alpha").exists()  # alpha has no model.name
+    alpha = json.loads((work / "results/pretrained/alpha/pretrained.json").read_text())
+    assert alpha["name"] is None and not (work / "results/pretrained/alpha/config.json").exists()  # no model.name
     record = json.loads((work / "results/pretrained/beta/pretrained.json").read_text())
     assert record["name"] == "corpora/neo" and record["init"] == "pretrained" and record["weights_sha256"]
     assert json.loads((work / "results/fetch/beta.json").read_text())["model"]["where"] == "local"

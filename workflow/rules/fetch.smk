@@ -1,5 +1,6 @@
 # On the submit host (login node, which has internet): the corpus, tokenizer and model
-# into the Hugging Face cache, and the named model's files into results/pretrained/.
+# into the Hugging Face cache, and the named model's files into results/pretrained/
+# (pretrained.json for every dataset: name null without model.name, as DVC's stage).
 # Every later job reads only the cache and results/ (HF_HUB_OFFLINE=1 is safe).
 localrules:
     fetch,
@@ -28,8 +29,7 @@ rule pretrained:
     input:
         targets.pattern(layout.FETCH_RECORD),
     output:
-        config=targets.pattern(layout.PRETRAINED_CONFIG),
-        record=targets.pattern(layout.PRETRAINED_META),
+        targets.pattern(layout.PRETRAINED_META),
     log:
         "results/logs/pretrained/{dataset}.log",
     conda:

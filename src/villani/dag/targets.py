@@ -37,12 +37,12 @@ def fetch_record(params: Mapping) -> str:
 
 
 def pretrained_files(params: Mapping) -> list[str]:
-    """The declared files of the pretrained stage (config.json, pretrained.json) when
-    ``model.name`` is set — what every run starts from — else none."""
-    if not params["model"].get("name"):
-        return []
-    ds = params["data"]["name"]
-    return [str(layout.fmt(p, ROOT, dataset=ds)) for p in (layout.PRETRAINED_CONFIG, layout.PRETRAINED_META)]
+    """The declared output of the pretrained stage, ``pretrained.json`` — what every run
+    starts from. It is written for every dataset (``name`` null without ``model.name``, as
+    the DVC stage writes it), last, with the sha256 of the config and weights saved beside
+    it, which every reader verifies; those files are not declared (they exist only for a
+    named model)."""
+    return [str(layout.fmt(layout.PRETRAINED_META, ROOT, dataset=params["data"]["name"]))]
 
 
 def data_files(params: Mapping) -> dict[str, str]:
