@@ -169,11 +169,12 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     else:
         notes = draw_envelope(a3, measured, env)
     a3.set(xlabel="optimizer step", ylabel="F(θ_t) − F*, F* = 0 (nats/token)",
-           title="F at the checkpoints; envelope\neq. (41) solid, (38)+(40) dotted")
+           title="F at the checkpoints\nand its envelopes")
     handles, labels = a1.get_legend_handles_labels()
     handles += [plt.Line2D([], [], color="0.3", marker="o", ls="none", mfc="none", ms=3.5),
-                plt.Line2D([], [], color="none")]
-    labels += ["hollow: a hypothesis of eq. (41) fails there", ""]
+                plt.Line2D([], [], color="0.3", lw=1.0), plt.Line2D([], [], color="0.3", ls=":", lw=1.3)]
+    labels += ["hollow: a hypothesis of eq. (41) fails there", "right, solid: envelope eq. (41) as printed",
+               "right, dotted: envelope (38)+(40)"]
     for text in notes:
         handles.append(plt.Line2D([], [], color="none"))
         labels.append(wrap(text, DOUBLE / 2 - 0.5, 7))
