@@ -6,10 +6,11 @@ from villani.dag.jobs import params_args, runtime_minutes
 from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
 from villani.figures.dvc_plots import plot_outputs
 from villani.plan import layout
-from villani.plan.config import ParamsError, resolve
+from villani.plan.config import ParamsError, check_files, resolve
 from villani.plan.digest import stage_digest
 
 try:
+    check_files(workflow.configfiles)
     P = resolve(config, source=", ".join(map(str, workflow.configfiles)) or "config")
 except ParamsError as e:
     raise WorkflowError(str(e)) from None
