@@ -109,6 +109,27 @@ def read_json(path: str | Path, what: str = "JSON file") -> Any:
     except OSError as e:
         raise ValueError(f"{path}: cannot read {what} ({e.strerror})") from None
     try:
-        return json.loads(text)
+        doc = json.loads(text, parse_constant=_NonFinite)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: {what} is corrupt or truncated (JSON error at line {e.lineno}: {e.msg})") from None
+    bad = _first_non_finite(doc)
+    if bad is not None:
+        key, const = bad
+        raise ValueError(f"{path}: {key or '(top level)'}: {const} is invalid (expected a number; villani writes "
+                         "undefined values as null and ±inf as \"inf\"/\"-inf\", never NaN)")
+    return doc
+
+
+class _NonFinite(str):
+    """A JSON constant NaN, Infinity or -Infinity (Python's reader accepts them; strict JSON has none)."""
+
+
+def _first_non_finite(obj: Any, key: str = "") -> tuple[str, str] | None:
+    if isinstance(obj, _NonFinite):
+        return key, str(obj)
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        found = _first_non_finite(v, f"{key}[{k}]" if isinstance(k, int) else (f"{key}.{k}" if key else str(k)))
+        if found is not None:
+            return found
+    return None

@@ -79,7 +79,7 @@ class _SegmentState:
     step and token counters) — the run's identity is :class:`villani.plan.runs.Run`."""
 
     def __init__(self, params: Mapping, root, dataset: str, variant: str, lam: float, seed: int, device):
-        from villani.data import load_blocks
+        from villani.data import load_split
 
         self.params, self.root, self.dataset, self.variant = params, root, dataset, variant
         self.lam, self.seed, self.device = float(lam), int(seed), device
@@ -87,7 +87,7 @@ class _SegmentState:
         self.kind = variant_kind(variant)
         self.ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
         self.digest = run_digest(params, variant, lam, seed)
-        self.blocks = load_blocks(layout.fmt(layout.SPLIT, root, dataset=dataset, split="train"))
+        self.blocks = load_split(params, root, "train")
         self.model = model_for_run(params, root, seed).to(device)
         self.decayed = set(decayed_parameter_names(self.model, self.t["decay_params"]))
         self.opt = make_optimizer(self.model, self.t, self.lam, "sgd" if self.kind == "langevin" else "adamw")
