@@ -52,6 +52,7 @@ from villani.training.optim import (
     make_optimizer,
     make_scheduler,
 )
+from villani.training.provenance import trained_params
 from villani.training.step_log import StepLog, tensorboard_writer, write_scalars
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,8 @@ class _SegmentState:
             "update_rule": self.kind, "lr_peak": float(self.t["lr"]), "langevin_beta": self.beta,
             "decayed_params": sorted(self.decayed),
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
-            "digest": self.digest, "device": self.device.type,
+            "digest": self.digest, "train_params": trained_params(self.params, self.variant),
+            "device": self.device.type,
             "precision": "bf16" if self.autocast._enabled else "fp32",
         }
         self.ckpt_losses = []
