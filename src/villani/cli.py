@@ -349,11 +349,43 @@ COMMANDS = {
 }
 
 
+# commands that write nothing under --results
+READ_ONLY = {"validate", "profile", "diagnose"}
+
+
+def _check_writable(results: str) -> None:
+    """Before any work: ``results`` (or the folder it would be created in) must accept a new
+    file — a read-only or unwritable results/ is reported now, not after the computation."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(results).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder (--results {results})")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".villani-write-check-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{folder}: cannot write results there ({e.strerror}); nothing was computed") from None
+
+
+def _target_of_temp(filename) -> str:
+    """The file an atomic write was producing, for a temporary ``.<name>.<hex>.tmp`` beside it."""
+    import re
+    from pathlib import Path
+
+    m = re.fullmatch(r"\.(.+)\.[0-9a-f]{12}\.tmp", Path(str(filename)).name)
+    return str(Path(str(filename)).with_name(m.group(1))) if m else str(filename)
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-        return f"{e.filename or 'disk'}: no space left on device; earlier results are intact (writes are atomic)"
+        return (f"{_target_of_temp(e.filename or 'disk')}: no space left on device; earlier results are intact "
+                "(writes are atomic)")
     if isinstance(e, OSError) and e.filename:
-        return f"{e.filename}: {e.strerror}"
+        return f"{_target_of_temp(e.filename)}: {e.strerror}"
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
 
@@ -366,6 +398,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit status 0, 2 (an error a user can fix: one line) or 130
+    (interrupted by Ctrl-C / SIGINT: one line; atomic writes leave no partial output)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command started (parsing, imports)
+        if os.environ.get("VILLANI_TRACEBACK"):
+            raise
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+
+
+INTERRUPTED = "villani: interrupted; no partial output was written (earlier results are intact)"
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     from villani.plan.config import ParamsError
     from villani.training import TrainingDiverged
@@ -378,7 +425,14 @@ def main(argv: list[str] | None = None) -> int:
         from villani.progress import configure_logging
 
         configure_logging(args.log_level, args.progress_interval)
+        if args.command not in READ_ONLY:
+            _check_writable(args.results)
         COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        if args.traceback or os.environ.get("VILLANI_TRACEBACK"):
+            raise
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
     except (ParamsError, TrainingDiverged, ValueError, OSError) as e:
         if args.traceback or os.environ.get("VILLANI_TRACEBACK"):
             raise
