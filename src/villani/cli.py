@@ -118,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--basis-device", default=None, help="where the Lanczos basis is kept (default: the model's "
                     "device; cpu: host memory, for models that fill the GPU)")
     dg.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RESULTS/diagnose/<model>)")
+    rl = sub.add_parser("run-lock", parents=[common], help="run a Snakemake command holding RESULTS/.villani.lock "
+                        "(one run at a time; a killed run's stale Snakemake lock is removed first): "
+                        "villani run-lock -- snakemake …")
+    rl.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     return parser
@@ -332,6 +336,15 @@ def cmd_prune(args) -> None:
     print(f"{len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
 
 
+def cmd_run_lock(args) -> None:
+    from villani.dag.run_lock import run_locked
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    rc = run_locked(cmd, root=args.results)
+    if rc:
+        raise SystemExit(rc)
+
+
 def cmd_profile(args) -> None:
     from villani.dag.profiles import install_profile
 
@@ -345,7 +358,7 @@ COMMANDS = {
     "validate": cmd_validate, "fetch": cmd_fetch, "tokenize": cmd_tokenize, "train": cmd_train, "measure": cmd_measure,
     "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds, "cost": cmd_cost, "figures": cmd_figures,
     "claims": cmd_claims, "metrics": cmd_metrics, "prune": cmd_prune, "diagnose": cmd_diagnose,
-    "profile": cmd_profile,
+    "profile": cmd_profile, "run-lock": cmd_run_lock,
 }
 
 
