@@ -199,3 +199,23 @@ def test_nonfinite_skip_mode_finishes(tmp_path, tiny_data_root, monkeypatch):
     log = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, root, step=24, **RUN))
     assert log["skipped"].sum() == 1
     assert torch.isfinite(torch.tensor(read_meta(root, step=24, **RUN)["theta_sq_norm"]))
+
+
+def test_stale_temporaries_of_a_killed_writer_are_removed_by_the_next_segment(tmp_path, tiny_data_root):
+    """A SIGKILL during an atomic write leaves `.<name>.<hex>.tmp` (the writer cannot clean up);
+    the next training job of that run removes such files from its own folders only."""
+    p = tiny_params(train={"steps": 20, "segments": 1, "checkpoints": {"count": 2}})
+    root = _data(tmp_path, tiny_data_root)
+    ckpt = layout.fmt(layout.CKPT_WEIGHTS, root, step=10, **RUN).parent
+    work = layout.fmt(layout.WORK_DIR, root, **RUN)
+    measure = layout.fmt(layout.MEASURE_JSON, root, step=10, **RUN).parent
+    planted = [ckpt / ".step0000010.safetensors.0123456789ab.tmp", work / ".state.pt.a1b2c3d4e5f6.tmp",
+               measure / ".step0000010.json.0123456789ab.tmp"]
+    keep = ckpt / ".notes.tmp"  # not an atomic-write temporary: left alone
+    for f in [*planted, keep]:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"torn")
+    train_segment(p, end=20, root=root, device="cpu", progress=False, **{k: RUN[k] for k in ("variant", "lam", "seed")})
+    assert not planted[0].exists() and not planted[1].exists()
+    assert planted[2].exists(), "measure/ has its own writers: not swept by training"
+    assert keep.exists()
