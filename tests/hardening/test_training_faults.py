@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,14 @@ def _data(root: Path, tiny_data_root: Path) -> Path:
 def _cli(params: Path, root: Path, *extra) -> list[str]:
     return [sys.executable, "-m", "villani.cli", "train", "--params", str(params), "--results", str(root),
             "--lam", "0.01", "--seed", "0", "--device", "cpu", *extra]
+
+
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING) villani[.\w]*: ")
+
+
+def _non_log_lines(stderr: str) -> list[str]:
+    """stderr without the timestamped progress/log lines a job writes while it works."""
+    return [ln for ln in stderr.strip().splitlines() if not _LOG_LINE.match(ln)]
 
 
 def _final_sha(root: Path, p) -> str:
@@ -88,7 +97,7 @@ def test_disk_full_mid_training_is_one_line_and_keeps_earlier_results(tmp_path, 
         root = _data(mnt / "results", tiny_data_root)
         out = subprocess.run(_cli(params, root, "--all"), capture_output=True, text=True)
         assert out.returncode == 2, out.stderr
-        err = out.stderr.strip().splitlines()
+        err = _non_log_lines(out.stderr)
         assert len(err) == 1 and "no space left on device" in err[0], out.stderr
         written = [s for s in checkpoint_steps(p["train"])
                    if layout.fmt(layout.CKPT_META, root, step=s, **RUN).exists()]
@@ -139,7 +148,7 @@ def trained(tmp_path, tiny_data_root):
 def _one_line_error(cmd) -> str:
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 2, (out.stdout, out.stderr)
-    lines = out.stderr.strip().splitlines()
+    lines = _non_log_lines(out.stderr)
     assert len(lines) == 1 and lines[0].startswith("villani: error: "), out.stderr
     return lines[0]
 
