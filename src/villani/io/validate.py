@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["invalid", "number", "integer", "text", "digest_hex", "measure_record", "measure_samples",
+__all__ = ["invalid", "missing", "number", "integer", "text", "digest_hex", "measure_record", "measure_samples",
            "data_stats", "token_blocks", "checkpoint_meta", "work_state", "columns", "MAX_VOCAB"]
 
 MAX_VOCAB = 10_000_000  # larger than any tokenizer's vocabulary; a bigger vocab_size is a damaged file
