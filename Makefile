@@ -36,11 +36,15 @@ lock:
 profile: install
 	$(BIN)/villani profile install $(ARGS)
 
+# One run at a time; after a killed run, the next one removes Snakemake's stale lock itself
+# (villani.dag.run_lock).
 run: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock -- $(BIN)/snakemake --profile profiles/local
 
-dryrun: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local -n
+dry# One run at a time; after a killed run, the next one removes Snakemake's stale lock itself
+# (villani.dag.run_lock).
+run: install
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock -- $(BIN)/snakemake --profile profiles/local -n
 
 # Snakemake's own checks of the workflow files (also run by the test suite)
 lint: install

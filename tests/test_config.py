@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO, tiny_params
-from villani.plan.config import ParamsError, load_params, resolve
+from villani.plan.config import ParamsError, load_params, load_schema, resolve
 from villani.plan.digest import stage_digest
 
 
@@ -90,3 +90,35 @@ def test_unreadable_and_malformed_files(tmp_path):
     broken.write_text("train: {lambdas: [0.1\n")
     with pytest.raises(ParamsError, match="not valid YAML"):
         load_params([broken])
+
+
+@pytest.mark.parametrize("doc, key, fragment", [
+    ({"train": {"lr": float("nan")}}, "train.lr", "finite"),
+    ({"measure": {"s_values": [1.0, float("inf")]}}, "measure.s_values[1]", "finite"),
+    ({"model": {"config": {"layer_norm_epsilon": float("nan")}}}, "model.config.layer_norm_epsilon", "finite"),
+    ({"measure": {"num_probes": 10**9}}, "measure.num_probes", "≥ 2 and ≤ 100000"),
+    ({"train": {"steps": 10**12}}, "train.steps", "≤ 100000000"),
+    ({"data": {"name": "a" * 300}}, "data.name", "at most 64 characters"),
+    ({"data": {"name": "pydoc\n"}}, "data.name", "without newlines"),
+    ({"data": {"source": "hf:x\n"}}, "data.source", "without newlines"),
+])
+def test_nan_huge_and_multiline_values_name_the_key(doc, key, fragment):
+    with pytest.raises(ParamsError) as e:
+        resolve(doc, source="p.yaml")
+    msg = str(e.value)
+    assert "\n" not in msg and f"p.yaml: {key}:" in msg and fragment in msg, msg
+
+
+def test_patterns_match_the_whole_text():
+    """`$` matches before a final newline; every pattern of the schema ends in \\Z."""
+    import re
+
+    def patterns(node):
+        if isinstance(node, dict):
+            if "pattern" in node:
+                yield node["pattern"]
+            for v in node.values():
+                yield from patterns(v)
+    found = list(patterns(load_schema()))
+    assert found and all(p.endswith(r"\Z") for p in found), found
+    assert not re.search(found[0], "pydoc\n")

@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--basis-device", default=None, help="where the Lanczos basis is kept (default: the model's "
                     "device; cpu: host memory, for models that fill the GPU)")
     dg.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RESULTS/diagnose/<model>)")
+    rl = sub.add_parser("run-lock", parents=[common], help="run a Snakemake command holding RESULTS/.villani.lock "
+                        "(one run at a time; a killed run's stale Snakemake lock is removed first): "
+                        "villani run-lock -- snakemake …")
+    rl.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
@@ -409,6 +413,15 @@ def cmd_convert_checkpoints(args) -> None:
                 print(f"{run.path(layout.RUN_DIR, args.results)}: converted {len(steps)} checkpoints")
 
 
+def cmd_run_lock(args) -> None:
+    from villani.dag.run_lock import run_locked
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    rc = run_locked(cmd, root=args.results)
+    if rc:
+        raise SystemExit(rc)
+
+
 def cmd_profile(args) -> None:
     from villani.dag.profiles import install_profile
 
@@ -423,15 +436,47 @@ COMMANDS = {
     "train": cmd_train, "measure": cmd_measure, "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds,
     "cost": cmd_cost, "figures": cmd_figures, "claims": cmd_claims, "metrics": cmd_metrics, "paper": cmd_paper,
     "prune": cmd_prune, "convert-checkpoints": cmd_convert_checkpoints, "diagnose": cmd_diagnose,
-    "profile": cmd_profile,
+    "profile": cmd_profile, "run-lock": cmd_run_lock,
 }
+
+
+# commands that write nothing under --results
+READ_ONLY = {"validate", "profile", "diagnose"}
+
+
+def _check_writable(results: str) -> None:
+    """Before any work: ``results`` (or the folder it would be created in) must accept a new
+    file — a read-only or unwritable results/ is reported now, not after the computation."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(results).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder (--results {results})")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".villani-write-check-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{folder}: cannot write results there ({e.strerror}); nothing was computed") from None
+
+
+def _target_of_temp(filename) -> str:
+    """The file an atomic write was producing, for a temporary ``.<name>.<hex>.tmp`` beside it."""
+    import re
+    from pathlib import Path
+
+    m = re.fullmatch(r"\.(.+)\.[0-9a-f]{12}\.tmp", Path(str(filename)).name)
+    return str(Path(str(filename)).with_name(m.group(1))) if m else str(filename)
 
 
 def _one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-        return f"{e.filename or 'disk'}: no space left on device; earlier results are intact (writes are atomic)"
+        return (f"{_target_of_temp(e.filename or 'disk')}: no space left on device; earlier results are intact "
+                "(writes are atomic)")
     if isinstance(e, OSError) and e.filename:
-        return f"{e.filename}: {e.strerror}"
+        return f"{_target_of_temp(e.filename)}: {e.strerror}"
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
 
@@ -444,6 +489,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit status 0, 2 (an error a user can fix: one line) or 130
+    (interrupted by Ctrl-C / SIGINT: one line; atomic writes leave no partial output)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command started (parsing, imports)
+        if os.environ.get("VILLANI_TRACEBACK"):
+            raise
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+
+
+INTERRUPTED = "villani: interrupted; no partial output was written (earlier results are intact)"
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     from villani.plan.config import ParamsError
     from villani.training import TrainingDiverged
@@ -456,7 +516,14 @@ def main(argv: list[str] | None = None) -> int:
         from villani.progress import configure_logging
 
         configure_logging(args.log_level, args.progress_interval)
+        if args.command not in READ_ONLY:
+            _check_writable(args.results)
         COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        if args.traceback or os.environ.get("VILLANI_TRACEBACK"):
+            raise
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
     except (ParamsError, TrainingDiverged, ValueError, OSError) as e:
         if args.traceback or os.environ.get("VILLANI_TRACEBACK"):
             raise

@@ -139,3 +139,18 @@ def test_tokenize_records_revision_and_commit_of_a_local_source(tmp_path, make_c
     data = write_splits(tmp_path / "local", "text", {s: make_lines(s, 80) for s in ("train", "validation", "test")})
     stats = tokenize(make_cfg(source=f"hf:{data}", seq_len=16), tmp_path / "out")
     assert stats["revision"] is None and stats["source_commit"] is None
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("caf\u00e9 au lait\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3, line 1"),
+    (b"text\n" + bytes(range(256)), "is not UTF-8 text (byte 0x80"),
+    (b"PK\x03\x04\x00\x00\x00", "holds NUL bytes"),
+])
+def test_a_latin1_or_binary_file_names_the_file_and_split(tmp_path, make_cfg, make_lines, content, fragment):
+    good = tmp_path / "train.txt"
+    good.write_text("\n".join(make_lines("t", 20)))
+    bad = tmp_path / "valid.bin"
+    bad.write_bytes(content)
+    msg = one_line_error(make_cfg(source="files", files={"train": str(good), "validation": str(bad)}),
+                         r"^data\.files\.validation: ")
+    assert str(bad) in msg and fragment in msg, msg

@@ -7,17 +7,20 @@ Valid documents build a complete static DAG (every target list, and for a sample
 from __future__ import annotations
 
 import copy
+import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO, TINY
 from villani.dag import targets
 from villani.figures import figure_outputs
-from villani.plan.config import ParamsError, deep_merge, dump_yaml, read_yaml, resolve
+from villani.plan.config import ParamsError, deep_merge, dump_yaml, load_params, read_yaml, resolve
 from villani.plan.runs import runs
 from villani.plan.schedule import checkpoint_steps, segment_ends
 
@@ -37,9 +40,18 @@ def _walk(d, prefix=()):
 
 _walk(BASE)
 
+def _alias_bomb(width=10, depth=6):
+    """What YAML aliases build (`b: &b [*a, *a, …]`): shared lists that expand to width**depth values."""
+    node = [1] * width
+    for _ in range(depth):
+        node = [node] * width
+    return node
+
+
 values = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 500), st.floats(-1.0, 1e4), st.sampled_from([float("nan"), float("inf")]),
-    st.text(max_size=8), st.lists(st.floats(-0.1, 0.1, allow_nan=False), max_size=4),
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(10**8, 10**18), st.just(_alias_bomb()),
+    st.text(max_size=8), st.text(max_size=8).map(lambda t: t + "\n"), st.text(min_size=65, max_size=400), st.lists(st.floats(-0.1, 0.1, allow_nan=False), max_size=4),
     st.lists(st.integers(-2, 50), max_size=4), st.sampled_from(["builtin:pydoc", "hf:x", "files", "bpe", "linear"]),
     st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
 )
@@ -59,7 +71,21 @@ def documents(draw):
             node[path[-1]] = draw(values)
     if draw(st.integers(0, 9)) == 0:
         doc[draw(st.text(min_size=1, max_size=6))] = draw(values)
+    if draw(st.integers(0, 9)) == 0 and isinstance(doc.get("model"), dict) and isinstance(
+            doc["model"].get("config"), dict):  # free-form keys
+        doc["model"]["config"][draw(st.text(min_size=1, max_size=6))] = draw(values)
     return doc
+
+
+def _leaves(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, path + (i,))
+    else:
+        yield path, node
 
 
 def _check_dag(p):
@@ -81,9 +107,51 @@ def test_random_documents_validate_cleanly(doc):
         p = resolve(doc, source="p.yaml")
     except ParamsError as e:
         msg = str(e)
-        assert "\n" not in msg and msg.startswith("p.yaml: ")
+        assert "\n" not in msg and msg.startswith("p.yaml: ") and len(msg) < 400
         return
+    for path, v in _leaves(p):  # nothing a job could trip on later
+        assert not (isinstance(v, float) and not math.isfinite(v)), path
+        assert not (isinstance(v, str) and any(c in v for c in "\n\r\x00")), path
+    assert len(p["data"]["name"]) <= 64 and p["measure"]["num_probes"] <= 100_000 and p["train"]["steps"] <= 10**8
     _check_dag(p)
+
+
+@st.composite
+def yaml_texts(draw):
+    """A parameter file as text with one fault: a duplicate key, an alias bomb, NaN or an empty document."""
+    fault = draw(st.sampled_from(["duplicate", "bomb", "nan", "empty", "newline"]))
+    key = draw(st.sampled_from(["steps", "lr", "batch_size"]))
+    pad = draw(st.integers(0, 5))
+    head = "# comment\n" * pad
+    if fault == "duplicate":
+        return fault, pad + 3, head + f"train:\n  {key}: 3\n  {key}: 4\n"
+    if fault == "bomb":
+        lines = ["model:", "  config:", "    l0: &l0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+        for i in range(1, draw(st.integers(6, 12))):
+            lines.append(f"    l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]")
+        return fault, None, head + "\n".join(lines) + "\n"
+    if fault == "nan":
+        return fault, None, head + f"train:\n  {key}: {draw(st.sampled_from(['.nan', '.NaN', '.inf', '-.inf']))}\n"
+    if fault == "newline":
+        return fault, None, head + 'data:\n  name: "pydoc\\n"\n'
+    return fault, None, head + draw(st.sampled_from(["", "---\n", "# nothing\n", "~\n"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(yaml_texts())
+def test_faulty_yaml_files_are_one_line_errors(tmp_path, case):
+    fault, line, text = case
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(ParamsError) as e:
+        load_params([path])
+    msg = str(e.value)
+    assert time.perf_counter() - t0 < 5  # an alias bomb is refused, not expanded
+    assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+    expect = {"duplicate": f"line {line}: duplicate key", "bomb": "alias", "nan": "finite", "empty": "empty",
+              "newline": "data.name"}[fault]
+    assert expect in msg, msg
 
 
 @st.composite

@@ -4,7 +4,8 @@
   train (byte-level BPE) or load (pretrained) the tokenizer, cut each split's token
   stream into contiguous blocks of ``seq_len`` tokens, write ``tokenizer.json``,
   ``{split}.parquet`` and ``stats.json`` to ``out_dir``; return the stats.
-- ``load_blocks(path) -> torch.LongTensor (N, seq_len)``: read one split's blocks.
+- ``load_blocks(path) -> torch.LongTensor (N, seq_len)``: read one split's blocks;
+  ``load_split(params, root, split)``: the same, checked against ``stats.json`` (what stages use).
 - ``load_tokenizer(out_dir) -> transformers.PreTrainedTokenizerFast``: the saved tokenizer.
 
 The stats are read back with :func:`villani.io.results.read_stats`. ``villani fetch`` (``villani.data.fetch.fetch(params) -> dict``) downloads once what
@@ -15,8 +16,8 @@ Details per module: ``sources`` (text per split), ``hub`` (the Hugging Face cach
 ``fetch``, ``tokenizer``, ``blocks``, ``stage``.
 """
 
-from villani.data.blocks import load_blocks
+from villani.data.blocks import load_blocks, load_split
 from villani.data.stage import tokenize
 from villani.data.tokenizer import load_tokenizer
 
-__all__ = ["tokenize", "load_blocks", "load_tokenizer"]
+__all__ = ["tokenize", "load_blocks", "load_split", "load_tokenizer"]

@@ -10,6 +10,10 @@
 - ``load_blocks(path)`` reads such a file back as a ``torch.LongTensor (N, seq_len)``.
   A truncated, corrupt or wrong-schema file raises a one-line ``ValueError`` naming the
   file and the problem.
+- ``load_split(params, root, split)`` is how a stage reads a split: ``load_blocks`` of the
+  params' dataset, checked against its ``stats.json`` — the file's sha256, the block length
+  ``data.seq_len``, every id below ``vocab_size``, the number of blocks — so a token file
+  from another tokenization or damaged on disk is named instead of indexing out of range.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from villani.io.atomic import write_with
+from villani.io import validate
+from villani.io.atomic import sha256_file, write_with
 
 COLUMN = "input_ids"
 _ROW_GROUP = 65536
@@ -87,3 +92,24 @@ def load_blocks(path: str | Path):
     if flat.min() < 0:
         raise ValueError(f"{path}: negative token id {int(flat.min())}")
     return torch.from_numpy(flat.reshape(table.num_rows, seq_len))
+
+
+def load_split(params, root, split: str):
+    """The blocks of ``split`` of the params' dataset, checked against its ``stats.json``
+    (:func:`villani.io.validate.token_blocks`); one-line ValueError naming file and field."""
+    from villani.io.results import data_stats
+    from villani.plan import layout
+
+    dataset = params["data"]["name"]
+    stats = data_stats(params, root)
+    stats_path = layout.fmt(layout.DATA_STATS, root, dataset=dataset)
+    path = layout.fmt(layout.SPLIT, root, dataset=dataset, split=split)
+    record = stats["splits"][split]
+    if "sha256" not in record:
+        raise validate.missing(stats_path, f"splits.{split}.sha256", "the sha256 of the split's file")
+    if path.is_file() and sha256_file(path) != record["sha256"]:
+        raise ValueError(f"{path}: sha256 does not match splits.{split}.sha256 of {stats_path} "
+                         "(modified, or from another tokenization: rerun `villani tokenize`)")
+    return validate.token_blocks(load_blocks(path), path, seq_len=int(params["data"]["seq_len"]),
+                                 vocab_size=int(stats["vocab_size"]), n_blocks=int(record["blocks"]),
+                                 stats_path=stats_path)

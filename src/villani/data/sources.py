@@ -400,8 +400,25 @@ def _open_files(files: dict[str, Any]) -> Source:
     paths = {split: _expand(files[split], split) for split in SPLITS if files.get(split) is not None}
     if "train" not in paths:
         raise ValueError("data.files.train: source 'files' needs at least one train file")
-    documents = {split: [p.read_text(encoding="utf-8") for p in ps] for split, ps in paths.items()}
+    documents = {split: [_read_text_file(p, split) for p in ps] for split, ps in paths.items()}
     return Source("files", ", ".join(str(p) for ps in paths.values() for p in ps), None, documents)
+
+
+def _read_text_file(path: Path, split: str) -> str:
+    """One UTF-8 text file of ``split``; another encoding or a binary file is a one-line
+    ValueError naming the file, the split and the first bad byte."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"data.files.{split}: {path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                         f"{e.start}, line {line}; a Latin-1 or binary file? convert it with iconv -f latin1 -t utf-8)"
+                         ) from None
+    if "\x00" in text:
+        raise ValueError(f"data.files.{split}: {path} holds NUL bytes (offset {text.index(chr(0))}): a binary file, "
+                         "not text")
+    return text
 
 
 def _expand(spec: str | list[str], split: str) -> list[Path]:

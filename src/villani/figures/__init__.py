@@ -85,11 +85,22 @@ def figure_outputs(params: Mapping, root: str = layout.RESULTS, dataset: str | N
 
 
 def render_all(params: Mapping, root: str = layout.RESULTS, names=None) -> list[str]:
-    """Render every registered figure/table (or those in ``names``); return the written paths."""
-    from villani.figures.style import save_figure
+    """Render every registered figure/table (or those in ``names``); return the written paths.
 
+    All or nothing: every figure is rendered (so every input read and checked) into memory
+    first; files are written only when all succeeded, so a bad input never leaves some
+    outputs new and others old."""
+    from functools import partial
+
+    from villani.figures.style import save_figure
+    from villani.io import atomic
+
+    staged: dict[str, bytes] = {}
     written = []
     for name, e in REGISTRY.items():
         if names is None or name in names:
-            written += e.render(params, root, name=name, save=save_figure)
+            written += e.render(params, root, name=name,
+                                save=partial(save_figure, sink=lambda path, data: staged.__setitem__(str(path), data)))
+    for path, data in staged.items():
+        atomic.write_bytes(path, data)
     return written

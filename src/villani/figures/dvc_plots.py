@@ -81,10 +81,9 @@ def plot_outputs(root: str = layout.RESULTS, dataset: str = "{dataset}") -> list
 
 
 def write_plots(params: Mapping, root: str = layout.RESULTS) -> list[str]:
-    """Write every plot CSV atomically; return their paths."""
-    written = []
-    for name, table in PLOTS.items():
-        path = layout.fmt(layout.PLOTS_DIR, root, dataset=params["data"]["name"]) / f"{name}.csv"
-        atomic.write_text(path, table(params, root).to_csv(index=False))
-        written.append(str(path))
-    return written
+    """Write every plot CSV atomically, once all are computed; return their paths."""
+    texts = {layout.fmt(layout.PLOTS_DIR, root, dataset=params["data"]["name"]) / f"{name}.csv": table(params, root).to_csv(index=False)
+             for name, table in PLOTS.items()}
+    for path, text in texts.items():
+        atomic.write_text(path, text)
+    return [str(p) for p in texts]

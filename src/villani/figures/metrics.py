@@ -90,17 +90,23 @@ def claims_metrics(root, dataset: str) -> dict:
 
 
 def _mean(values) -> float | None:
-    vals = [float(v) for v in values if v is not None and np.isfinite(float(v))]
-    return float(np.mean(vals)) if vals else None
+    """The mean over every seed, or None (left out of the file) when any seed's value is
+    undefined: a mean over the seeds that happen to have a value would be reported beside
+    ``n_seeds`` as if all had one."""
+    vals = [None if v is None else float(v) for v in values]
+    if not vals or any(v is None or not np.isfinite(v) for v in vals):
+        return None
+    return float(np.mean(vals))
 
 
 def measurement_metrics(params: Mapping, root=layout.RESULTS) -> dict:
     """Headline numbers per variant and λ at the last checkpoint, mean over seeds.
 
     ``{"measurement": {"<variant>/lam=<λ>": {val_ppl, psi_s=<s>…, trace_L, laplacian_F, lam_d,
-    lambda_max, spectral_ratio, grad_noise_sigma_sq, n_seeds}}}``: means over the seeds whose
-    value is defined (``None`` when none is, e.g. the ratio for λ_median ≤ 0); λ with no
-    measurement yet are left out.
+    lambda_max, spectral_ratio, grad_noise_sigma_sq, n_seeds}}}``: means over all ``n_seeds``
+    seeds, ``None`` (left out of the file) when any seed's value is undefined (e.g. the ratio
+    for λ_median ≤ 0); λ with no measurement yet are left out. A value that cannot be read
+    stops the stage (:func:`villani.io.results.measurements`).
     """
     df = measurements(params, root, variants=None, missing_ok=True)
     out: dict = {}

@@ -16,6 +16,7 @@ of the Hessian are μ (μ_max, μ_median), so the two never share a symbol.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -201,13 +202,15 @@ def check_print_size(fig) -> None:
 
 
 def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind: str = "figure",
-                dataset: str | None = None) -> list[str]:
+                dataset: str | None = None, *, sink=atomic.write_bytes) -> list[str]:
     """Write ``fig`` in every configured format and ``data`` as CSV, atomically; close the figure.
 
     The figure is saved at its own size (:func:`check_print_size`: a print width, text ≥ 7 pt)
     to ``results/figures/{dataset}/``; for ``kind="table"`` there is no figure (``fig`` is
     ignored) and the CSV goes to ``results/tables/{dataset}/``. ``dataset`` defaults to the
     params' ``data.name`` (the cross-dataset outputs pass :func:`villani.plan.layout.across`).
+    Each file's bytes go to ``sink(path, bytes)`` (default: written atomically;
+    :func:`villani.figures.render_all` holds them until every figure rendered).
     """
     written = []
     dataset = params["data"]["name"] if dataset is None else dataset
@@ -216,7 +219,9 @@ def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind:
         folder = Path(layout.fmt(layout.FIGURES_DIR, root, dataset=dataset))
         for ext in params["figures"]["formats"]:
             path = folder / f"{name}.{ext}"
-            atomic.write_with(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=params["figures"]["dpi"]))
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext, dpi=params["figures"]["dpi"])
+            sink(path, buf.getvalue())
             written.append(str(path))
         plt.close(fig)
         csv_path = folder / f"{name}.csv"
@@ -224,6 +229,6 @@ def save_figure(fig, data: pd.DataFrame, params: Mapping, root, name: str, kind:
         csv_path = Path(layout.fmt(layout.TABLES_DIR, root, dataset=dataset)) / f"{name}.csv"
     if data.empty:
         raise ValueError(f"{name}: nothing to write (no numbers behind the {kind})")
-    atomic.write_text(csv_path, data.to_csv(index=False))
+    sink(csv_path, data.to_csv(index=False).encode())
     written.append(str(csv_path))
     return written

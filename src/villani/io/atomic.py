@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -50,6 +51,24 @@ def _create_temp(target: Path) -> Path:
             return tmp
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
+
+
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{12}\.tmp\Z", re.S)
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Remove the temporaries ``.<name>.<12 hex>.tmp`` in ``folder`` (not below it) that a
+    writer killed mid-write left behind (SIGKILL skips :func:`atomic_path`'s cleanup); return
+    them. Only for a folder the caller is the one writer of, e.g. a training job's own
+    checkpoint folder: a live writer's temporary would be removed under it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.iterdir() if _TEMP_NAME.match(p.name) and p.is_file()]
+    for p in stale:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    return stale
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -109,6 +128,27 @@ def read_json(path: str | Path, what: str = "JSON file") -> Any:
     except OSError as e:
         raise ValueError(f"{path}: cannot read {what} ({e.strerror})") from None
     try:
-        return json.loads(text)
+        doc = json.loads(text, parse_constant=_NonFinite)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: {what} is corrupt or truncated (JSON error at line {e.lineno}: {e.msg})") from None
+    bad = _first_non_finite(doc)
+    if bad is not None:
+        key, const = bad
+        raise ValueError(f"{path}: {key or '(top level)'}: {const} is invalid (expected a number; villani writes "
+                         "undefined values as null and ±inf as \"inf\"/\"-inf\", never NaN)")
+    return doc
+
+
+class _NonFinite(str):
+    """A JSON constant NaN, Infinity or -Infinity (Python's reader accepts them; strict JSON has none)."""
+
+
+def _first_non_finite(obj: Any, key: str = "") -> tuple[str, str] | None:
+    if isinstance(obj, _NonFinite):
+        return key, str(obj)
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        found = _first_non_finite(v, f"{key}[{k}]" if isinstance(k, int) else (f"{key}.{k}" if key else str(k)))
+        if found is not None:
+            return found
+    return None

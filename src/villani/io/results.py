@@ -3,8 +3,10 @@ logs, measurements, rays, landscapes, bounds and the cost sweep.
 
 Each reader takes the params and the results root (or a folder), finds its files through
 :mod:`villani.plan.layout` and :mod:`villani.plan.runs`, and returns plain dicts or
-DataFrames. A missing or corrupt file is a one-line ``ValueError`` naming it (the CLI
-prints it).
+DataFrames. A missing, corrupt or ill-typed file is a one-line ``ValueError`` naming it
+and the field (the CLI prints it): every reader checks what it returns with
+:mod:`villani.io.validate` — types, ranges, no NaN, a measurement's λ/seed/step those of
+its path — so no stage computes a number from a value it could not read.
 
 **Measurements.** :func:`measurements` returns one row per measured checkpoint with flat
 columns, built by :func:`measurement_row` from a measure JSON (keys documented in
@@ -35,7 +37,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from villani.io import atomic
+from villani.io import atomic, validate
 from villani.plan import layout
 from villani.plan.runs import Run, runs
 from villani.plan.runs import variants as variant_names
@@ -55,8 +57,10 @@ __all__ = [
 
 
 def read_stats(data_dir: str | Path) -> dict[str, Any]:
-    """The ``stats.json`` of a data folder (written by :func:`villani.data.tokenize`)."""
-    return atomic.read_json(Path(data_dir) / "stats.json", "data stats")
+    """The ``stats.json`` of a data folder (written by :func:`villani.data.tokenize`), checked
+    (:func:`villani.io.validate.data_stats`)."""
+    path = Path(data_dir) / "stats.json"
+    return validate.data_stats(atomic.read_json(path, "data stats"), path)
 
 
 def data_stats(params: Mapping, root) -> dict[str, Any]:
@@ -83,10 +87,7 @@ def vocabulary(stats: Mapping) -> tuple[int, int | None]:
 def read_checkpoint_meta(path: str | Path) -> dict:
     """A checkpoint's JSON metadata (not verified against its files: see
     :func:`villani.training.checkpoint.read_meta`)."""
-    meta = atomic.read_json(path, "checkpoint metadata")
-    if not isinstance(meta, dict) or "weights_sha256" not in meta:
-        raise ValueError(f"{path}: checkpoint metadata lacks weights_sha256 (not a villani checkpoint)")
-    return meta
+    return validate.checkpoint_meta(atomic.read_json(path, "checkpoint metadata"), path)
 
 
 def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
@@ -97,7 +98,8 @@ def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
 
 def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
     """The per-step log of a run, all segments concatenated in step order."""
-    frames = [pd.read_csv(run.path(layout.SEGMENT_LOG, root, step=e)) for e in segment_ends(params["train"])]
+    frames = [_read_csv(run.path(layout.SEGMENT_LOG, root, step=e), "training log", {"step": "integer", "loss": "number"})
+              for e in segment_ends(params["train"])]
     return pd.concat(frames, ignore_index=True).sort_values("step").reset_index(drop=True)
 
 
@@ -122,12 +124,14 @@ def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] 
             yield r, s, r.path(layout.MEASURE_JSON, root, step=s)
 
 
-def read_measure(path: str | Path) -> dict:
-    """A measure JSON (one-line ValueError when missing, corrupt or not an object)."""
+def read_measure(path: str | Path, run: Run | None = None, step: int | None = None) -> dict:
+    """A measure JSON, checked (:func:`villani.io.validate.measure_record`; with ``run`` and
+    ``step``, its λ, seed, step and variant must be theirs): a one-line ValueError naming
+    the file and field when missing, corrupt, ill-typed or NaN."""
     rec = atomic.read_json(path, "measurement")
-    if not isinstance(rec, dict):
-        raise ValueError(f"{path}: measurement is not a JSON object")
-    return rec
+    ident = {} if run is None else dict(lam=run.lam, seed=run.seed, variant=run.variant)
+    return validate.measure_record(rec, path, scalars=MEASURE_SCALARS, labels=MEASURE_LABELS,
+                                   trace_fields=TRACE_FIELDS, step=step, **ident)
 
 
 def measurement_row(m: Mapping, path) -> dict:
@@ -167,12 +171,12 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
     (then it is skipped).
     """
     rows = []
-    for _, _, path in measure_paths(params, root, variants):
+    for run, step, path in measure_paths(params, root, variants):
         if not path.exists():
             if missing_ok:
                 continue
             raise ValueError(f"{path}: measurement not found (run `villani measure` for it)")
-        rows.append(measurement_row(read_measure(path), path))
+        rows.append(measurement_row(read_measure(path, run, step), path))
     if not rows:
         return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
     order = {v: i for i, v in enumerate(variant_names(params))}  # AdamW first, the Langevin arm last
@@ -203,7 +207,11 @@ def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "ada
                       seed=seed, step=step)
     if not path.exists():
         raise ValueError(f"{path}: measurement samples not found")
-    df = pd.read_parquet(path)
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several classes
+        raise ValueError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())[:200]})") from None
+    validate.measure_samples(df, path)
     return df if kind is None else df[df["kind"] == kind].reset_index(drop=True)
 
 
@@ -212,8 +220,8 @@ def run_records(params: Mapping, root, variants: Iterable[str] | None = None) ->
     run in step order (the bounds need each run's checkpoints together); each dict carries
     its ``_path``."""
     out: dict[Run, list[dict]] = {}
-    for run, _, path in measure_paths(params, root, variants):
-        rec = read_measure(path)
+    for run, step, path in measure_paths(params, root, variants):
+        rec = read_measure(path, run, step)
         out.setdefault(run, []).append(dict(rec, dataset=run.dataset, variant=run.variant, _path=str(path)))
     return out
 
@@ -248,7 +256,7 @@ def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
     d = Path(layout.fmt(layout.RAYS_DIR, root, dataset=params["data"]["name"]))
     if not (d / "rays.csv").exists():
         raise ValueError(f"{d / 'rays.csv'}: radial-ray samples not found")
-    return pd.read_csv(d / "rays.csv"), atomic.read_json(d / "slopes.json", "ray slopes")
+    return _read_csv(d / "rays.csv", "radial-ray samples", {}), atomic.read_json(d / "slopes.json", "ray slopes")
 
 
 def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, dict]:
@@ -256,7 +264,8 @@ def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, 
     d = Path(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam))
     if not (d / "surface.csv").exists():
         raise ValueError(f"{d / 'surface.csv'}: loss surface not found")
-    return pd.read_csv(d / "surface.csv"), atomic.read_json(d / "surface.json", "surface metadata")
+    return (_read_csv(d / "surface.csv", "loss surface", {}),
+            atomic.read_json(d / "surface.json", "surface metadata"))
 
 
 def bounds_summary(params: Mapping, root) -> dict:
@@ -294,4 +303,15 @@ def cost_table(params: Mapping, root) -> pd.DataFrame:
     path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     if not Path(path).exists():
         raise ValueError(f"{path}: HVP cost sweep not found")
-    return pd.read_csv(path)
+    return _read_csv(path, "HVP cost sweep", {})
+
+
+def _read_csv(path, what: str, required: Mapping[str, str]) -> pd.DataFrame:
+    """A CSV a stage wrote, with ``required`` columns of their kinds (:func:`villani.io.validate.columns`)."""
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: {what} not found") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: {what} is corrupt ({' '.join(str(e).split())[:200]})") from None
+    return validate.columns(df, path, required)

@@ -55,7 +55,7 @@ from villani.curvature import (
     slq_num_starts,
     top_eigenvalues,
 )
-from villani.data import load_blocks
+from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
 from villani.io.results import data_stats, vocabulary
@@ -213,7 +213,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     t = lap("load", t)
 
     bar.phase("validation")
-    val = load_blocks(layout.fmt(layout.SPLIT, root, dataset=ds, split="validation"))
+    val = load_split(params, root, "validation")
     val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
     check_finite(val_loss, where, "val_loss")
     t = lap("validation", t)

@@ -51,9 +51,9 @@ def sample_block_ids(n_blocks: int, k: int, seed: int) -> np.ndarray:
 
 
 def train_blocks(params: Mapping, root) -> torch.Tensor:
-    from villani.data import load_blocks
+    from villani.data import load_split
 
-    return load_blocks(layout.fmt(layout.SPLIT, root, dataset=params["data"]["name"], split="train"))
+    return load_split(params, root, "train")
 
 
 def measurement_blocks(params: Mapping, root, train: torch.Tensor | None = None) -> tuple[np.ndarray, torch.Tensor]:

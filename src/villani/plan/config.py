@@ -62,22 +62,81 @@ def load_schema() -> dict:
 
 
 def read_yaml(path: str | Path) -> dict:
-    """Read one YAML mapping; a missing or malformed file is a one-line ParamsError."""
+    """Read one YAML mapping; a missing, malformed or empty file, a duplicate key (named
+    with its line) or aliases expanding past :data:`MAX_VALUES` values is a one-line
+    ParamsError."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ParamsError(f"{path}: cannot read parameter file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ParamsError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     try:
         doc = _yaml().load(text)
-    except Exception as e:  # ruamel raises several classes; report the first line only
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ParamsError(f"{path}: not valid YAML ({first})") from None
+    except Exception as e:  # ruamel raises several classes; report the problem and its line
+        raise ParamsError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
     if doc is None:
-        doc = {}
+        raise ParamsError(f"{path}: empty parameter file (write at least one group, e.g. `train: {{steps: 240}}`; "
+                          "an empty file would silently run the schema defaults)")
     if not isinstance(doc, dict):
         raise ParamsError(f"{path}: top level must be a mapping of groups, got {type(doc).__name__}")
+    check_values(doc, str(path))
     return doc
+
+
+def _yaml_problem(e: Exception) -> str:
+    """One line from a ruamel error: its problem and the line it points at (duplicate keys:
+    the key, its line and the line of the first occurrence)."""
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    context = getattr(e, "context_mark", None)
+    if problem and mark is not None:
+        where = f"line {mark.line + 1}"
+        if "duplicate key" in problem:
+            key = problem.split(" with value ")[0].replace("found duplicate key", "duplicate key")
+            return f"{where}: {key}" + (f" in the mapping starting at line {context.line + 1}" if context else "")
+        return f"{where}: {problem}"
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+MAX_VALUES = 100_000  # values a parameter document may hold, aliases expanded
+MAX_DEPTH = 32  # nesting of mappings and lists
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_values(doc: Any, source: str) -> None:
+    """Refuse what no schema keyword catches, in one walk with aliases expanded: more than
+    :data:`MAX_VALUES` values or :data:`MAX_DEPTH` levels (a YAML alias bomb, a recursive
+    alias: every digest would expand it), a NaN or ±inf anywhere (every range check passes
+    NaN), and a control character (a newline splits a shell line) in any text or key."""
+    count = 0
+
+    def walk(node: Any, path: tuple, depth: int) -> None:
+        nonlocal count
+        count += 1
+        if count > MAX_VALUES:
+            top = path[:next((i for i, k in enumerate(path) if isinstance(k, int)), len(path))]
+            raise ParamsError(f"{source}: {_key_of(top)}: more than {MAX_VALUES} values with YAML aliases expanded "
+                              "(allowed: a parameter document, not an alias bomb)")
+        if depth > MAX_DEPTH:
+            raise ParamsError(f"{source}: {_key_of(path)}: nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ParamsError(f"{source}: {_key_of(path)}: {node} is invalid (allowed: finite numbers)")
+        if isinstance(node, str) and _CONTROL.search(node):
+            raise ParamsError(f"{source}: {_key_of(path)}: {_show(node)} is invalid (allowed: text without "
+                              "newlines or other control characters)")
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if isinstance(k, str) and _CONTROL.search(k):
+                    raise ParamsError(f"{source}: {_key_of(path)}: key {_show(k)} is invalid (allowed: keys "
+                                      "without newlines or other control characters)")
+                walk(v, path + (k,), depth + 1)
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                walk(v, path + (i,), depth + 1)
+
+    walk(doc, (), 0)
 
 
 def deep_merge(base: Mapping, override: Mapping) -> dict:
@@ -89,6 +148,13 @@ def deep_merge(base: Mapping, override: Mapping) -> dict:
         else:
             out[k] = copy.deepcopy(v)
     return out
+
+
+def check_files(paths: Iterable[str | Path]) -> None:
+    """Read each parameter file as :func:`load_params` would (for Snakemake's ``configfile:``,
+    parsed by PyYAML, which takes the last of duplicate keys and an empty file as ``{}``)."""
+    for path in paths:
+        read_yaml(path)
 
 
 def load_params(paths: Iterable[str | Path]) -> dict:
@@ -147,6 +213,12 @@ def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> A
     return doc
 
 
+def _show(value: Any, width: int = 80) -> str:
+    """A value as JSON for a message, shortened to about ``width`` characters."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 20] + "…" + text[-10:]
+
+
 def _key_of(path: Iterable) -> str:
     out = ""
     for p in path:
@@ -155,7 +227,7 @@ def _key_of(path: Iterable) -> str:
 
 
 def _describe(s: Mapping) -> str:
-    """What a (sub)schema allows, in words: its const/enum, or type, bounds, pattern, sizes."""
+    """What a (sub)schema allows, in words: its const/enum, or type, range, pattern, sizes."""
     if "const" in s:
         return json.dumps(s["const"])
     if "enum" in s:
@@ -163,9 +235,12 @@ def _describe(s: Mapping) -> str:
     parts = []
     if "type" in s:
         parts.append(" or ".join(s["type"]) if isinstance(s["type"], list) else s["type"])
-    for k, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
-        if k in s:
-            parts.append(f"{sym} {s[k]}")
+    bounds = [f"{sym} {s[k]}" for k, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"),
+                                              ("exclusiveMaximum", "<")) if k in s]
+    if bounds:
+        parts.append(" and ".join(bounds))
+    if "maxLength" in s:
+        parts.append(f"of at most {s['maxLength']} characters")
     if "pattern" in s:
         parts.append(f"matching {s['pattern']}")
     if "minItems" in s:
@@ -201,13 +276,13 @@ def _schema_errors(doc: dict, schema: Mapping, source: str) -> None:
         extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
         key = _key_of(path + extra[:1])
         raise ParamsError(f"{source}: {key}: unknown key ({_allowed(e)})")
-    value = json.dumps(e.instance) if not isinstance(e.instance, (dict,)) else "{…}"
+    value = _show(e.instance) if not isinstance(e.instance, (dict,)) else "{…}"
     raise ParamsError(f"{source}: {_key_of(path)}: {value} is invalid ({_allowed(e)})")
 
 
 # --------------------------------------------------------------------------- cross-key checks
 def _fail(source: str, key: str, value: Any, allowed: str) -> None:
-    raise ParamsError(f"{source}: {key}: {json.dumps(value)} is invalid ({allowed})")
+    raise ParamsError(f"{source}: {key}: {_show(value)} is invalid ({allowed})")
 
 
 def _cross_checks(p: dict, source: str) -> None:
@@ -276,6 +351,7 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
     With ``datasets``, the top-level groups are checked against the schema only, and each
     dataset's merged parameters (:func:`dataset_params`) completely."""
     schema = load_schema()
+    check_values(doc or {}, source)
     p = copy.deepcopy(dict(doc or {}))
     p = _coerce_numbers(p, schema)
     # validate the user's document before defaults hide a wrong type (e.g. `train: 3`)

@@ -120,7 +120,12 @@ def load_run_model(params: Mapping, root, run: Run, step: int, device: str | Non
     """(model, checkpoint metadata): the model of ``run`` at checkpoint ``step`` — built for
     the run's dataset vocabulary, its files verified against their sha256 and loaded, in
     float32 and eval mode on ``device`` (default: cuda if available) — for every stage that
-    evaluates a trained model (measure, rays, landscape)."""
+    evaluates a trained model (measure, rays, landscape). A checkpoint trained under other
+    parameters is refused (:func:`villani.training.provenance.check_trained_under`)."""
+    from villani.training.provenance import check_trained_under
+
+    check_trained_under(params, run, read_meta(root, step=step, verify=False, **run.wildcards),
+                        layout.fmt(layout.CKPT_META, root, step=step, **run.wildcards))
     model = model_for_run(params, root, run.seed)
     meta, _ = load_checkpoint(root, step=step, model=model, **run.wildcards)
     return model.float().to(pick_device(device)).eval(), meta

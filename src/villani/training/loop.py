@@ -32,7 +32,7 @@ from typing import Mapping
 
 import torch
 
-from villani.io import atomic
+from villani.io import atomic, validate
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
 from villani.plan.digest import run_digest
@@ -52,6 +52,7 @@ from villani.training.optim import (
     make_optimizer,
     make_scheduler,
 )
+from villani.training.provenance import trained_params
 from villani.training.step_log import StepLog, tensorboard_writer, write_scalars
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class _SegmentState:
 
     def __init__(self, params: Mapping, root, dataset: str, variant: str, lam: float, seed: int, device,
                  initial: bool):
-        from villani.data import load_blocks
+        from villani.data import load_split
 
         self.params, self.root, self.dataset, self.variant = params, root, dataset, variant
         self.lam, self.seed, self.device = float(lam), int(seed), device
@@ -88,7 +89,7 @@ class _SegmentState:
         self.kind = variant_kind(variant)
         self.ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
         self.digest = run_digest(params, variant, lam, seed)
-        self.blocks = load_blocks(layout.fmt(layout.SPLIT, root, dataset=dataset, split="train"))
+        self.blocks = load_split(params, root, "train")
         self.model = model_for_run(params, root, seed, initial=initial).to(device)
         self.decayed = set(decayed_parameter_names(self.model, self.t["decay_params"]))
         self.opt = make_optimizer(self.model, self.t, self.lam, "sgd" if self.kind == "langevin" else "adamw")
@@ -200,7 +201,8 @@ class _SegmentState:
             "update_rule": self.kind, "lr_peak": float(self.t["lr"]), "langevin_beta": self.beta,
             "decayed_params": sorted(self.decayed),
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
-            "digest": self.digest, "device": self.device.type,
+            "digest": self.digest, "train_params": trained_params(self.params, self.variant),
+            "device": self.device.type,
             "precision": "bf16" if self.autocast._enabled else "fp32",
         }
         self.ckpt_losses = []
@@ -223,23 +225,43 @@ def _save_work(run: _SegmentState, path: Path, step_log: StepLog) -> None:
     save_state_file(path, state)
 
 
+class _WorkStateRejected(Exception):
+    """A work state passed its checks but could not be restored; it has been set aside and
+    the model may be half-restored: the segment starts over from its first checkpoint."""
+
+
+def _set_aside(path: Path, reason: str, start: int) -> None:
+    """Move an unusable work state to ``state.invalid.pt`` (kept for inspection, replacing an
+    older one) with a one-line warning; the segment restarts from its checkpoint at ``start``."""
+    aside = path.with_name("state.invalid.pt")
+    path.replace(aside)
+    log.warning(f"{reason}; moved to {aside.name}, the segment restarts from its checkpoint at step {start}")
+
+
 def _try_resume_work(run: _SegmentState, path: Path, start: int, end: int, step_log: StepLog) -> dict | None:
     """Restore the work state if it belongs to this segment and its step log is on disk;
-    return ``{"log_bytes", "log_rows"}`` to truncate the log to, or None (start the segment over)."""
+    return ``{"log_bytes", "log_rows"}`` to truncate the log to, or None (start the segment over).
+    A torn or ill-formed state (:func:`villani.io.validate.work_state`) is set aside, never
+    trusted, so a retry is never stuck on it."""
     if not path.exists():
         return None
     try:
-        state = load_state_file(path)
-    except ValueError:
-        path.unlink(missing_ok=True)  # a torn work state is discarded, never trusted
+        state = validate.work_state(load_state_file(path), path, run.model.state_dict())
+    except ValueError as e:
+        _set_aside(path, str(e), start)
         return None
-    if state.get("digest") != run.digest or not (start < int(state["step"]) < end):
+    if state["digest"] != run.digest or not (start < state["step"] < end):
         return None
     log_bytes, log_rows = state.get("log_bytes"), state.get("log_rows")
     if log_bytes is None or log_rows != int(state["step"]) - start or step_log.size_on_disk() < int(log_bytes):
         return None  # the rows up to this state are not all on disk: start over from the segment's start
-    run.model.load_state_dict(state["model"])
-    run.restore(state)
+    try:
+        run.model.load_state_dict(state["model"])
+        run.restore(state)
+    except (ValueError, KeyError, IndexError, TypeError, RuntimeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        _set_aside(path, f"{path}: cannot be restored ({first})", start)
+        raise _WorkStateRejected from None
     return {"log_bytes": int(log_bytes), "log_rows": int(log_rows)}
 
 
@@ -258,6 +280,12 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     wanted = checkpoints_in_segment(t, end)
     run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device), initial=start == 0)
     ident = run.ident
+    # this job is the one writer of its run's training folders (one segment of a run at a
+    # time: segments chain); a killed predecessor's temporaries go (measure/ is not swept)
+    folders = [layout.fmt(f, root, step=end, **ident).parent
+               for f in (layout.CKPT_WEIGHTS, layout.SEGMENT, layout.SEGMENT_LOG)]
+    for folder in [*folders, layout.fmt(layout.WORK_DIR, root, **ident)]:
+        atomic.remove_stale_temps(folder)
     resumed_from = None
     if start > 0:
         _, state = load_checkpoint(root, step=start, model=run.model, with_state=True, **ident)
@@ -270,7 +298,11 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     work = _work_path(root, ident)
     step_log = StepLog(layout.fmt(layout.SEGMENT_LOG_PARTIAL, root, step=end, **ident),
                        layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident))
-    on_disk = _try_resume_work(run, work, start, end, step_log)
+    try:
+        on_disk = _try_resume_work(run, work, start, end, step_log)
+    except _WorkStateRejected:  # set aside: start over from a freshly loaded checkpoint
+        return train_segment(params, variant=variant, lam=lam, seed=seed, end=end, root=root, device=device,
+                             progress=progress)
     if on_disk is not None:
         resumed_from = run.step
         step_log.open(on_disk["log_bytes"], on_disk["log_rows"])

@@ -1,0 +1,82 @@
+"""Ctrl-C is one line and exit status 130 with no partial output; an unwritable results/ is
+reported before any work (issue 16)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import tiny_params
+from villani.cli import INTERRUPTED
+from villani.plan import layout
+from villani.plan.config import dump_yaml
+
+RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
+
+
+def _villani(*args):
+    return [sys.executable, "-m", "villani.cli", *map(str, args)]
+
+
+def test_sigint_mid_training_is_one_line_exit_130_and_leaves_no_partial_file(tmp_path, tiny_data_root):
+    p = tiny_params(train={"steps": 400, "segments": 1, "save_every": 7, "checkpoints": {"count": 2}})
+    params = tmp_path / "p.yaml"
+    dump_yaml(p, params)
+    root = tmp_path / "results"
+    shutil.copytree(tiny_data_root / "data", root / "data")
+    proc = subprocess.Popen(_villani("train", "--params", params, "--results", root, "--lam", 0.01, "--seed", 0,
+                                     "--all", "--device", "cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    work = layout.fmt(layout.WORK_DIR, root, **RUN) / "state.pt"
+    deadline = time.time() + 120
+    while not work.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "training ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == INTERRUPTED and "Traceback" not in err, err
+    assert not list(root.rglob("*.tmp")), "a temporary file was left behind"
+    assert not layout.fmt(layout.SEGMENT, root, step=400, **RUN).exists()
+
+
+@contextlib.contextmanager
+def _read_only_folder(path):
+    """``path`` made unwritable: mode 0555, or for root (who ignores modes) a read-only tmpfs."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield path
+        finally:
+            path.chmod(0o755)
+        return
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "none", str(path)], capture_output=True).returncode:
+        pytest.skip("running as root without permission to mount a read-only tmpfs")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+@pytest.mark.parametrize("command", [["tokenize"], ["bounds"], ["train", "--lam", "0.01", "--seed", "0", "--all"]])
+def test_unwritable_results_is_reported_before_any_work(tmp_path, command):
+    params = tmp_path / "p.yaml"
+    dump_yaml(tiny_params(), params)
+    with _read_only_folder(tmp_path / "ro") as ro:
+        t0 = time.perf_counter()
+        out = subprocess.run(_villani(*command, "--params", params, "--results", ro / "results"), capture_output=True,
+                             text=True, timeout=120)
+        took = time.perf_counter() - t0
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"villani: error: {ro}: cannot write results there (") and line.endswith(
+        "; nothing was computed"), out.stderr
+    assert "tokenized" not in out.stderr and took < 60
