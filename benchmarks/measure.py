@@ -294,6 +294,7 @@ def levers(args) -> None:
         stein_note = f"(> {defl.num_probes} probes drawn here: half-width not evaluated)"
     del deflation
     top_basis_gib = top.lanczos.basis.numel() * top.lanczos.basis.element_size() / 2**30
+    final_res = rel_residual(top.lanczos, k)
     lanczos_run = prefix(top.lanczos, args.top_steps)  # today's start 0 (no basis kept)
     new_run = prefix(top.lanczos, steps_new)
     del top
@@ -335,7 +336,7 @@ def levers(args) -> None:
     print(f"top-{k}: today {args.top_steps} steps, max relative residual {today_res:.2e}; target "
           f"min(1e-2, today's) = {res_target:.2e} "
           + (f"reached at {steps_new} steps" if reached else f"not reached within {steps_new} steps "
-             f"(there {rel_residual(top.lanczos, k):.2e})"))
+             f"(there {final_res:.2e})"))
     print(f"SLQ: today {args.slq_probes} starts × {args.slq_steps} steps; new {p_new} start(s) "
           f"(slq_num_starts(d, {args.slq_cdf_tol}) = {slq_num_starts(d, args.slq_cdf_tol)})")
     for q, tq, lo, hi, nq, (nlo, nhi), ok in checks:
