@@ -41,10 +41,8 @@ profile: install
 run: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock -- $(BIN)/snakemake --profile profiles/local
 
-dry# One run at a time; after a killed run, the next one removes Snakemake's stale lock itself
-# (villani.dag.run_lock).
-run: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock -- $(BIN)/snakemake --profile profiles/local -n
+dryrun: install
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local -n
 
 # Snakemake's own checks of the workflow files (also run by the test suite)
 lint: install
