@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requiremen
 # the current pins); then `make install test` and commit requirements/lock.txt.
 lock:
 	test -x $(BIN)/uv || $(BIN)/python -m pip install -q uv
-	$(BIN)/uv pip compile pyproject.toml --extra test --extra slurm --override requirements/lock-overrides.txt \
+	$(BIN)/uv pip compile pyproject.toml --extra test --extra slurm --extra tensorboard --override requirements/lock-overrides.txt \
 		--no-emit-package torch --universal --python-version 3.11 -o requirements/lock.txt $(LOCK_ARGS)
 
 # The SLURM profile under a name `snakemake --profile` finds: make profile ARGS="--account X"
