@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,14 @@ def _data(root: Path, tiny_data_root: Path) -> Path:
 def _cli(params: Path, root: Path, *extra) -> list[str]:
     return [sys.executable, "-m", "villani.cli", "train", "--params", str(params), "--results", str(root),
             "--lam", "0.01", "--seed", "0", "--device", "cpu", *extra]
+
+
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING) villani[.\w]*: ")
+
+
+def _non_log_lines(stderr: str) -> list[str]:
+    """stderr without the timestamped progress/log lines a job writes while it works."""
+    return [ln for ln in stderr.strip().splitlines() if not _LOG_LINE.match(ln)]
 
 
 def _final_sha(root: Path, p) -> str:
@@ -88,7 +97,7 @@ def test_disk_full_mid_training_is_one_line_and_keeps_earlier_results(tmp_path, 
         root = _data(mnt / "results", tiny_data_root)
         out = subprocess.run(_cli(params, root, "--all"), capture_output=True, text=True)
         assert out.returncode == 2, out.stderr
-        err = out.stderr.strip().splitlines()
+        err = _non_log_lines(out.stderr)
         assert len(err) == 1 and "no space left on device" in err[0], out.stderr
         written = [s for s in checkpoint_steps(p["train"])
                    if layout.fmt(layout.CKPT_META, root, step=s, **RUN).exists()]
@@ -139,7 +148,7 @@ def trained(tmp_path, tiny_data_root):
 def _one_line_error(cmd) -> str:
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 2, (out.stdout, out.stderr)
-    lines = out.stderr.strip().splitlines()
+    lines = _non_log_lines(out.stderr)
     assert len(lines) == 1 and lines[0].startswith("villani: error: "), out.stderr
     return lines[0]
 
@@ -199,3 +208,23 @@ def test_nonfinite_skip_mode_finishes(tmp_path, tiny_data_root, monkeypatch):
     log = pd.read_csv(layout.fmt(layout.SEGMENT_LOG, root, step=24, **RUN))
     assert log["skipped"].sum() == 1
     assert torch.isfinite(torch.tensor(read_meta(root, step=24, **RUN)["theta_sq_norm"]))
+
+
+def test_stale_temporaries_of_a_killed_writer_are_removed_by_the_next_segment(tmp_path, tiny_data_root):
+    """A SIGKILL during an atomic write leaves `.<name>.<hex>.tmp` (the writer cannot clean up);
+    the next training job of that run removes such files from its own folders only."""
+    p = tiny_params(train={"steps": 20, "segments": 1, "checkpoints": {"count": 2}})
+    root = _data(tmp_path, tiny_data_root)
+    ckpt = layout.fmt(layout.CKPT_WEIGHTS, root, step=10, **RUN).parent
+    work = layout.fmt(layout.WORK_DIR, root, **RUN)
+    measure = layout.fmt(layout.MEASURE_JSON, root, step=10, **RUN).parent
+    planted = [ckpt / ".step0000010.safetensors.0123456789ab.tmp", work / ".state.pt.a1b2c3d4e5f6.tmp",
+               measure / ".step0000010.json.0123456789ab.tmp"]
+    keep = ckpt / ".notes.tmp"  # not an atomic-write temporary: left alone
+    for f in [*planted, keep]:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"torn")
+    train_segment(p, end=20, root=root, device="cpu", progress=False, **{k: RUN[k] for k in ("variant", "lam", "seed")})
+    assert not planted[0].exists() and not planted[1].exists()
+    assert planted[2].exists(), "measure/ has its own writers: not swept by training"
+    assert keep.exists()

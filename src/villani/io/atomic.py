@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -50,6 +51,24 @@ def _create_temp(target: Path) -> Path:
             return tmp
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
+
+
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{12}\.tmp\Z", re.S)
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Remove the temporaries ``.<name>.<12 hex>.tmp`` in ``folder`` (not below it) that a
+    writer killed mid-write left behind (SIGKILL skips :func:`atomic_path`'s cleanup); return
+    them. Only for a folder the caller is the one writer of, e.g. a training job's own
+    checkpoint folder: a live writer's temporary would be removed under it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.iterdir() if _TEMP_NAME.match(p.name) and p.is_file()]
+    for p in stale:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    return stale
 
 
 def _fsync_dir(folder: Path) -> None:
