@@ -281,9 +281,10 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device), initial=start == 0)
     ident = run.ident
     # this job is the one writer of its run's training folders (one segment of a run at a
-    # time: segments chain); a killed predecessor's temporaries go (measure/ is not swept)
-    folders = [layout.fmt(f, root, step=end, **ident).parent
-               for f in (layout.CKPT_WEIGHTS, layout.SEGMENT, layout.SEGMENT_LOG)]
+    # time: segments chain) — the checkpoint folders of this segment, segments/, logs/,
+    # work/; a killed predecessor's temporaries go (measure/ is not swept)
+    folders = [layout.fmt(layout.CKPT_DIR, root, step=s, **ident) for s in wanted]
+    folders += [layout.fmt(f, root, step=end, **ident).parent for f in (layout.SEGMENT, layout.SEGMENT_LOG)]
     for folder in [*folders, layout.fmt(layout.WORK_DIR, root, **ident)]:
         atomic.remove_stale_temps(folder)
     resumed_from = None
