@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import tiny_params
 from villani.cli import main
+from villani.plan import layout
 from villani.plan.config import dump_yaml
 from villani.plan.schedule import segment_ends
 from villani.training import train_segment
@@ -37,7 +38,8 @@ def test_measure_refuses_a_checkpoint_trained_under_other_params(trained, tmp_pa
                "--step", str(p["train"]["steps"]), "--device", "cpu", "--log-level", "WARNING"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and "trained under other parameters" in err and named in err, err
-    assert "ckpt/step0000024.json" in err
+    meta = layout.fmt(layout.CKPT_META, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=p["train"]["steps"])
+    assert str(meta) in err
 
 
 def test_measure_accepts_its_own_checkpoint_and_a_change_it_does_not_depend_on(trained, tmp_path, capsys):

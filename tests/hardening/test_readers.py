@@ -73,7 +73,7 @@ def test_nan_in_one_measure_json_stops_metrics_bounds_and_figures_naming_it(tree
         rc, err = _cli(capsys, stage, "--params", str(params), "--results", str(root))
         assert rc == 2 and "\n" not in err, (stage, err)
         assert f"{path}: val_ppl: NaN is invalid" in err, (stage, err)
-    assert not layout.fmt(layout.METRICS, root).exists(), "metrics written from a dropped value"
+    assert not layout.fmt(layout.METRICS, root, dataset="tiny").exists(), "metrics written from a dropped value"
     assert _snapshot(root / "figures") | _snapshot(root / "tables") == before, "figures changed some outputs"
 
 
@@ -103,7 +103,7 @@ def test_metrics_never_average_over_the_seeds_that_happen_to_have_a_value(tree, 
     _set_raw(path, "spectral_ratio", "null")
     rc, err = _cli(capsys, "metrics", "--params", str(params), "--results", str(root))
     assert rc == 0, err
-    metrics = json.loads(layout.fmt(layout.METRICS, root).read_text())
+    metrics = json.loads(layout.fmt(layout.METRICS, root, dataset="tiny").read_text())
     lam = layout.format_lam(p["train"]["lambdas"][-1]).replace(".", "p").replace("-", "m")
     assert metrics[f"measurement_adamw_lam{lam}_n_seeds"] == 2
     assert f"measurement_adamw_lam{lam}_spectral_ratio" not in metrics
