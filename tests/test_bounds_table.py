@@ -27,7 +27,9 @@ def _tree(root, p, d, vocab=50, n_tokens=101, losses=(2.0, 1.5), theta_sq=(4.0, 
     ds = p["data"]["name"]
     path = layout.fmt(layout.DATA_STATS, root, dataset=ds)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"vocab_size": vocab, "splits": {"train": {"tokens": n_tokens}}}))
+    splits = {"train": {"tokens": n_tokens, "blocks": 1}, "validation": {"tokens": 10, "blocks": 1},
+              "test": {"tokens": 10, "blocks": 1}}
+    path.write_text(json.dumps({"vocab_size": vocab, "splits": splits}))
     runs = [("adamw", lam) for lam in p["train"]["lambdas"]] + [("langevin", lam)
                                                                   for lam in p["train"]["langevin"]["lambdas"]]
     for variant, lam in runs:
@@ -37,7 +39,8 @@ def _tree(root, p, d, vocab=50, n_tokens=101, losses=(2.0, 1.5), theta_sq=(4.0, 
             rec = {"step": step, "lam": float(lam), "seed": 0, "d": d, "loss": losses[i], "F": F,
                    "theta_sq_norm": theta_sq[i], "val_loss": losses[i] + 0.25, "val_ppl": math.exp(losses[i] + 0.25),
                    "top_eigenvalues": [3.0, 1.0] if i == 0 else [2.0, 1.0],
-                   "grad_noise_sigma_sq": (0.5, 0.2)[i]}
+                   "grad_noise_sigma_sq": (0.5, 0.2)[i],
+                   "trace_L": {"mean": 1.0, "ci95": [0.9, 1.1]}}  # a complete measure record; no bound uses it
             out = run.path(layout.MEASURE_JSON, root, step=step)
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(rec))

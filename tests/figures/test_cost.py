@@ -26,7 +26,8 @@ def test_sweep_writes_one_row_per_size(tmp_path):
     p = tiny_params(figures={"model_sizes": [16, 8], "cost_repeats": 1})
     stats = layout.fmt(layout.DATA_STATS, tmp_path, dataset=p["data"]["name"])
     stats.parent.mkdir(parents=True)
-    stats.write_text(json.dumps({"vocab_size": 300}))
+    stats.write_text(json.dumps({"vocab_size": 300, "splits": {s: {"tokens": 64, "blocks": 1}
+                                                               for s in ("train", "validation", "test")}}))
     path = run_hvp_cost(p, tmp_path, device="cpu")
     df = pd.read_csv(path)
     assert list(df["hidden_size"]) == [8, 16]

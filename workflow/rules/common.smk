@@ -10,7 +10,13 @@ from villani.figures.dvc_plots import plot_outputs
 from villani.figures.paper import CAPTIONS as PAPER_CAPTIONS
 from villani.figures.paper import paper_outputs
 from villani.plan import layout
-from villani.plan.config import ParamsError, check_files, dataset_names, dataset_params, resolve
+from villani.plan.config import (
+    ParamsError,
+    check_files,
+    dataset_names,
+    dataset_params,
+    resolve,
+)
 from villani.plan.digest import datasets_digest, stage_digest
 
 try:
