@@ -71,13 +71,19 @@ def figure_outputs(params: Mapping, root: str = layout.RESULTS, dataset: str | N
                    ) -> list[tuple[str, str, str]]:
     """(name, category, path) of every file the figures stage writes for the params'
     dataset (or ``dataset``: the Snakefile passes the wildcard ``{dataset}``)."""
-    out = []
     dataset = params["data"]["name"] if dataset is None else dataset
+    return registry_outputs(REGISTRY, params["figures"]["formats"], root, dataset)
+
+
+def registry_outputs(registry: Mapping[str, Entry], formats, root, dataset: str) -> list[tuple[str, str, str]]:
+    """(name, category, path) of every file the entries of ``registry`` write under
+    ``dataset``'s folders: a figure in each of ``formats`` plus its CSV, a table's CSV."""
     fig_dir = layout.fmt(layout.FIGURES_DIR, root, dataset=dataset)
     tab_dir = layout.fmt(layout.TABLES_DIR, root, dataset=dataset)
-    for name, e in REGISTRY.items():
+    out = []
+    for name, e in registry.items():
         if e.kind == "figure":
-            out += [(name, e.category, f"{fig_dir}/{name}.{ext}") for ext in params["figures"]["formats"]]
+            out += [(name, e.category, f"{fig_dir}/{name}.{ext}") for ext in formats]
             out.append((name, e.category, f"{fig_dir}/{name}.csv"))
         else:
             out.append((name, e.category, f"{tab_dir}/{name}.csv"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from villani.figures import REPORT_DIR as _REPORT_DIR
-from villani.figures import Entry
+from villani.figures import Entry, registry_outputs
 from villani.figures.paper import pac_bayes, tables, training_curves
 from villani.plan import layout
 from villani.plan.config import dataset_names
@@ -44,17 +44,7 @@ CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}
 
 def paper_outputs(doc: Mapping, root: str = layout.RESULTS) -> list[tuple[str, str, str]]:
     """(name, category, path) of every file ``villani paper`` writes."""
-    slot = layout.across(dataset_names(doc))
-    fig_dir = layout.fmt(layout.FIGURES_DIR, root, dataset=slot)
-    tab_dir = layout.fmt(layout.TABLES_DIR, root, dataset=slot)
-    out = []
-    for name, e in REGISTRY.items():
-        if e.kind == "figure":
-            out += [(name, e.category, f"{fig_dir}/{name}.{ext}") for ext in doc["figures"]["formats"]]
-            out.append((name, e.category, f"{fig_dir}/{name}.csv"))
-        else:
-            out.append((name, e.category, f"{tab_dir}/{name}.csv"))
-    return out
+    return registry_outputs(REGISTRY, doc["figures"]["formats"], root, layout.across(dataset_names(doc)))
 
 
 def render_paper(doc: Mapping, root: str = layout.RESULTS, names=None) -> list[str]:
