@@ -4,13 +4,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.villani-installed
+# the HTML template of `dvc plots show` (.dvc/config plots.html_template), Vega inline
+PLOTS_PAGE := vega/page.html
 # Two workers; a test file stays on one worker so its module fixtures (a whole workflow
 # run) are built once. Slowest tests are listed at the end.
 PYTEST_ARGS ?= -n 2 --dist loadfile --durations=15
 
 .PHONY: install run test dryrun lint lock profile clean-results
 
-install: $(STAMP)
+install: $(STAMP) $(PLOTS_PAGE)
 
 # torch first: a torch already in the venv (e.g. the user's CUDA build) is kept and pinned
 # as installed; otherwise the tested CPU build from requirements/torch.txt. Then the rest
@@ -24,6 +26,13 @@ $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requiremen
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[test,slurm,tensorboard]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
 	touch $(STAMP)
+
+# Vega, Vega-Lite, Vega-Embed from the npm registry at the versions of vega/package-lock.json
+# (no install scripts run), inlined into the page so that `dvc plots show` draws offline.
+$(PLOTS_PAGE): vega/package.json vega/package-lock.json src/villani/report/dvc_page.py $(STAMP)
+	@command -v npm >/dev/null || { echo "make install: npm not found; the offline DVC plots page needs Node.js and npm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	npm ci --prefix vega --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(BIN)/python -m villani.report.dvc_page --package-dir vega
 
 # Re-resolve the lock from pyproject.toml's ranges (newest versions that fit, preferring
 # the current pins); then `make install test` and commit requirements/lock.txt.
