@@ -4,16 +4,12 @@
 # src/villani/schemas/params.schema.yaml). Logic lives in src/villani.
 from snakemake.utils import min_version
 
-from villani.figures import REPORT_DIR
+from villani.report.description import write_description
 
 min_version("9.0")
 
 
 configfile: "params.yaml"
-
-
-# The report's description; each figure's caption sits beside it (package data).
-report: f"{REPORT_DIR}/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
@@ -29,6 +25,11 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/paper.smk"
+
+
+# The report's description: what this run did, written from its parameters (P, from
+# common.smk) by villani.report.description; each figure's caption is package data.
+report: write_description(P, workflow.configfiles)
 
 
 # One results tree for Snakemake and DVC (villani.dag.dvc_sync): while this run lasts it

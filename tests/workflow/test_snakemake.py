@@ -67,7 +67,11 @@ def test_report_has_a_description_and_one_entry_per_figure(snakemake_done):
     assert {f"{n}.png" for n in figures} <= entries, sorted(entries)
     assert not {f"{n}.csv" for n in figures} & entries and not {f"{n}.pdf" for n in figures} & entries
     # the description, with links to each figure's other files
-    assert "trains GPT-Neo language models across weight decay" in html
+    # the description of this run (villani.report.description), from its parameters
+    assert "This run, from ``params.yaml`` + ``tests/configs/tiny.yaml``" not in html  # rst rendered
+    assert "This run, from <tt" in html and "tests/configs/tiny.yaml" in html
+    assert "λ ∈ {0.0, 0.01}" in html and "results/claims/tiny.csv" in html
+    assert "GPT-Neo language models" not in html and "noise-injection" not in html
     assert "figures/tiny/fig5_training_curves.csv" in html
 
 
