@@ -29,7 +29,7 @@ include: "workflow/rules/paper.smk"
 
 # The report's description: what this run did, written from its parameters (P, from
 # common.smk) by villani.report.description; each figure's caption is package data.
-report: write_description(P, workflow.configfiles)
+report: write_description(P, workflow.configfiles, workflow.overwrite_configfiles)
 
 
 # One results tree for Snakemake and DVC (villani.dag.dvc_sync): while this run lasts it

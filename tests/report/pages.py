@@ -41,12 +41,17 @@ Array.from(document.querySelectorAll('.vega-embed')).map(el => {
 """
 
 
-def browser() -> Browser:
-    """A headless Chromium, or skip where the Debian package is not installed."""
+def chromium_or_skip() -> str:
+    """The Chromium executable; the test is skipped where the Debian package is not installed."""
     exe = chromium_path()
     if exe is None:
         pytest.skip("chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)")
-    return Browser(exe)
+    return exe
+
+
+def browser() -> Browser:
+    """A headless Chromium, or skip where the Debian package is not installed."""
+    return Browser(chromium_or_skip())
 
 
 def install_plots_page(repo: Path) -> Path:
@@ -81,15 +86,61 @@ def assert_clean(b: Browser, what: str) -> None:
     assert not b.log.errors, f"{what}: {b.log.errors}"
 
 
+def wait_for_marks(b: Browser, views: int, what: str, timeout: float = 30) -> list:
+    """Poll until ``views`` Vega views are in the page, each with drawn marks."""
+    drawn = lambda m: m[0] != "none" and m[1] >= (MIN_COLOURED_PIXELS if m[0] == "canvas" else 1)
+    end = time.monotonic() + timeout
+    while not (len(marks := b.evaluate(MARKS_JS)) == views and all(map(drawn, marks))):
+        assert time.monotonic() < end, f"{what}: Vega views {marks}, expected {views} with marks; {b.log}"
+        time.sleep(0.3)
+    return marks
+
+
 def check_vega_page(b: Browser, page: Path, plots: int, shot: Path, timeout: float = 30) -> list:
     """Open a DVC plots page offline: ``plots`` Vega views, each with drawn marks; returns
     [kind, coloured pixels or shapes] per view."""
     b.open(page)
-    drawn = lambda m: m[0] != "none" and m[1] >= (MIN_COLOURED_PIXELS if m[0] == "canvas" else 1)
-    end = time.monotonic() + timeout
-    while not (len(marks := b.evaluate(MARKS_JS)) == plots and all(map(drawn, marks))):
-        assert time.monotonic() < end, f"{page}: Vega views {marks}, expected {plots} with marks; {b.log}"
-        time.sleep(0.3)
+    marks = wait_for_marks(b, plots, str(page), timeout)
     assert_not_blank(b.screenshot(shot))
     assert_clean(b, str(page))
     return marks
+
+
+# every image result of the report, shown one after the other: [path, natural width, height]
+REPORT_IMAGES_JS = """
+(async () => {
+  const out = [];
+  for (const [path, r] of Object.entries(results)) {
+    if (!(r.mime_type || '').startsWith('image/')) continue;
+    app.setView({content: 'img', contentPath: r.data_uri, resultPath: path});
+    let img;
+    for (let i = 0; i < 100; i++) {
+      await new Promise(res => setTimeout(res, 50));
+      img = Array.from(document.images).find(i => i.src === r.data_uri);
+      if (img && img.complete) break;
+    }
+    out.push([path, img ? img.naturalWidth : -1, img ? img.naturalHeight : -1]);
+  }
+  return out;
+})()
+"""
+
+
+def check_report(b: Browser, report: Path, shots: Path, description: str) -> list:
+    """Open a Snakemake report offline: the description (containing ``description``) beside
+    the drawn rule graph, the statistics' two drawn plots, and every image result decoded;
+    screenshots of the three views in ``shots``. Returns [path, width, height] per image."""
+    b.open(report)
+    b.wait_for(f"(document.querySelector('.prose') || {{}}).innerText?.includes({description!r})")
+    prose = b.evaluate("document.querySelector('.prose').innerText")
+    assert "System Message" not in prose, f"{report}: the description is not valid reStructuredText: {prose}"
+    wait_for_marks(b, 1, f"{report}: rule graph")
+    assert_not_blank(b.screenshot(shots / "report-workflow.png"))
+    b.evaluate("app.setView({content: 'stats'})")
+    wait_for_marks(b, 2, f"{report}: statistics (runtimes, timeline)")
+    assert_not_blank(b.screenshot(shots / "report-statistics.png"))
+    images = b.evaluate(REPORT_IMAGES_JS)
+    assert images and all(w > 0 and h > 0 for _, w, h in images), f"{report}: images not drawn: {images}"
+    assert_not_blank(b.screenshot(shots / "report-last-figure.png"))
+    assert_clean(b, str(report))
+    return images

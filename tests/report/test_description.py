@@ -58,16 +58,19 @@ def test_the_written_file_renders_as_snakemake_renders_it(tmp_path):
     """Jinja2 with snakemake.config and the report's files, then docutils; a parameter
     value that looks like Jinja stays text."""
     p = shipped("params.yaml", model={"name": "models/odd{{x}}{#y#}"})
-    path = write_description(p, ["params.yaml"], dest=tmp_path / "d.rst")
+    path = write_description(p, ["mine.yaml", "params.yaml"], ["mine.yaml"], dest=tmp_path / "d.rst")
     rst = open(path, encoding="utf-8").read()
     assert rst.endswith(FIXED_PART.read_text(encoding="utf-8"))
     config = type("Snakemake", (), {"config": p})
-    html = publish_parts(jinja2.Environment().from_string(rst).render(snakemake=config, files=[], categories={}),
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)  # as snakemake.report makes it
+    html = publish_parts(env.from_string(rst).render(snakemake=config, files=[], categories={}),
                          writer_name="html")["html_body"]
-    assert "models/odd{{x}}{#y#}" in html and "Langevin SGD on F (eq. 36)" in html
+    assert "System Message" not in html and "<li>Langevin SGD on F (eq. 36)" in html  # valid rst, nested list
+    assert "from <tt class=\"docutils literal\">params.yaml</tt> + <tt class=\"docutils literal\">mine.yaml</tt>" in html
+    assert "models/odd{{x}}{#y#}" in html
     assert "results/claims/pydoc.csv" in html
 
     before = os.stat(path).st_mtime_ns
     os.utime(path, ns=(before - 10**9, before - 10**9))
-    write_description(p, ["params.yaml"], dest=tmp_path / "d.rst")  # same text: left alone
+    write_description(p, ["mine.yaml", "params.yaml"], ["mine.yaml"], dest=tmp_path / "d.rst")  # same: left alone
     assert os.stat(path).st_mtime_ns == before - 10**9

@@ -68,10 +68,11 @@ def test_report_has_a_description_and_one_entry_per_figure(snakemake_done):
     assert not {f"{n}.csv" for n in figures} & entries and not {f"{n}.pdf" for n in figures} & entries
     # the description, with links to each figure's other files
     # the description of this run (villani.report.description), from its parameters
-    assert "This run, from ``params.yaml`` + ``tests/configs/tiny.yaml``" not in html  # rst rendered
-    assert "This run, from <tt" in html and "tests/configs/tiny.yaml" in html
-    assert "λ ∈ {0.0, 0.01}" in html and "results/claims/tiny.csv" in html
-    assert "GPT-Neo language models" not in html and "noise-injection" not in html
+    desc = json.loads(re.search(r"var workflow_desc = (\".*\");", html).group(1))
+    assert 'This run, from <tt class="docutils literal">params.yaml</tt> + <tt class="docutils literal">tests/configs/tiny.yaml' in desc
+    assert "System Message" not in desc  # valid reStructuredText
+    assert "λ ∈ {0.0, 0.01}" in desc and "results/claims/tiny.csv" in desc
+    assert "GPT-Neo language models" not in desc and "noise-injection" not in desc
     assert "figures/tiny/fig5_training_curves.csv" in html
 
 
@@ -116,3 +117,24 @@ def test_prune_frees_measured_checkpoints_without_triggering_work(snakemake_done
     dry = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
                "--cores", "2", "-n"], cwd=snakemake_done)
     assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+def test_dvc_plots_and_the_report_render_offline(snakemake_done, tmp_path):
+    """Issue 26: `dvc plots show` and `snakemake --report` of this run are drawn completely
+    by headless Chromium with networking cut off (checks: tests/report/pages.py)."""
+    import yaml
+
+    from tests.report import pages
+
+    exe = pages.chromium_or_skip()
+    pages.install_plots_page(snakemake_done)  # make install's step, from this checkout's npm packages
+    page = pages.dvc_plots_show(snakemake_done, run)
+    n_plots = len(yaml.safe_load((snakemake_done / "dvc.yaml").read_text())["plots"])
+    report = snakemake_done / "results/report-offline.html"
+    run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", "tests/configs/tiny.yaml",
+         "--report", report.relative_to(snakemake_done)], cwd=snakemake_done)
+    with pages.Browser(exe) as b:
+        marks = pages.check_vega_page(b, page, n_plots, tmp_path / "dvc-plots.png")
+        images = pages.check_report(b, report, tmp_path, description="This run, from")
+    assert len(marks) == n_plots
+    assert any(p.endswith("fig5_training_curves.png") for p, _, _ in images), images

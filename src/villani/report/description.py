@@ -76,7 +76,7 @@ def dataset_text(p: Mapping) -> str:
     n_runs = len(list(runs(p)))
     steps = checkpoint_steps(t)
     spacing = "listed" if t["checkpoints"].get("steps") else t["checkpoints"]["spacing"]
-    rules = "".join(f"\n  - {rule_text(p, v)}" for v in variants(p))
+    rules = "\n\n" + "\n".join(f"  - {rule_text(p, v)}" for v in variants(p)) + "\n"  # a nested list
     ledger = layout.fmt(layout.CLAIMS_CSV, dataset=ds)
     return "\n".join([
         f"- **Data**: ``{ds}`` from ``{p['data']['source']}``.",
@@ -94,7 +94,8 @@ def dataset_text(p: Mapping) -> str:
 
 
 def description(p: Mapping, sources: Sequence[str] = ()) -> str:
-    """The report's opening text (reStructuredText) for the resolved parameters ``p``."""
+    """The report's opening text (reStructuredText) for the resolved parameters ``p``, read
+    from the parameter files ``sources`` (each over the ones before it)."""
     src = " + ".join(f"``{_shown(s)}``" for s in sources) or "the parameters given"
     head = (
         "**villani** trains causal language models across weight decay λ, measures at every "
@@ -110,11 +111,23 @@ def description(p: Mapping, sources: Sequence[str] = ()) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def write_description(p: Mapping, sources: Sequence[str] = (), dest: Path = DESCRIPTION_FILE) -> str:
+def applied_order(configfiles: Sequence, overlays: Sequence = ()) -> list[str]:
+    """Snakemake's ``workflow.configfiles`` in the order they apply: the Snakefile's
+    ``configfile:`` (params.yaml), then the ``--configfile`` overlays (listed first there)."""
+    over = {str(f) for f in overlays}
+    return [str(f) for f in configfiles if str(f) not in over] + [str(f) for f in configfiles if str(f) in over]
+
+
+def write_description(p: Mapping, configfiles: Sequence = (), overlays: Sequence = (),
+                      dest: Path = DESCRIPTION_FILE) -> str:
     """Write the report's description file (generated text, then ``workflow.rst``) and return
-    its absolute path for the ``report:`` directive. Unchanged text is not rewritten, so
-    the many Snakemake processes of a cluster run that parse the Snakefile leave it alone."""
-    text = "{% raw %}" + description(p, sources) + "{% endraw %}\n" + FIXED_PART.read_text(encoding="utf-8")
+    its absolute path for the ``report:`` directive (``configfiles``, ``overlays``:
+    Snakemake's ``workflow.configfiles`` and ``workflow.overwrite_configfiles``). Unchanged
+    text is not rewritten, so the many Snakemake processes of a cluster run that parse the
+    Snakefile leave it alone."""
+    sources = applied_order(configfiles, overlays)
+    # a blank line inside the raw block: Snakemake's Jinja trims the newline after a tag
+    text = "{% raw %}" + description(p, sources) + "\n{% endraw %}\n" + FIXED_PART.read_text(encoding="utf-8")
     dest = dest.resolve()
     if not dest.is_file() or dest.read_text(encoding="utf-8") != text:
         dest.parent.mkdir(parents=True, exist_ok=True)
