@@ -13,6 +13,7 @@ import base64
 import fcntl
 import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -57,6 +58,7 @@ class Browser:
     def __init__(self, executable: str, width: int = 1280, height: int = 1000, timeout: float = 60):
         self.timeout, self.width, self.height = timeout, width, height
         self.profile = tempfile.mkdtemp(prefix="villani-chromium-")
+        self.stderr_path = Path(self.profile) / "stderr.log"
         cmd_r, cmd_w = os.pipe()  # we write commands, Chromium reads fd 3
         out_r, out_w = os.pipe()  # Chromium writes fd 4, we read
         hi_r, hi_w = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (cmd_r, out_w))
@@ -65,35 +67,54 @@ class Browser:
             os.dup2(hi_r, 3)
             os.dup2(hi_w, 4)
 
-        self.proc = subprocess.Popen(
-            [executable, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
-             "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update", "--allow-file-access-from-files",
-             "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-             "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={self.profile}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=False, preexec_fn=child_fds)  # Python's own fds are close-on-exec
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [executable, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
+                 "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update", "--allow-file-access-from-files",
+                 "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+                 "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={self.profile}", "about:blank"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                close_fds=False, preexec_fn=child_fds)  # Python's own fds are close-on-exec
         for fd in (cmd_r, out_w, hi_r, hi_w):
             os.close(fd)
         self.wfile, self.rfile = os.fdopen(cmd_w, "wb"), os.fdopen(out_r, "rb")
         self.next_id, self.buffer, self.log = 0, b"", PageLog()
+        try:
+            self._attach()
+        except BaseException:
+            self.close()
+            raise
+
+    def _attach(self) -> None:
+        """One tab, its events on, its network offline, a fixed viewport."""
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Runtime", "Log", "Page", "Network"):
             self.call(f"{domain}.enable", session=True)
         self.call("Network.emulateNetworkConditions", session=True, offline=True, latency=0,
                   downloadThroughput=-1, uploadThroughput=-1)
-        self.call("Emulation.setDeviceMetricsOverride", session=True, width=width, height=height,
+        self.call("Emulation.setDeviceMetricsOverride", session=True, width=self.width, height=self.height,
                   deviceScaleFactor=1, mobile=False)
 
     def _message(self) -> dict:
+        end = time.monotonic() + self.timeout
         while b"\0" not in self.buffer:
-            chunk = os.read(self.rfile.fileno(), 1 << 20)
+            ready, _, _ = select.select([self.rfile], [], [], max(0.0, end - time.monotonic()))
+            chunk = os.read(self.rfile.fileno(), 1 << 20) if ready else None
             if not chunk:
-                raise RuntimeError(f"chromium exited ({self.proc.poll()})")
+                state = f"exited ({self.proc.poll()})" if chunk == b"" else f"silent for {self.timeout} s"
+                raise RuntimeError(f"chromium {state}: {self.stderr_tail()}")
             self.buffer += chunk
         raw, self.buffer = self.buffer.split(b"\0", 1)
         return json.loads(raw)
+
+    def stderr_tail(self) -> str:
+        """The last lines Chromium wrote to stderr (why it did not start, or crashed)."""
+        try:
+            return " | ".join(self.stderr_path.read_text(errors="replace").strip().splitlines()[-5:])
+        except OSError:
+            return ""
 
     def call(self, method: str, session: bool = False, **params) -> dict:
         """Send one command and return its result; events that arrive meanwhile go to the log."""
@@ -145,6 +166,10 @@ class Browser:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop Chromium and remove its profile."""
         try:
             self.wfile.close()
             self.rfile.close()
