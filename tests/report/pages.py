@@ -65,9 +65,10 @@ def install_plots_page(repo: Path) -> Path:
         raise AssertionError(f"{e} — the offline DVC plots page is built by `make install`") from None
 
 
-def dvc_plots_show(repo: Path, run) -> Path:
-    """``dvc plots show`` as the README runs it; the page it prints."""
-    out = run(["dvc", "plots", "show"], cwd=repo).stdout.strip().splitlines()[-1]
+def dvc_plots_show(repo: Path, run, *command: str) -> Path:
+    """``dvc plots show`` (or ``dvc plots <command…>``, e.g. ``diff HEAD``) as the README
+    runs it; the page it prints."""
+    out = run(["dvc", "plots", *(command or ["show"])], cwd=repo).stdout.strip().splitlines()[-1]
     assert out.startswith("file://"), out
     return Path(out.removeprefix("file://"))
 

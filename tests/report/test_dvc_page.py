@@ -37,14 +37,19 @@ def test_a_stale_install_is_refused_in_one_line_naming_the_package(tmp_path):
     assert not (tmp_path / "page.html").exists()
 
 
+def loss_csv(shift: float) -> str:
+    """Two runs' training losses in the columns of results/plots/<dataset>/training_loss.csv."""
+    rows = ["step,loss,variant,lam,seed,run,group"] + [
+        f"{s},{3 - s / (4 + lam) + shift},adamw,{lam},0,adamw λ={lam} seed 0,adamw λ={lam}"
+        for lam in (0.0, 1.0) for s in range(1, 9)]
+    return "\n".join(rows) + "\n"
+
+
 @pytest.fixture(scope="module")
 def loss_repo(tmp_path_factory):
     """A DVC repository with one plot of the project's run template (two runs' losses)."""
     work = tmp_path_factory.mktemp("dvc-page")
-    rows = ["step,loss,variant,lam,seed,run,group"] + [
-        f"{s},{3 - s / (4 + lam)},adamw,{lam},0,adamw λ={lam} seed 0,adamw λ={lam}"
-        for lam in (0.0, 1.0) for s in range(1, 9)]
-    (work / "loss.csv").write_text("\n".join(rows) + "\n")
+    (work / "loss.csv").write_text(loss_csv(shift=0.0))
     (work / "dvc.yaml").write_text("plots:\n  - loss.csv:\n      template: villani_runs\n      x: step\n      y: loss\n")
     git_repo(work)
     run(["dvc", "init", "-q"], cwd=work)
@@ -52,13 +57,21 @@ def loss_repo(tmp_path_factory):
     return work
 
 
-def test_dvc_plots_show_draws_offline_through_the_configured_template(loss_repo, tmp_path):
+def test_dvc_plots_show_and_diff_draw_offline_through_the_configured_template(loss_repo, tmp_path):
     shutil.copy(REPO / ".dvc/config", loss_repo / ".dvc/config")
     pages.install_plots_page(loss_repo)
-    page = pages.dvc_plots_show(loss_repo, run)
+    show = pages.dvc_plots_show(loss_repo, run)
     with pages.browser() as b:
-        marks = pages.check_vega_page(b, page, plots=1, shot=tmp_path / "dvc-plots.png")
-    assert marks[0][0] == "canvas"
+        marks = pages.check_vega_page(b, show, plots=1, shot=tmp_path / "dvc-plots.png")
+        assert marks[0][0] == "canvas"
+        # the workspace against the committed revision: the same page, both revisions drawn
+        (loss_repo / "loss.csv").write_text(loss_csv(shift=0.5))
+        try:
+            diff = pages.dvc_plots_show(loss_repo, run, "diff", "HEAD")
+            (kind, coloured), = pages.check_vega_page(b, diff, plots=1, shot=tmp_path / "dvc-plots-diff.png")
+        finally:
+            (loss_repo / "loss.csv").write_text(loss_csv(shift=0.0))
+    assert kind == "canvas" and coloured > marks[0][1]  # more lines drawn: two revisions
 
 
 def test_dvc_s_own_cdn_page_stays_blank_offline(loss_repo, tmp_path):
