@@ -66,7 +66,8 @@ def test_the_written_file_renders_as_snakemake_renders_it(tmp_path):
     html = publish_parts(env.from_string(rst).render(snakemake=config, files=[], categories={}),
                          writer_name="html")["html_body"]
     assert "System Message" not in html and "<li>Langevin SGD on F (eq. 36)" in html  # valid rst, nested list
-    assert "from <tt class=\"docutils literal\">params.yaml</tt> + <tt class=\"docutils literal\">mine.yaml</tt>" in html
+    tt = '<tt class="docutils literal">'
+    assert f"from {tt}params.yaml</tt> + {tt}mine.yaml</tt>" in html
     assert "models/odd{{x}}{#y#}" in html
     assert "results/claims/pydoc.csv" in html
 

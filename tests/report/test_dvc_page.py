@@ -32,7 +32,8 @@ def test_a_stale_install_is_refused_in_one_line_naming_the_package(tmp_path):
     for name in LIBRARIES:
         (tmp_path / "node_modules" / name).mkdir(parents=True)
         (tmp_path / "node_modules" / name / "package.json").write_text(json.dumps({"version": "5.0.0"}))
-    with pytest.raises(PageError, match=r"node_modules/vega: version 5.0.0 is installed, \S+ is pinned \(run `make install`"):
+    stale = r"node_modules/vega: version 5.0.0 is installed, \S+ is pinned \(run `make install`"
+    with pytest.raises(PageError, match=stale):
         build_page(tmp_path)
     assert not (tmp_path / "page.html").exists()
 
@@ -68,7 +69,7 @@ def test_dvc_plots_show_and_diff_draw_offline_through_the_configured_template(lo
         (loss_repo / "loss.csv").write_text(loss_csv(shift=0.5))
         try:
             diff = pages.dvc_plots_show(loss_repo, run, "diff", "HEAD")
-            (kind, coloured), = pages.check_vega_page(b, diff, plots=1, shot=tmp_path / "dvc-plots-diff.png")
+            (kind, coloured), = pages.check_vega_page(b, diff, 1, tmp_path / "dvc-plots-diff.png")
         finally:
             (loss_repo / "loss.csv").write_text(loss_csv(shift=0.0))
     assert kind == "canvas" and coloured > marks[0][1]  # more lines drawn: two revisions

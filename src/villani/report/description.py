@@ -78,14 +78,16 @@ def dataset_text(p: Mapping) -> str:
     spacing = "listed" if t["checkpoints"].get("steps") else t["checkpoints"]["spacing"]
     rules = "\n\n" + "\n".join(f"  - {rule_text(p, v)}" for v in variants(p)) + "\n"  # a nested list
     ledger = layout.fmt(layout.CLAIMS_CSV, dataset=ds)
+    trace = "Hutchinson" if m["trace_estimator"] == "hutchinson" else f"{m['trace_estimator']} Hutchinson"
     return "\n".join([
         f"- **Data**: ``{ds}`` from ``{p['data']['source']}``.",
         f"- **Model**: {model_text(p)}.",
         f"- **Update rules** ({n_runs} runs: each λ × seeds {_values(t['seeds'])}, {t['steps']} steps, "
-        f"batches of {t['batch_size']} × {p['data']['seq_len']} tokens, weight decay on ``{t['decay_params']}`` parameters):{rules}",
+        f"batches of {t['batch_size']} × {p['data']['seq_len']} tokens, weight decay on "
+        f"``{t['decay_params']}`` parameters):{rules}",
         f"- **Checkpoints**: steps {_values(steps)} of every run ({len(steps)} per run, "
         f"{len(steps) * n_runs} in all; {spacing} steps), each measured: Ψ_s at s ∈ "
-        f"{_values(m['s_values'])}, tr ∇²L ({m['trace_estimator']} Hutchinson, {m['num_probes']} probes), "
+        f"{_values(m['s_values'])}, tr ∇²L ({trace}, {m['num_probes']} probes), "
         f"the top {m['top_k']} eigenvalues of ∇²F (Lanczos, {m['lanczos_steps']} steps) and the spectral "
         f"density (SLQ, {m['slq_probes']} probe(s) × {m['slq_steps']} steps).",
         f"- **Bounds** at δ = {p['bounds']['delta']}; **claims ledger**: ``{ledger}`` (and ``.json``), "
@@ -127,7 +129,8 @@ def write_description(p: Mapping, configfiles: Sequence = (), overlays: Sequence
     Snakefile leave it alone."""
     sources = applied_order(configfiles, overlays)
     # a blank line inside the raw block: Snakemake's Jinja trims the newline after a tag
-    text = "{% raw %}" + description(p, sources) + "\n{% endraw %}\n" + FIXED_PART.read_text(encoding="utf-8")
+    fixed = FIXED_PART.read_text(encoding="utf-8")
+    text = "{% raw %}" + description(p, sources) + "\n{% endraw %}\n" + fixed
     dest = dest.resolve()
     if not dest.is_file() or dest.read_text(encoding="utf-8") != text:
         dest.parent.mkdir(parents=True, exist_ok=True)
