@@ -15,9 +15,11 @@ from tests.conftest import REPO
 from tests.report.browser import Browser, chromium_path
 from villani.report.dvc_page import PageError, build_page
 
-# a blank page has (near) zero variance; a drawn one has text, axes and marks
+# a blank page has (near) zero variance; a drawn one has text, axes and marks. Measured at
+# 1280 px wide: the offline page with no plot (its footer line only) std 4.8, ink 0.0016;
+# one 300 × 300 DVC line plot std 10.0, ink 0.0047; DVC's CDN page offline std 0, ink 0.
 MIN_PIXEL_STD = 8.0
-MIN_INK_FRACTION = 0.005
+MIN_INK_FRACTION = 0.003
 # a plot holds drawn marks: this many coloured pixels (max − min channel > 60; axes, grid
 # and text are grey) in its canvas, or this many drawn SVG shapes
 MIN_COLOURED_PIXELS = 200
