@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Mapping
@@ -317,6 +318,12 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     dataset = params["data"]["name"]
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
+    done = _restore_finished(root, dict(dataset=dataset, variant=variant, lam=lam, seed=seed), end,
+                             run_digest(params, variant, lam, seed), wanted)
+    if done is not None:
+        log.info(f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}: "
+                 "trained earlier with these parameters; outputs restored from work/done/")
+        return done
     run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device), initial=start == 0)
     ident = run.ident
     # this job is the one writer of its run's training folders (one segment of a run at a
@@ -372,7 +379,64 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
         "checkpoints": [{"step": s, "weights_sha256": _sha(root, ident, s)} for s in wanted],
     }
     atomic.write_json(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest)
+    _keep_finished(root, ident, end, run.digest)
     work.unlink(missing_ok=True)
+    return manifest
+
+
+_OUTPUTS = (layout.SEGMENT, layout.SEGMENT_LOG)
+
+
+def _finished_copies(root, ident, end: int, digest: str) -> list[tuple[Path, Path]]:
+    """(output, its copy) for the segment's manifest and step log; the copies are hard links
+    in ``work/done/``, named by the parameters' digest."""
+    done = layout.fmt(layout.WORK_DIR, root, **ident) / "done"
+    outs = [layout.fmt(f, root, step=end, **ident) for f in _OUTPUTS]
+    return [(out, done / f"{digest[:16]}-{out.name}") for out in outs]
+
+
+def _link(src: Path, dest: Path) -> None:
+    """``dest`` becomes ``src``'s content atomically (a hard link, or a copy across file systems)."""
+    import shutil
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.link.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def _keep_finished(root, ident, end: int, digest: str) -> None:
+    """Keep the finished segment's outputs under ``work/done/`` too. Snakemake reruns a group
+    job whole after a failure (``profiles/slurm`` groups a run's segments), deleting every
+    member's outputs first: :func:`_restore_finished` then puts them back instead of
+    retraining the segment — and without touching a later segment's work state."""
+    for out, copy in _finished_copies(root, ident, end, digest):
+        _link(out, copy)
+
+
+def _restore_finished(root, ident, end: int, digest: str, wanted: list[int]) -> dict | None:
+    """The manifest of this segment trained earlier with the same parameters, its outputs
+    restored, if its copies exist and its checkpoints verify against the manifest; else None."""
+    import json
+
+    from villani.training.checkpoint import read_meta
+
+    pairs = _finished_copies(root, ident, end, digest)
+    if not all(copy.exists() for _, copy in pairs):
+        return None
+    try:
+        manifest = json.loads(pairs[0][1].read_text())
+        shas = [read_meta(root, step=s, verify=True, **ident)["weights_sha256"] for s in wanted]
+    except (ValueError, OSError):
+        return None
+    if manifest.get("digest") != digest or [c.get("weights_sha256") for c in manifest["checkpoints"]] != shas:
+        return None
+    for out, copy in reversed(pairs):  # the manifest last: it says the segment is done
+        _link(copy, out)
     return manifest
 
 
