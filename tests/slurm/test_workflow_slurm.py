@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from slurm_helpers import (
-    SLURM_LOGDIR,
+    CI_PROFILE,
+    REAL_PROFILE,
     bounded,
     copy_repo,
     job_info,
@@ -32,6 +33,11 @@ from slurm_helpers import (
     submitted_by_rule,
     wait_run,
 )
+
+from villani.dag import submissions as S
+from villani.dag.resources import job_runtime
+from villani.plan.config import dataset_names, dataset_params, load_params
+from villani.plan.schedule import segment_ends
 
 pytestmark = pytest.mark.slurm
 
@@ -52,6 +58,11 @@ def job_counts(run) -> dict[str, int]:
         name, n = line.split()
         counts[name] = int(n)
     return counts
+
+
+def DP(doc):
+    """The parameters of the document's (first) dataset."""
+    return dataset_params(doc, dataset_names(doc)[0])
 
 
 def strip_volatile(obj):
@@ -101,12 +112,17 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     print(f"tiny workflow under SLURM: {run.seconds:.0f}s (local, concurrently: {local_run.seconds:.0f}s)")
     assert run.returncode == 0, run.tail()
 
-    # every job of every rule but the localrules (all, fetch, pretrained) was submitted with sbatch, exactly once
-    expected = {r: n for r, n in job_counts(local_run).items() if r not in {"all"} | LOCAL_RULES}
-    assert job_counts(run) == job_counts(local_run)
+    # every job ran, in the submissions villani.dag.submissions counts: the ungrouped rules'
+    # jobs once each, a group job per training run (its segments in sequence) and per
+    # bundle of measure jobs; no retry was needed
+    doc = load_params([str(wd / "params.yaml"), str(wd / TINY)])
+    assert job_counts(run) == job_counts(local_run) == dict(S.job_counts(doc))
+    expected = {r: n for r, n in S.submissions(doc).items() if r != "total"}
     by_rule = submitted_by_rule(run, wd)
     assert {r: sum(map(len, ws.values())) for r, ws in by_rule.items()} == expected
+    assert len(run.submitted) == S.submissions(doc)["total"]
     logs = slurm_logs(wd)
+    train_limit = sum(job_runtime("train", DP(doc), end, 1) for end in segment_ends(DP(doc)["train"]))
     for rule, wcs in by_rule.items():
         for wc, ids in wcs.items():
             for jobid in ids:
@@ -115,12 +131,13 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
                 assert info["Comment"].startswith(f"rule_{rule}"), (rule, info["Comment"])
                 assert info["Partition"] == "debug"
                 assert ("gpu:a100:1" in info.get("TresPerNode", "")) == (rule in GPU_RULES), (rule, info)
-                log = wd / SLURM_LOGDIR / f"rule_{rule}" / wc / f"{jobid}.log"
-                assert log in logs[rule], log
+                if rule == "train":  # a run's segments in sequence: their derived runtimes add up
+                    assert info["TimeLimit"] == f"00:{train_limit:02d}:00", (info["TimeLimit"], train_limit)
+                log = next(p for p in logs[rule] if p.name == f"{jobid}.log")
                 text = log.read_text()
-                # the job-step snakemake ran exactly this rule, to the end
+                # the job-step snakemake ran this rule's jobs (a group job: all its members), to the end
                 assert f"rule {rule}:" in text or f"localrule {rule}:" in text, log
-                assert "1 of 1 steps (100%) done" in text, log
+                assert re.search(r"(\d+) of \1 steps \(100%\) done", text), log
 
     # same results: checkpoint weights bit for bit, measurement / metrics numbers exactly
     lres, sres = local_wd / "results", wd / "results"
@@ -137,35 +154,45 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
 
 # --------------------------------------------------------------------------- (b)
 
-PREEMPT = {  # long enough (a few thousand fast steps) to be caught mid-segment
-    "train": {"lambdas": [0.01], "seeds": [0], "steps": 1600, "segments": 2,
-              "checkpoints": {"count": 2}, "save_every": 20, "langevin": {"lambdas": []}},
+PREEMPT = {  # one run, two segments; no periodic work state: every one is a stop's
+    "train": {"lambdas": [0.01], "seeds": [0], "steps": 3000, "segments": 2,
+              "checkpoints": {"count": 2}, "save_every": 100_000, "langevin": {"lambdas": []}},
 }
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
+# attempt 1 gets 2 minutes (SIGUSR1 30-90 s in, SIGTERM at the limit), then 30 per attempt
+LIMITED = {"train": {"gres": "gpu:a100:1", "cpus_per_gpu": 1, "mem_mb": "2000 * attempt",
+                     "runtime": "2 if attempt == 1 else 30 * attempt"}}
 
 
 def _preempt_setup(wd: Path) -> tuple[list[str], Path]:
+    import yaml
+
     from villani.plan import layout
 
     (wd / "preempt.yaml").write_text(json.dumps(PREEMPT))
+    overlay = yaml.safe_load((CI_PROFILE / "config.yaml").read_text())
+    overlay["set-resources"].update(LIMITED)
+    overlay["retries"] = 2
+    (wd / "limited").mkdir()
+    (wd / "limited" / "config.yaml").write_text(yaml.safe_dump(overlay))
     final = layout.fmt(layout.SEGMENT, "results", step=PREEMPT["train"]["steps"], **RUN)
     return ["--configfile", TINY, "preempt.yaml", "--", str(final)], final
 
 
-def _running_train_job() -> tuple[str, str] | None:
-    res = bounded(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"])
+def _train_job(states=("RUNNING",)) -> str | None:
+    res = bounded(["squeue", "-h", "-t", ",".join(states), "-o", "%i|%k"])
     for line in res.stdout.split():
         jobid, _, comment = line.partition("|")
         if comment.startswith("rule_train"):
-            return jobid, comment
+            return jobid
     return None
 
 
-def _work_step(state: Path) -> int | None:
+def _work_state(state: Path) -> dict | None:
     import torch
 
     try:
-        return int(torch.load(state, weights_only=True)["step"])
+        return torch.load(state, weights_only=True)
     except Exception:  # absent, or replaced while we read it
         return None
 
@@ -178,54 +205,86 @@ def _log_rows(csv: Path) -> list[dict]:
     return df[[c for c in df.columns if not VOLATILE.search(c)]].to_dict("records")
 
 
-def test_scancel_mid_segment_retry_resumes_bit_identical(slurm, tmp_path):
+def _stopped(proc, jobid: str, state: Path, partial, timeout: float) -> int:
+    """Wait until the train job ``jobid`` has ended; return the step of the work state its
+    stop wrote, after checking that every step it logged is in that state."""
+    deadline = time.monotonic() + timeout
+    while _train_job(("RUNNING", "COMPLETING")) == jobid and time.monotonic() < deadline:
+        time.sleep(0.5)
+    st = _work_state(state)
+    assert st is not None, f"job {jobid} ended ({job_info(jobid)['JobState']}) without a work state"
+    rows = len(partial(int(st["step"])).read_text().splitlines()) - 1
+    assert rows == st["log_rows"], "the stopped job logged steps its work state does not hold"
+    return int(st["step"])
+
+
+def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
+    """A train group job stopped by its time limit (SIGUSR1 ahead of it, or SIGTERM at it),
+    its retry scancelled mid-segment, the next retry finishing: each stop wrote the work
+    state at the step it reached, each retry resumed there, and the final weights and
+    per-step logs are an uninterrupted run's."""
     from villani.plan import layout
 
-    end = PREEMPT["train"]["steps"]
+    steps = PREEMPT["train"]["steps"]
     wd = copy_repo(tmp_path / "slurm" / "repo")
     args, final = _preempt_setup(wd)
-    proc, log, t0 = snakemake(wd, *slurm_profiles(), *args, timeout=1200, popen=True)
+    proc, log, t0 = snakemake(wd, "--profile", str(REAL_PROFILE), "--profile", str(wd / "limited"), *args,
+                              timeout=1500, popen=True)
     slurm.watch(proc)
-    # the uninterrupted reference runs locally meanwhile
     ref = copy_repo(tmp_path / "ref" / "repo")
     _preempt_setup(ref)
-    ref_proc, ref_log, ref_t0 = snakemake(ref, "--profile", "profiles/local", "--cores", "2", *args,
-                                          timeout=900, popen=True)
+    ref_proc, ref_log, ref_t0 = snakemake(ref, "--profile", "profiles/local", "--cores", "1", *args,
+                                          timeout=1200, popen=True)
     slurm.watch(ref_proc)
 
     state = layout.fmt(layout.WORK_DIR, wd / "results", **RUN) / "state.pt"
-    victim = killed_at = None
-    while proc.poll() is None and time.monotonic() - t0 < 600:
-        job = _running_train_job()
-        if job and (step := _work_step(state)) and 0 < step < end:
-            victim, killed_at = job[0], step
-            assert bounded(["scancel", victim]).returncode == 0
-            break
-        time.sleep(0.1)
-    assert victim, ("no train job was caught RUNNING with a saved work state; make PREEMPT longer\n"
-                    + log.read_text()[-3000:])
+    ends = segment_ends(DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / "preempt.yaml")]))["train"])
 
-    ref_run = wait_run(ref_proc, ref_log, ref_t0, 900)
+    def partial(step):
+        return layout.fmt(layout.SEGMENT_LOG_PARTIAL, wd / "results", step=next(e for e in ends if e > step), **RUN)
+
+    def trained() -> int:
+        """The step training has reached: the growing per-step log of the segment in progress."""
+        for start, end in zip([0, *ends], ends):
+            f = layout.fmt(layout.SEGMENT_LOG_PARTIAL, wd / "results", step=end, **RUN)
+            if f.exists():
+                return start + len(f.read_text().splitlines()) - 1
+        return 0
+
+    first = None
+    while first is None and proc.poll() is None and time.monotonic() - t0 < 300:
+        first = _train_job()
+        time.sleep(0.5)
+    assert first, "no train job ran\n" + log.read_text()[-3000:]
+    limited_at = _stopped(proc, first, state, partial, 400)
+    assert job_info(first)["TimeLimit"] == "00:02:00" and job_info(first)["JobState"] in ("FAILED", "TIMEOUT")
+    assert 0 < limited_at < steps, "the time limit did not fall mid-training; make PREEMPT longer"
+
+    second = None  # the retry: cancel it once it has trained past the first stop
+    while second is None and proc.poll() is None and time.monotonic() - t0 < 900:
+        job = _train_job()
+        if job and job != first and trained() > limited_at + 5:
+            second = job
+        time.sleep(0.2)
+    assert second, "the retry was not caught training\n" + log.read_text()[-3000:]
+    assert bounded(["scancel", second]).returncode == 0
+    cancelled_at = _stopped(proc, second, state, partial, 120)
+    assert limited_at < cancelled_at < steps
+
+    ref_run = wait_run(ref_proc, ref_log, ref_t0, 1200)
     assert ref_run.returncode == 0, ref_run.tail()
-    run = wait_run(proc, log, t0, 1200)
-    print(f"preemption run under SLURM: {run.seconds:.0f}s; killed job {victim} at work step {killed_at}")
+    run = wait_run(proc, log, t0, 1500)
+    print(f"time limit + scancel under SLURM: {run.seconds:.0f}s; stopped at steps {limited_at}, {cancelled_at}")
     assert run.returncode == 0, run.tail()
+    assert job_info(second)["JobState"] == "CANCELLED"
+    (ids,) = submitted_by_rule(run, wd)["train"].values()
+    assert sorted(ids, key=int)[:2] == [first, second] and len(ids) == 3, ids
+    assert job_info(ids[2])["JobState"] == "COMPLETED" and job_info(ids[2])["TimeLimit"] == "01:30:00"
 
-    # SLURM's view: the victim was cancelled, the same rule+wildcards resubmitted and completed
-    assert job_info(victim)["JobState"] == "CANCELLED"
-    by_rule = submitted_by_rule(run, wd)
-    retried = [ids for ids in by_rule["train"].values() if victim in ids]
-    assert retried and retried[0] == sorted(retried[0], key=int) and len(retried[0]) == 2, by_rule
-    retry = retried[0][1]
-    assert job_info(retry)["JobState"] == "COMPLETED"
-    # resources scaled with attempt on the retry (runtime: "15 * attempt" in the CI overlay)
-    assert job_info(victim)["TimeLimit"] == "00:15:00" and job_info(retry)["TimeLimit"] == "00:30:00"
-    assert "Trying to restart job" in run.output
-
-    # training resumed from the work state (not from scratch) ...
+    # the last retry resumed at the step the scancel's stop saved (no step recomputed) ...
     seg_dir = wd / layout.fmt(layout.SEGMENT, "results", step=0, **RUN).parent
     resumed = [json.loads(p.read_text())["resumed_from_work_step"] for p in sorted(seg_dir.glob("seg*.json"))]
-    assert any(r is not None and killed_at <= r < end for r in resumed), (killed_at, resumed)
+    assert cancelled_at in resumed, (cancelled_at, resumed)
     # ... and ends exactly where the uninterrupted run ends: weights, manifests, step logs
     assert weights_digests(wd / "results") == weights_digests(ref / "results")
     assert json.loads((wd / final).read_text())["checkpoints"] == json.loads((ref / final).read_text())["checkpoints"]

@@ -5,6 +5,7 @@ and the rerun resumes there, recomputes no step and ends bit-identical (villani.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -83,3 +84,26 @@ def test_stop_signal_saves_at_the_step_reached_and_resumes_bit_identical(sig, re
     assert sha256_file(layout.fmt(layout.CKPT_WEIGHTS, root, step=TRAIN["steps"], **RUN)) == ref_sha
     log_csv = layout.fmt(layout.SEGMENT_LOG, root, step=TRAIN["steps"], **RUN)
     assert _rows(log_csv) == TRAIN["steps"]
+
+
+def test_stop_signal_ends_a_measurement_without_partial_output(reference, tmp_path):
+    """Any other command (here `villani measure`) stops at once: one line, exit status 75,
+    no measurement file and no temporary left."""
+    params, _ = reference
+    root = params.parent / "ref"
+    cmd = [sys.executable, "-m", "villani.cli", "measure", "--params", str(params), "--results", str(root),
+           "--dataset", "tiny", "--variant", "adamw", "--lam", "0.01", "--seed", "0", "--step", str(TRAIN["steps"]),
+           "--device", "cpu", "--threads", "1"]
+    env = {**os.environ, "VILLANI_PROGRESS_INTERVAL": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = [proc.stderr.readline()]  # signal once it logs (it has started measuring)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    proc.wait(timeout=60)
+    err = "".join(seen) + rest
+    assert proc.returncode == EXIT_STOPPED, err
+    assert [ln for ln in err.splitlines() if ln.startswith("villani:")] == [
+        "villani: stopped by SIGTERM; no partial output was written (earlier results are intact)"], err
+    out = layout.fmt(layout.MEASURE_JSON, root, step=TRAIN["steps"], **RUN)
+    assert not out.exists() and not layout.fmt(layout.MEASURE_PARQUET, root, step=TRAIN["steps"], **RUN).exists()
+    assert not list(out.parent.glob(".*.tmp"))

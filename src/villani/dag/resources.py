@@ -43,8 +43,8 @@ TRAIN_RSS_BYTES = 5.20 * GiB  # at 512 tokens per step
 MEASURE_RSS_BYTES = 17.12 * GiB  # at 511 tokens per product
 GRAPH_BYTES_PER_TOKEN = 3.95 * MiB
 D_125M = 125_198_592  # parameters of GPT-Neo-125M: how many SLQ starts slq_cdf_tol asks for
-STARTUP_S = 600.0
-TIME_HEADROOM = 2.0
+STARTUP_S = 300.0
+TIME_HEADROOM = 1.5
 MEMORY_HEADROOM = 1.5
 MEM_CAP_MB = 128_000  # an A100 node's share per GPU on most sites; a larger request pends forever
 
