@@ -21,7 +21,7 @@ SLURMCTLD_PID = Path("/run/slurmctld.pid")
 # slurm-logdir of profiles/slurm, relative to the workflow directory
 SLURM_LOGDIR = "logs/slurm"
 
-SUBMITTED_RE = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M)
+SUBMITTED_RE = re.compile(r"Job (\S+) has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M)
 
 
 def bounded(cmd: list[str], timeout: float = 20) -> subprocess.CompletedProcess:

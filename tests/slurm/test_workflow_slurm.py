@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 from slurm_helpers import (
-    CI_PROFILE,
-    REAL_PROFILE,
     bounded,
     copy_repo,
     job_info,
@@ -155,26 +153,16 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
 # --------------------------------------------------------------------------- (b)
 
 PREEMPT = {  # one run, two segments; no periodic work state: every one is a stop's
-    "train": {"lambdas": [0.01], "seeds": [0], "steps": 3000, "segments": 2,
+    "train": {"lambdas": [0.01], "seeds": [0], "steps": 1000, "segments": 2,
               "checkpoints": {"count": 2}, "save_every": 100_000, "langevin": {"lambdas": []}},
 }
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
-# attempt 1 gets 2 minutes (SIGUSR1 30-90 s in, SIGTERM at the limit), then 30 per attempt
-LIMITED = {"train": {"gres": "gpu:a100:1", "cpus_per_gpu": 1, "mem_mb": "2000 * attempt",
-                     "runtime": "2 if attempt == 1 else 30 * attempt"}}
 
 
 def _preempt_setup(wd: Path) -> tuple[list[str], Path]:
-    import yaml
-
     from villani.plan import layout
 
     (wd / "preempt.yaml").write_text(json.dumps(PREEMPT))
-    overlay = yaml.safe_load((CI_PROFILE / "config.yaml").read_text())
-    overlay["set-resources"].update(LIMITED)
-    overlay["retries"] = 2
-    (wd / "limited").mkdir()
-    (wd / "limited" / "config.yaml").write_text(yaml.safe_dump(overlay))
     final = layout.fmt(layout.SEGMENT, "results", step=PREEMPT["train"]["steps"], **RUN)
     return ["--configfile", TINY, "preempt.yaml", "--", str(final)], final
 
@@ -185,6 +173,19 @@ def _train_job(states=("RUNNING",)) -> str | None:
         jobid, _, comment = line.partition("|")
         if comment.startswith("rule_train"):
             return jobid
+    return None
+
+
+def _villani_train_pid(jobid: str) -> int | None:
+    """The `villani train` process of SLURM job ``jobid`` (same machine: /proc)."""
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in argv and any(a.endswith(b"villani") for a in argv[:2]) and f"SLURM_JOB_ID={jobid}".encode() in env:
+            return int(d.name)
     return None
 
 
@@ -205,31 +206,49 @@ def _log_rows(csv: Path) -> list[dict]:
     return df[[c for c in df.columns if not VOLATILE.search(c)]].to_dict("records")
 
 
-def _stopped(proc, jobid: str, state: Path, partial, timeout: float) -> int:
-    """Wait until the train job ``jobid`` has ended; return the step of the work state its
-    stop wrote, after checking that every step it logged is in that state."""
+def _stop_mid_training(jobid: str, trained, stop: list[str], timeout: float = 300) -> None:
+    """Freeze the job's `villani train` once it has trained a few steps (so the stop falls
+    mid-segment however fast the machine), run ``stop`` (a SLURM command), and let the
+    process go on once SLURM is ending the job: the signals SLURM sent are delivered then."""
+    import os
+    import signal
+
     deadline = time.monotonic() + timeout
-    while _train_job(("RUNNING", "COMPLETING")) == jobid and time.monotonic() < deadline:
+    pid = None
+    while time.monotonic() < deadline and not (pid and trained() > 5):
+        pid = _villani_train_pid(jobid)
+        time.sleep(0.05)
+    assert pid and trained() > 5, f"job {jobid}: `villani train` not seen training"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert bounded([*stop]).returncode == 0, stop
+        while time.monotonic() < deadline and _train_job(("RUNNING",)) == jobid:
+            time.sleep(0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    while time.monotonic() < deadline and _train_job(("RUNNING", "COMPLETING")) == jobid:
         time.sleep(0.5)
+
+
+def _saved_step(state: Path, partial) -> int:
+    """The step of the work state a stop wrote; every step the stopped job logged is in it."""
     st = _work_state(state)
-    assert st is not None, f"job {jobid} ended ({job_info(jobid)['JobState']}) without a work state"
+    assert st is not None, "the stopped job left no work state"
     rows = len(partial(int(st["step"])).read_text().splitlines()) - 1
     assert rows == st["log_rows"], "the stopped job logged steps its work state does not hold"
     return int(st["step"])
 
 
 def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
-    """A train group job stopped by its time limit (SIGUSR1 ahead of it, or SIGTERM at it),
-    its retry scancelled mid-segment, the next retry finishing: each stop wrote the work
-    state at the step it reached, each retry resumed there, and the final weights and
-    per-step logs are an uninterrupted run's."""
+    """A run's training (one group job: its two segments) reaches its time limit
+    mid-segment (SIGUSR1 ahead of it, SIGTERM at it), its retry is scancelled mid-segment,
+    the third attempt finishes: each stop wrote the work state at the step it reached, each
+    retry resumed there, and the final weights and per-step logs are an uninterrupted run's."""
     from villani.plan import layout
 
-    steps = PREEMPT["train"]["steps"]
     wd = copy_repo(tmp_path / "slurm" / "repo")
     args, final = _preempt_setup(wd)
-    proc, log, t0 = snakemake(wd, "--profile", str(REAL_PROFILE), "--profile", str(wd / "limited"), *args,
-                              timeout=1500, popen=True)
+    proc, log, t0 = snakemake(wd, *slurm_profiles(), "--retries", "2", *args, timeout=1500, popen=True)
     slurm.watch(proc)
     ref = copy_repo(tmp_path / "ref" / "repo")
     _preempt_setup(ref)
@@ -237,8 +256,8 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
                                           timeout=1200, popen=True)
     slurm.watch(ref_proc)
 
-    state = layout.fmt(layout.WORK_DIR, wd / "results", **RUN) / "state.pt"
-    ends = segment_ends(DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / "preempt.yaml")]))["train"])
+    p = DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / "preempt.yaml")]))
+    ends, state = segment_ends(p["train"]), layout.fmt(layout.WORK_DIR, wd / "results", **RUN) / "state.pt"
 
     def partial(step):
         return layout.fmt(layout.SEGMENT_LOG_PARTIAL, wd / "results", step=next(e for e in ends if e > step), **RUN)
@@ -251,25 +270,23 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
                 return start + len(f.read_text().splitlines()) - 1
         return 0
 
-    first = None
-    while first is None and proc.poll() is None and time.monotonic() - t0 < 300:
-        first = _train_job()
-        time.sleep(0.5)
-    assert first, "no train job ran\n" + log.read_text()[-3000:]
-    limited_at = _stopped(proc, first, state, partial, 400)
-    assert job_info(first)["TimeLimit"] == "00:02:00" and job_info(first)["JobState"] in ("FAILED", "TIMEOUT")
-    assert 0 < limited_at < steps, "the time limit did not fall mid-training; make PREEMPT longer"
+    def next_train_job(after: set[str]) -> str:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (job := _train_job()) and job not in after:
+                return job
+            time.sleep(0.2)
+        raise AssertionError("no train job ran\n" + log.read_text()[-3000:])
 
-    second = None  # the retry: cancel it once it has trained past the first stop
-    while second is None and proc.poll() is None and time.monotonic() - t0 < 900:
-        job = _train_job()
-        if job and job != first and trained() > limited_at + 5:
-            second = job
-        time.sleep(0.2)
-    assert second, "the retry was not caught training\n" + log.read_text()[-3000:]
-    assert bounded(["scancel", second]).returncode == 0
-    cancelled_at = _stopped(proc, second, state, partial, 120)
-    assert limited_at < cancelled_at < steps
+    first = next_train_job(set())  # attempt 1: its time limit cut to 1 minute mid-training
+    _stop_mid_training(first, trained, ["scontrol", "update", f"JobId={first}", "TimeLimit=1"])
+    limited_at = _saved_step(state, partial)
+    assert job_info(first)["TimeLimit"] == "00:01:00"
+    assert job_info(first)["JobState"] in ("TIMEOUT", "FAILED")  # FAILED: SIGUSR1 ahead of the limit ended it
+    second = next_train_job({first})  # attempt 2: scancelled once past the first stop
+    _stop_mid_training(second, lambda: trained() - limited_at, ["scancel", second])
+    cancelled_at = _saved_step(state, partial)
+    assert 0 < limited_at < cancelled_at < PREEMPT["train"]["steps"]
 
     ref_run = wait_run(ref_proc, ref_log, ref_t0, 1200)
     assert ref_run.returncode == 0, ref_run.tail()
@@ -278,17 +295,20 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
     assert run.returncode == 0, run.tail()
     assert job_info(second)["JobState"] == "CANCELLED"
     (ids,) = submitted_by_rule(run, wd)["train"].values()
-    assert sorted(ids, key=int)[:2] == [first, second] and len(ids) == 3, ids
-    assert job_info(ids[2])["JobState"] == "COMPLETED" and job_info(ids[2])["TimeLimit"] == "01:30:00"
+    assert sorted(ids, key=int) == [first, second, ids[-1]], ids
+    # a group job's time limit: its segments' derived runtimes summed, × attempt
+    limit = sum(job_runtime("train", p, end, 1) for end in ends)
+    assert [job_info(j)["TimeLimit"] for j in ids[1:]] == [f"00:{2 * limit:02d}:00", f"00:{3 * limit:02d}:00"]
+    assert job_info(ids[-1])["JobState"] == "COMPLETED"
 
-    # the last retry resumed at the step the scancel's stop saved (no step recomputed) ...
+    # the last attempt resumed at the step the scancel's stop saved (no step recomputed) ...
     seg_dir = wd / layout.fmt(layout.SEGMENT, "results", step=0, **RUN).parent
-    resumed = [json.loads(p.read_text())["resumed_from_work_step"] for p in sorted(seg_dir.glob("seg*.json"))]
+    resumed = [json.loads(f.read_text())["resumed_from_work_step"] for f in sorted(seg_dir.glob("seg*.json"))]
     assert cancelled_at in resumed, (cancelled_at, resumed)
     # ... and ends exactly where the uninterrupted run ends: weights, manifests, step logs
     assert weights_digests(wd / "results") == weights_digests(ref / "results")
     assert json.loads((wd / final).read_text())["checkpoints"] == json.loads((ref / final).read_text())["checkpoints"]
-    csvs = sorted(p.relative_to(ref) for p in (ref / "results").glob("runs/**/logs/seg*.csv"))
+    csvs = sorted(f.relative_to(ref) for f in (ref / "results").glob("runs/**/logs/seg*.csv"))
     assert len(csvs) == PREEMPT["train"]["segments"]
     for rel in csvs:
         assert _log_rows(wd / rel) == _log_rows(ref / rel), f"{rel}: per-step log differs from the uninterrupted run"
