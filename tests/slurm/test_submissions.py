@@ -25,11 +25,12 @@ def test_plan_count_equals_snakemakes_dry_run():
     doc = load_params([str(REPO / "params.yaml"), str(REPO / "tests/configs/tiny.yaml")])
     assert S.dry_run_stats(listing) == dict(S.job_counts(doc))
     groups, _ = S.profile_grouping(REAL_PROFILE / "config.yaml")
-    assert S.dry_run_count(listing, groups) == S.submissions(doc)["total"]
+    assert S.dry_run_count(listing, groups) == S.submissions(doc, REAL_PROFILE / "config.yaml")["total"]
     assert "Group job train" in listing and "Group job measure" in listing
 
 
-def test_paper_preset_is_at_most_300_submissions():
+def test_paper_preset_is_at_most_300_submissions(monkeypatch):
+    monkeypatch.chdir(REPO)
     s = S.submissions(load_params([str(REPO / "configs/paper.yaml")]))
     assert s["total"] <= 300 and s["train"] == 90, s
     assert sum(S.job_counts(load_params([str(REPO / "configs/paper.yaml")])).values()) == 4794

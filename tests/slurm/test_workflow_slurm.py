@@ -115,10 +115,10 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     # bundle of measure jobs; no retry was needed
     doc = load_params([str(wd / "params.yaml"), str(wd / TINY)])
     assert job_counts(run) == job_counts(local_run) == dict(S.job_counts(doc))
-    expected = {r: n for r, n in S.submissions(doc).items() if r != "total"}
+    expected = {r: n for r, n in S.submissions(doc, wd / "profiles/slurm/config.yaml").items() if r != "total"}
     by_rule = submitted_by_rule(run, wd)
     assert {r: sum(map(len, ws.values())) for r, ws in by_rule.items()} == expected
-    assert len(run.submitted) == S.submissions(doc)["total"]
+    assert len(run.submitted) == S.submissions(doc, wd / "profiles/slurm/config.yaml")["total"]
     logs = slurm_logs(wd)
     train_limit = sum(job_runtime("train", DP(doc), end, 1) for end in segment_ends(DP(doc)["train"]))
     for rule, wcs in by_rule.items():

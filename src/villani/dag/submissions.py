@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Mapping
 
 LOCAL_RULES = frozenset({"fetch", "pretrained", "all"})
-PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm" / "config.yaml"
+PROFILE = Path("profiles/slurm/config.yaml")  # of the checkout one runs in
 
 
 def job_counts(doc: Mapping) -> Counter:
