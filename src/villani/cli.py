@@ -489,8 +489,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; exit status 0, 2 (an error a user can fix: one line) or 130
-    (interrupted by Ctrl-C / SIGINT: one line; atomic writes leave no partial output)."""
+    """Run one command; exit status 0, 2 (an error a user can fix: one line), 130
+    (interrupted by Ctrl-C / SIGINT: one line; atomic writes leave no partial output) or 75
+    (stopped by SIGTERM / SIGUSR1, :mod:`villani.stop`: one line; training saved its work
+    state at the step it reached, other commands left no partial output)."""
+    from villani import stop
+
+    stop.install()
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before the command started (parsing, imports)
@@ -498,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(INTERRUPTED, file=sys.stderr)
         return 130
+    except stop.Stopped as e:
+        print(f"villani: {e}", file=sys.stderr)
+        return stop.EXIT_STOPPED
 
 
 INTERRUPTED = "villani: interrupted; no partial output was written (earlier results are intact)"

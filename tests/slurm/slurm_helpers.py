@@ -21,7 +21,7 @@ SLURMCTLD_PID = Path("/run/slurmctld.pid")
 # slurm-logdir of profiles/slurm, relative to the workflow directory
 SLURM_LOGDIR = "logs/slurm"
 
-SUBMITTED_RE = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M)
+SUBMITTED_RE = re.compile(r"Job (\S+) has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M)
 
 
 def bounded(cmd: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
@@ -172,13 +172,21 @@ def slurm_profiles() -> list[str]:
     return ["--profile", str(REAL_PROFILE), "--profile", str(CI_PROFILE)]
 
 
+def unit_of(logdir_name: str) -> str:
+    """The rule (``rule_<rule>``) or group (``group_<group>_<its rules>``) a SLURM log folder
+    is named after; profiles/slurm names its groups after their one rule (train, measure)."""
+    if logdir_name.startswith("group_"):
+        return logdir_name.removeprefix("group_").split("_")[0]
+    return logdir_name.removeprefix("rule_")
+
+
 def slurm_logs(workdir: Path) -> dict[str, list[Path]]:
-    """rule name -> its SLURM job logs (<logdir>/rule_<name>/[wildcards/]<jobid>.log)."""
+    """rule or group -> its SLURM job logs (<logdir>/rule_<name>/[wildcards/]<jobid>.log,
+    <logdir>/group_<group>_<rules>/<jobid>.log)."""
     out: dict[str, list[Path]] = {}
     base = workdir / SLURM_LOGDIR
-    for log in sorted(base.glob("rule_*/**/*.log")):
-        rule = log.relative_to(base).parts[0].removeprefix("rule_")
-        out.setdefault(rule, []).append(log)
+    for log in sorted([*base.glob("rule_*/**/*.log"), *base.glob("group_*/**/*.log")]):
+        out.setdefault(unit_of(log.relative_to(base).parts[0]), []).append(log)
     return out
 
 
@@ -187,13 +195,14 @@ def read_json(path: Path):
 
 
 def submitted_by_rule(run: SnakemakeRun, workdir: Path) -> dict[str, dict[str, list[str]]]:
-    """rule -> wildcards path ('' if none) -> SLURM job ids, from snakemake's
-    'has been submitted with SLURM jobid' lines (log path = <logdir>/rule_<r>/<wc>/<id>.log)."""
+    """rule or group -> wildcards path ('' if none) -> SLURM job ids, from snakemake's
+    'has been submitted with SLURM jobid' lines (log path = <logdir>/rule_<r>/<wc>/<id>.log
+    or <logdir>/group_<g>_<rules>/<id>.log)."""
     base = (workdir / SLURM_LOGDIR).resolve()
     out: dict[str, dict[str, list[str]]] = {}
     for _, jobid, log in run.submitted:
         rel = Path(log).resolve().relative_to(base)
         assert rel.name == f"{jobid}.log", log
-        rule = rel.parts[0].removeprefix("rule_")
+        rule = unit_of(rel.parts[0])
         out.setdefault(rule, {}).setdefault("/".join(rel.parts[1:-1]), []).append(jobid)
     return out

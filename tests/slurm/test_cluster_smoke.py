@@ -129,13 +129,16 @@ def test_toy_workflow_through_profiles(slurm, tmp_path):
         info = job_info(o["SLURM_JOB_ID"])
         assert ("gpu:a100:1" in info.get("TresPerNode", "")) == gpu_rule, (name, info.get("TresPerNode"))
 
-    # resources from the overlay, scaled with `attempt` on the retry
+    # resources from the overlay, scaled with `attempt` on the retry; train and measure jobs
+    # are group jobs of profiles/slurm (each train job alone: they are not connected)
     assert (outs["tokenize"]["runtime"], outs["tokenize"]["mem_mb"]) == (10, 1000)
-    assert (outs["train_1"]["runtime"], outs["train_1"]["mem_mb"]) == (15, 2000)
-    assert (outs["train_2"]["runtime"], outs["train_2"]["mem_mb"]) == (30, 4000)  # attempt 2
-    first, retry = sorted(by_rule["train"]["2"], key=int)
-    assert job_info(first)["TimeLimit"] == "00:15:00" and job_info(first)["JobState"] == "FAILED"
-    assert job_info(retry)["TimeLimit"] == "00:30:00" and job_info(retry)["JobState"] == "COMPLETED"
+    assert (outs["train_1"]["runtime"], outs["train_1"]["mem_mb"]) == (10, 2000)
+    assert (outs["train_2"]["runtime"], outs["train_2"]["mem_mb"]) == (20, 4000)  # attempt 2
+    retry = outs["train_2"]["SLURM_JOB_ID"]
+    (first,) = set(by_rule["train"][""]) - {retry, outs["train_1"]["SLURM_JOB_ID"]}
+    assert int(first) < int(retry)
+    assert job_info(first)["TimeLimit"] == "00:10:00" and job_info(first)["JobState"] == "FAILED"
+    assert job_info(retry)["TimeLimit"] == "00:20:00" and job_info(retry)["JobState"] == "COMPLETED"
     assert job_info(retry)["MinMemoryNode"] == "4000M"
 
     # every job's log was kept, named by its SLURM job id

@@ -13,6 +13,7 @@ from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 CPU_RULES = {"tokenize", "bounds", "figures", "claims", "metrics", "paper"}
 LOCAL_RULES = {"fetch", "pretrained"}  # localrules: run by snakemake itself on the submit host
+WORK_RULES = {"train", "measure"}  # runtime and mem_mb from their work: villani.dag.resources
 # flags the plugin sets itself and rejects inside slurm_extra
 FORBIDDEN_EXTRA = re.compile(r"--(gres|gpus|mem|cpus-per|partition|account|time|qos|nodes|ntasks)\b|(^|\s)-[pAtNnc]\b")
 
@@ -53,6 +54,9 @@ def test_real_profile_shape():
         r = sr[rule]
         assert r["gres"] == "gpu:a100:1" and r["cpus_per_gpu"] >= 1, rule
         assert p["set-threads"][rule] == r["cpus_per_gpu"], rule
+        if rule in WORK_RULES:  # the rule's own request, from its work (tests/slurm/test_resources.py)
+            assert "runtime" not in r and "mem_mb" not in r, rule
+            continue
         assert evaluate(r["runtime"], 2) == 2 * evaluate(r["runtime"], 1), f"{rule}: runtime must scale with attempt"
         assert evaluate(r["mem_mb"], 2) > evaluate(r["mem_mb"], 1), rule
     d = p["default-resources"]
@@ -75,7 +79,8 @@ def test_ci_overlay_restates_what_it_must():
     for rule in GPU_RULES:
         assert ci["set-resources"][rule]["gres"] == real["set-resources"][rule]["gres"]
         assert ci["set-resources"][rule]["cpus_per_gpu"] <= ci["max-threads"]
-        assert evaluate(ci["set-resources"][rule]["runtime"], 2) == 2 * evaluate(ci["set-resources"][rule]["runtime"], 1)
+        if rule not in WORK_RULES:
+            assert evaluate(ci["set-resources"][rule]["runtime"], 2) == 2 * evaluate(ci["set-resources"][rule]["runtime"], 1)
     assert set(ci["set-threads"]) >= GPU_RULES
     assert ci["default-resources"]["slurm_partition"] == "debug"
     assert "slurm_account" not in ci["default-resources"]
@@ -84,6 +89,16 @@ def test_ci_overlay_restates_what_it_must():
     assert ci["slurm-keep-successful-logs"] is True
     assert ci["retries"] >= 1
     assert "executor" not in ci and "slurm-logdir" not in ci  # inherited from the real profile
+    assert "groups" not in ci and "group-components" not in ci  # the real grouping is what CI runs
+    assert ci["cores"] == max(ci["set-threads"].values())  # a group job is one member wide
+
+
+def test_stop_signal_ahead_of_the_limit():
+    """Every job asks for SIGUSR1 ahead of its time limit (villani train saves and exits 75)."""
+    for profile, lead in ((REAL_PROFILE, 300), (CI_PROFILE, 30)):
+        p = load(profile)
+        assert p["default-resources"]["slurm_extra"].strip("'") == f"--signal=USR1@{lead}"
+        assert all("slurm_extra" not in r for r in p["set-resources"].values())  # set-resources would replace it
 
 
 def test_profile_rule_names_are_the_workflows():

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from slurm_helpers import (
-    SLURM_LOGDIR,
     bounded,
     copy_repo,
     job_info,
@@ -32,6 +31,11 @@ from slurm_helpers import (
     submitted_by_rule,
     wait_run,
 )
+
+from villani.dag import submissions as S
+from villani.dag.resources import job_runtime
+from villani.plan.config import dataset_names, dataset_params, load_params
+from villani.plan.schedule import segment_ends
 
 pytestmark = pytest.mark.slurm
 
@@ -52,6 +56,11 @@ def job_counts(run) -> dict[str, int]:
         name, n = line.split()
         counts[name] = int(n)
     return counts
+
+
+def DP(doc):
+    """The parameters of the document's (first) dataset."""
+    return dataset_params(doc, dataset_names(doc)[0])
 
 
 def strip_volatile(obj):
@@ -101,12 +110,17 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     print(f"tiny workflow under SLURM: {run.seconds:.0f}s (local, concurrently: {local_run.seconds:.0f}s)")
     assert run.returncode == 0, run.tail()
 
-    # every job of every rule but the localrules (all, fetch, pretrained) was submitted with sbatch, exactly once
-    expected = {r: n for r, n in job_counts(local_run).items() if r not in {"all"} | LOCAL_RULES}
-    assert job_counts(run) == job_counts(local_run)
+    # every job ran, in the submissions villani.dag.submissions counts: the ungrouped rules'
+    # jobs once each, a group job per training run (its segments in sequence) and per
+    # bundle of measure jobs; no retry was needed
+    doc = load_params([str(wd / "params.yaml"), str(wd / TINY)])
+    assert job_counts(run) == job_counts(local_run) == dict(S.job_counts(doc))
+    expected = {r: n for r, n in S.submissions(doc, wd / "profiles/slurm/config.yaml").items() if r != "total"}
     by_rule = submitted_by_rule(run, wd)
     assert {r: sum(map(len, ws.values())) for r, ws in by_rule.items()} == expected
+    assert len(run.submitted) == S.submissions(doc, wd / "profiles/slurm/config.yaml")["total"]
     logs = slurm_logs(wd)
+    train_limit = sum(job_runtime("train", DP(doc), end, 1) for end in segment_ends(DP(doc)["train"]))
     for rule, wcs in by_rule.items():
         for wc, ids in wcs.items():
             for jobid in ids:
@@ -115,12 +129,13 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
                 assert info["Comment"].startswith(f"rule_{rule}"), (rule, info["Comment"])
                 assert info["Partition"] == "debug"
                 assert ("gpu:a100:1" in info.get("TresPerNode", "")) == (rule in GPU_RULES), (rule, info)
-                log = wd / SLURM_LOGDIR / f"rule_{rule}" / wc / f"{jobid}.log"
-                assert log in logs[rule], log
+                if rule == "train":  # a run's segments in sequence: their derived runtimes add up
+                    assert info["TimeLimit"] == f"00:{train_limit:02d}:00", (info["TimeLimit"], train_limit)
+                log = next(p for p in logs[rule] if p.name == f"{jobid}.log")
                 text = log.read_text()
-                # the job-step snakemake ran exactly this rule, to the end
+                # the job-step snakemake ran this rule's jobs (a group job: all its members), to the end
                 assert f"rule {rule}:" in text or f"localrule {rule}:" in text, log
-                assert "1 of 1 steps (100%) done" in text, log
+                assert re.search(r"(\d+) of \1 steps \(100%\) done", text), log
 
     # same results: checkpoint weights bit for bit, measurement / metrics numbers exactly
     lres, sres = local_wd / "results", wd / "results"
@@ -137,9 +152,9 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
 
 # --------------------------------------------------------------------------- (b)
 
-PREEMPT = {  # long enough (a few thousand fast steps) to be caught mid-segment
-    "train": {"lambdas": [0.01], "seeds": [0], "steps": 1600, "segments": 2,
-              "checkpoints": {"count": 2}, "save_every": 20, "langevin": {"lambdas": []}},
+PREEMPT = {  # one run, two segments; no periodic work state: every one is a stop's
+    "train": {"lambdas": [0.01], "seeds": [0], "steps": 1000, "segments": 2,
+              "checkpoints": {"count": 2}, "save_every": 100_000, "langevin": {"lambdas": []}},
 }
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
 
@@ -152,20 +167,33 @@ def _preempt_setup(wd: Path) -> tuple[list[str], Path]:
     return ["--configfile", TINY, "preempt.yaml", "--", str(final)], final
 
 
-def _running_train_job() -> tuple[str, str] | None:
-    res = bounded(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"])
+def _train_job(states=("RUNNING",)) -> str | None:
+    res = bounded(["squeue", "-h", "-t", ",".join(states), "-o", "%i|%k"])
     for line in res.stdout.split():
         jobid, _, comment = line.partition("|")
         if comment.startswith("rule_train"):
-            return jobid, comment
+            return jobid
     return None
 
 
-def _work_step(state: Path) -> int | None:
+def _villani_train_pid(jobid: str) -> int | None:
+    """The `villani train` process of SLURM job ``jobid`` (same machine: /proc)."""
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in argv and any(a.endswith(b"villani") for a in argv[:2]) and f"SLURM_JOB_ID={jobid}".encode() in env:
+            return int(d.name)
+    return None
+
+
+def _work_state(state: Path) -> dict | None:
     import torch
 
     try:
-        return int(torch.load(state, weights_only=True)["step"])
+        return torch.load(state, weights_only=True)
     except Exception:  # absent, or replaced while we read it
         return None
 
@@ -178,58 +206,109 @@ def _log_rows(csv: Path) -> list[dict]:
     return df[[c for c in df.columns if not VOLATILE.search(c)]].to_dict("records")
 
 
-def test_scancel_mid_segment_retry_resumes_bit_identical(slurm, tmp_path):
+def _stop_mid_training(jobid: str, trained, stop: list[str], timeout: float = 300) -> None:
+    """Freeze the job's `villani train` once it has trained a few steps (so the stop falls
+    mid-segment however fast the machine), run ``stop`` (a SLURM command), and let the
+    process go on once SLURM is ending the job: the signals SLURM sent are delivered then."""
+    import os
+    import signal
+
+    deadline = time.monotonic() + timeout
+    pid = None
+    while time.monotonic() < deadline and not (pid and trained() > 5):
+        pid = _villani_train_pid(jobid)
+        time.sleep(0.05)
+    assert pid and trained() > 5, f"job {jobid}: `villani train` not seen training"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert bounded([*stop]).returncode == 0, stop
+        while time.monotonic() < deadline and _train_job(("RUNNING",)) == jobid:
+            time.sleep(0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    while time.monotonic() < deadline and _train_job(("RUNNING", "COMPLETING")) == jobid:
+        time.sleep(0.5)
+
+
+def _saved_step(state: Path, partial) -> int:
+    """The step of the work state a stop wrote; every step the stopped job logged is in it."""
+    st = _work_state(state)
+    assert st is not None, "the stopped job left no work state"
+    rows = len(partial(int(st["step"])).read_text().splitlines()) - 1
+    assert rows == st["log_rows"], "the stopped job logged steps its work state does not hold"
+    return int(st["step"])
+
+
+def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
+    """A run's training (one group job: its two segments) reaches its time limit
+    mid-segment (SIGUSR1 ahead of it, SIGTERM at it), its retry is scancelled mid-segment,
+    the third attempt finishes: each stop wrote the work state at the step it reached, each
+    retry resumed there, and the final weights and per-step logs are an uninterrupted run's."""
     from villani.plan import layout
 
-    end = PREEMPT["train"]["steps"]
     wd = copy_repo(tmp_path / "slurm" / "repo")
     args, final = _preempt_setup(wd)
-    proc, log, t0 = snakemake(wd, *slurm_profiles(), *args, timeout=1200, popen=True)
+    proc, log, t0 = snakemake(wd, *slurm_profiles(), "--retries", "2", *args, timeout=1500, popen=True)
     slurm.watch(proc)
-    # the uninterrupted reference runs locally meanwhile
     ref = copy_repo(tmp_path / "ref" / "repo")
     _preempt_setup(ref)
-    ref_proc, ref_log, ref_t0 = snakemake(ref, "--profile", "profiles/local", "--cores", "2", *args,
-                                          timeout=900, popen=True)
+    ref_proc, ref_log, ref_t0 = snakemake(ref, "--profile", "profiles/local", "--cores", "1", *args,
+                                          timeout=1200, popen=True)
     slurm.watch(ref_proc)
 
-    state = layout.fmt(layout.WORK_DIR, wd / "results", **RUN) / "state.pt"
-    victim = killed_at = None
-    while proc.poll() is None and time.monotonic() - t0 < 600:
-        job = _running_train_job()
-        if job and (step := _work_step(state)) and 0 < step < end:
-            victim, killed_at = job[0], step
-            assert bounded(["scancel", victim]).returncode == 0
-            break
-        time.sleep(0.1)
-    assert victim, ("no train job was caught RUNNING with a saved work state; make PREEMPT longer\n"
-                    + log.read_text()[-3000:])
+    p = DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / "preempt.yaml")]))
+    ends, state = segment_ends(p["train"]), layout.fmt(layout.WORK_DIR, wd / "results", **RUN) / "state.pt"
 
-    ref_run = wait_run(ref_proc, ref_log, ref_t0, 900)
+    def partial(step):
+        return layout.fmt(layout.SEGMENT_LOG_PARTIAL, wd / "results", step=next(e for e in ends if e > step), **RUN)
+
+    def trained() -> int:
+        """The step training has reached: the growing per-step log of the segment in progress."""
+        for start, end in zip([0, *ends], ends):
+            f = layout.fmt(layout.SEGMENT_LOG_PARTIAL, wd / "results", step=end, **RUN)
+            if f.exists():
+                return start + len(f.read_text().splitlines()) - 1
+        return 0
+
+    def next_train_job(after: set[str]) -> str:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (job := _train_job()) and job not in after:
+                return job
+            time.sleep(0.2)
+        raise AssertionError("no train job ran\n" + log.read_text()[-3000:])
+
+    first = next_train_job(set())  # attempt 1: its time limit cut to 1 minute mid-training
+    _stop_mid_training(first, trained, ["scontrol", "update", f"JobId={first}", "TimeLimit=1"])
+    limited_at = _saved_step(state, partial)
+    assert job_info(first)["TimeLimit"] == "00:01:00"
+    assert job_info(first)["JobState"] in ("TIMEOUT", "FAILED")  # FAILED: SIGUSR1 ahead of the limit ended it
+    second = next_train_job({first})  # attempt 2: scancelled once past the first stop
+    _stop_mid_training(second, lambda: trained() - limited_at, ["scancel", second])
+    cancelled_at = _saved_step(state, partial)
+    assert 0 < limited_at < cancelled_at < PREEMPT["train"]["steps"]
+
+    ref_run = wait_run(ref_proc, ref_log, ref_t0, 1200)
     assert ref_run.returncode == 0, ref_run.tail()
-    run = wait_run(proc, log, t0, 1200)
-    print(f"preemption run under SLURM: {run.seconds:.0f}s; killed job {victim} at work step {killed_at}")
+    run = wait_run(proc, log, t0, 1500)
+    print(f"time limit + scancel under SLURM: {run.seconds:.0f}s; stopped at steps {limited_at}, {cancelled_at}")
     assert run.returncode == 0, run.tail()
+    assert job_info(second)["JobState"] == "CANCELLED"
+    (ids,) = submitted_by_rule(run, wd)["train"].values()
+    assert sorted(ids, key=int) == [first, second, ids[-1]], ids
+    # a group job's time limit: its segments' derived runtimes summed, × attempt
+    limit = sum(job_runtime("train", p, end, 1) for end in ends)
+    assert [job_info(j)["TimeLimit"] for j in ids[1:]] == [f"00:{2 * limit:02d}:00", f"00:{3 * limit:02d}:00"]
+    assert job_info(ids[-1])["JobState"] == "COMPLETED"
 
-    # SLURM's view: the victim was cancelled, the same rule+wildcards resubmitted and completed
-    assert job_info(victim)["JobState"] == "CANCELLED"
-    by_rule = submitted_by_rule(run, wd)
-    retried = [ids for ids in by_rule["train"].values() if victim in ids]
-    assert retried and retried[0] == sorted(retried[0], key=int) and len(retried[0]) == 2, by_rule
-    retry = retried[0][1]
-    assert job_info(retry)["JobState"] == "COMPLETED"
-    # resources scaled with attempt on the retry (runtime: "15 * attempt" in the CI overlay)
-    assert job_info(victim)["TimeLimit"] == "00:15:00" and job_info(retry)["TimeLimit"] == "00:30:00"
-    assert "Trying to restart job" in run.output
-
-    # training resumed from the work state (not from scratch) ...
+    # the last attempt resumed at the step the scancel's stop saved (no step recomputed) ...
     seg_dir = wd / layout.fmt(layout.SEGMENT, "results", step=0, **RUN).parent
-    resumed = [json.loads(p.read_text())["resumed_from_work_step"] for p in sorted(seg_dir.glob("seg*.json"))]
-    assert any(r is not None and killed_at <= r < end for r in resumed), (killed_at, resumed)
+    resumed = [json.loads(f.read_text())["resumed_from_work_step"] for f in sorted(seg_dir.glob("seg*.json"))]
+    assert cancelled_at in resumed, (cancelled_at, resumed)
     # ... and ends exactly where the uninterrupted run ends: weights, manifests, step logs
     assert weights_digests(wd / "results") == weights_digests(ref / "results")
     assert json.loads((wd / final).read_text())["checkpoints"] == json.loads((ref / final).read_text())["checkpoints"]
-    csvs = sorted(p.relative_to(ref) for p in (ref / "results").glob("runs/**/logs/seg*.csv"))
+    csvs = sorted(f.relative_to(ref) for f in (ref / "results").glob("runs/**/logs/seg*.csv"))
     assert len(csvs) == PREEMPT["train"]["segments"]
     for rel in csvs:
         assert _log_rows(wd / rel) == _log_rows(ref / rel), f"{rel}: per-step log differs from the uninterrupted run"

@@ -15,7 +15,12 @@ rule measure:
         "../envs/villani.yaml"
     threads: 1
     resources:
-        runtime=lambda wc, attempt: runtime_minutes("measure", attempt),
+        runtime=lambda wc, attempt: job_runtime(
+            "measure", DP[wc.dataset], int(wc.step), attempt
+        ),
+        mem_mb=lambda wc, attempt: job_mem_mb(
+            "measure", DP[wc.dataset], int(wc.step), attempt
+        ),
     params:
         files=PARAMS,
         digest=digest("measure"),

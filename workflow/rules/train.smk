@@ -15,7 +15,12 @@ rule train:
         "../envs/villani.yaml"
     threads: 1
     resources:
-        runtime=lambda wc, attempt: runtime_minutes("train", attempt),
+        runtime=lambda wc, attempt: job_runtime(
+            "train", DP[wc.dataset], int(wc.step), attempt
+        ),
+        mem_mb=lambda wc, attempt: job_mem_mb(
+            "train", DP[wc.dataset], int(wc.step), attempt
+        ),
     params:
         files=PARAMS,
         digest=digest("train"),

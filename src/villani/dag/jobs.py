@@ -1,4 +1,5 @@
-"""What every job of the Snakefile is given: its ``--params`` arguments and its runtime.
+"""What every job of the Snakefile is given: its ``--params`` arguments and its runtime
+(``train`` and ``measure``: :mod:`villani.dag.resources`).
 
 Jobs re-read the parameters from the same files Snakemake loaded: ``params.yaml`` first,
 then each ``--configfile`` in order (Snakemake's own precedence). Values given with
@@ -16,10 +17,11 @@ from typing import Mapping
 
 from villani.io import atomic
 
-# Minutes per attempt; SLURM retries get attempt × this (a time limit that killed a job
-# once is doubled on the retry). Local runs ignore runtime.
+# Minutes per attempt of the rules whose work is not counted; SLURM retries get attempt ×
+# this (a time limit that killed a job once is doubled on the retry). Local runs ignore
+# runtime. `train` and `measure` ask for what their work takes: villani.dag.resources.
 BASE_RUNTIME_MIN = {
-    "fetch": 60, "pretrained": 30, "tokenize": 60, "train": 240, "measure": 120, "rays": 120, "landscape": 60,
+    "fetch": 60, "pretrained": 30, "tokenize": 60, "rays": 120, "landscape": 60,
     "bounds": 20, "cost": 30, "figures": 30, "claims": 20, "metrics": 10, "paper": 30,
 }
 

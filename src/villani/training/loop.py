@@ -4,8 +4,10 @@ A segment continues from the checkpoint at its start step (weights, optimizer, s
 and RNG state) and runs to its end step, writing every checkpoint in between. Inside a
 segment a work state is saved every ``train.save_every`` steps under ``work/`` — outside
 the declared outputs, so Snakemake's deletion of a failed job's outputs never removes it.
-A segment killed mid-way (SIGKILL, SLURM time limit, scancel) and started again resumes
-from that state and ends with bit-identical weights on CPU.
+A segment killed mid-way (SIGKILL) and started again resumes from that state and ends
+with bit-identical weights on CPU. SIGTERM and SIGUSR1 (a SLURM time limit, preemption,
+``scancel``; :mod:`villani.stop`) stop it at the next step boundary with a work state
+written at that step, so the resumed segment recomputes no step.
 
 Update of one step t → t+1 on the batch B_t (see :mod:`villani.training.batches`), by
 variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.variant_params`):
@@ -26,12 +28,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Mapping
 
 import torch
 
+from villani import stop
 from villani.io import atomic, validate
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
@@ -265,6 +269,42 @@ def _try_resume_work(run: _SegmentState, path: Path, start: int, end: int, step_
     return {"log_bytes": int(log_bytes), "log_rows": int(log_rows)}
 
 
+def _train_steps(run: _SegmentState, *, end: int, wanted, work: Path, step_log: StepLog, tb, what: str,
+                 progress) -> list[dict]:
+    """Steps up to ``end``: the per-step log, a checkpoint at each step of ``wanted``, the
+    work state every ``train.save_every`` steps. A stop signal (SIGTERM, SIGUSR1:
+    :mod:`villani.stop`) is acted on at the next step boundary: the work state is written
+    at that step and :class:`villani.stop.Stopped` raised, so a resumed segment recomputes
+    no step. Returns the checkpoints written."""
+    written = []
+    every, keep_all = int(run.t["save_every"]), run.t["keep_state"] == "all"
+    tokens0, wall0 = run.tokens, run.wall
+    with stop.deferred() as stop_flag, Progress(what, end, unit="step", done=run.step, logger=log,
+                                                 bar=progress) as bar:
+        while run.step < end:
+            row = run.train_step()
+            step_log.append(row)
+            if tb is not None:
+                write_scalars(tb, row)
+            bar.update(run.step, loss=row["loss"], lr=row["lr"],
+                       **{"tokens/s": (run.tokens - tokens0) / max(run.wall - wall0, 1e-12),
+                          "‖θ‖²": row["theta_sq_norm"]})
+            if run.step in wanted:
+                losses = run.ckpt_losses or [row["loss"]]
+                written.append(run.checkpoint(sum(losses) / len(losses), with_state=keep_all or run.step == end))
+            elif run.step % every == 0 and not stop_flag:
+                if tb is not None:
+                    tb.flush()
+                _save_work(run, work, step_log)
+            if stop_flag and run.step < end:
+                if tb is not None:
+                    tb.flush()
+                _save_work(run, work, step_log)
+                raise stop_flag.stop(f"{what}: work state saved at step {run.step} in {work}; "
+                                     "the same command (or the job's retry) resumes there")
+    return written
+
+
 def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: int, root="results",
                   device: str | None = None, progress: bool | None = None) -> dict:
     """Train run (variant, λ, seed) up to checkpoint step ``end``; return the segment manifest.
@@ -278,6 +318,12 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     dataset = params["data"]["name"]
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
+    done = _restore_finished(root, dict(dataset=dataset, variant=variant, lam=lam, seed=seed), end,
+                             run_digest(params, variant, lam, seed), wanted)
+    if done is not None:
+        log.info(f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}: "
+                 "trained earlier with these parameters; outputs restored from work/done/")
+        return done
     run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device), initial=start == 0)
     ident = run.ident
     # this job is the one writer of its run's training folders (one segment of a run at a
@@ -311,34 +357,17 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
         step_log.open()
     tb = tensorboard_writer(layout.fmt(layout.TENSORBOARD_DIR, root, **ident), run.step) if t["tensorboard"] else None
     written = []
-    keep_all = t["keep_state"] == "all"
     if start == 0 and resumed_from is None:
         run.model.eval()
         with torch.no_grad():
             loss0 = float(run.ce(run.batch(0)))
-        written.append(run.checkpoint(loss0, with_state=keep_all))
-    every = int(t["save_every"])
+        written.append(run.checkpoint(loss0, with_state=t["keep_state"] == "all"))
     what = f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}"
     if resumed_from is not None:
         log.info(f"{what}: resumed from the work state at step {resumed_from}")
-    tokens0, wall0 = run.tokens, run.wall
     try:
-        with Progress(what, end, unit="step", done=run.step, logger=log, bar=progress) as bar:
-            while run.step < end:
-                row = run.train_step()
-                step_log.append(row)
-                if tb is not None:
-                    write_scalars(tb, row)
-                bar.update(run.step, loss=row["loss"], lr=row["lr"],
-                           **{"tokens/s": (run.tokens - tokens0) / max(run.wall - wall0, 1e-12),
-                              "‖θ‖²": row["theta_sq_norm"]})
-                if run.step in wanted:
-                    losses = run.ckpt_losses or [row["loss"]]
-                    written.append(run.checkpoint(sum(losses) / len(losses), with_state=keep_all or run.step == end))
-                elif run.step % every == 0:
-                    if tb is not None:
-                        tb.flush()
-                    _save_work(run, work, step_log)
+        written += _train_steps(run, end=end, wanted=wanted, work=work, step_log=step_log, tb=tb, what=what,
+                                progress=progress)
     finally:
         if tb is not None:
             tb.close()
@@ -350,7 +379,64 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
         "checkpoints": [{"step": s, "weights_sha256": _sha(root, ident, s)} for s in wanted],
     }
     atomic.write_json(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest)
+    _keep_finished(root, ident, end, run.digest)
     work.unlink(missing_ok=True)
+    return manifest
+
+
+_OUTPUTS = (layout.SEGMENT, layout.SEGMENT_LOG)
+
+
+def _finished_copies(root, ident, end: int, digest: str) -> list[tuple[Path, Path]]:
+    """(output, its copy) for the segment's manifest and step log; the copies are hard links
+    in ``work/done/``, named by the parameters' digest."""
+    done = layout.fmt(layout.WORK_DIR, root, **ident) / "done"
+    outs = [layout.fmt(f, root, step=end, **ident) for f in _OUTPUTS]
+    return [(out, done / f"{digest[:16]}-{out.name}") for out in outs]
+
+
+def _link(src: Path, dest: Path) -> None:
+    """``dest`` becomes ``src``'s content atomically (a hard link, or a copy across file systems)."""
+    import shutil
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.link.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def _keep_finished(root, ident, end: int, digest: str) -> None:
+    """Keep the finished segment's outputs under ``work/done/`` too. Snakemake reruns a group
+    job whole after a failure (``profiles/slurm`` groups a run's segments), deleting every
+    member's outputs first: :func:`_restore_finished` then puts them back instead of
+    retraining the segment — and without touching a later segment's work state."""
+    for out, copy in _finished_copies(root, ident, end, digest):
+        _link(out, copy)
+
+
+def _restore_finished(root, ident, end: int, digest: str, wanted: list[int]) -> dict | None:
+    """The manifest of this segment trained earlier with the same parameters, its outputs
+    restored, if its copies exist and its checkpoints verify against the manifest; else None."""
+    import json
+
+    from villani.training.checkpoint import read_meta
+
+    pairs = _finished_copies(root, ident, end, digest)
+    if not all(copy.exists() for _, copy in pairs):
+        return None
+    try:
+        manifest = json.loads(pairs[0][1].read_text())
+        shas = [read_meta(root, step=s, verify=True, **ident)["weights_sha256"] for s in wanted]
+    except (ValueError, OSError):
+        return None
+    if manifest.get("digest") != digest or [c.get("weights_sha256") for c in manifest["checkpoints"]] != shas:
+        return None
+    for out, copy in reversed(pairs):  # the manifest last: it says the segment is done
+        _link(copy, out)
     return manifest
 
 

@@ -1,0 +1,99 @@
+r"""What a ``train`` or ``measure`` job asks the cluster for, derived from the work it does.
+
+A job's request is its work at a per-token rate of GPT-Neo-125M on one A100, with
+headroom, growing on every retry (``attempt`` = 1, 2, 3):
+
+.. math::
+
+    \text{runtime} = \Big\lceil \tfrac{S + h_t \cdot W}{60} \Big\rceil \cdot \text{attempt}\ \text{min},
+    \qquad
+    \text{mem\_mb} = \min\big(\lceil h_m \cdot M / 10^6 \rceil \cdot \text{attempt},\ 128\,000\big)
+
+with S = :data:`STARTUP_S` (start-up, loading, checkpoint writes), h_t = :data:`TIME_HEADROOM`,
+h_m = :data:`MEMORY_HEADROOM`, and the work W (seconds) and host memory M (bytes):
+
+* **train**, a segment of n = end − start steps of B·T tokens (``train.batch_size`` blocks
+  of ``data.seq_len``): W = n·B·T·r_train; M = M_train + b·(B·T − 512);
+* **measure**, one checkpoint: W = K·N·r_hvp with K the most HVPs the job may take
+  (Lanczos steps + SLQ starts after the first × SLQ steps + ``num_probes``: Stein's rule
+  stops at or below it) and N = ``measure.blocks``·(T − 1) tokens per product;
+  M = M_measure + b·(``measure.batch_size``·(T − 1) − 511).
+
+The rates and memory are the 125M rehearsal's (``benchmarks/README.md``, "Rehearsal at the
+paper's model size", scaled to an A100 by FLOPs at its pessimistic utilisations):
+r_train = 13.9 GPU-h / 1.935·10⁹ tokens (``configs/ptb.yaml``'s training at 10 % of 312
+TFLOP/s bf16); r_hvp = 19.0 s per product of 32,704 tokens (graph rebuilt per product, 50 %
+of 19.5 TFLOP/s fp32); M_train, M_measure the peak RSS of the 125M train job (1 × 512
+tokens) and measure job (511 tokens per product), every tensor on the host — an upper bound
+on a GPU job's host memory; b = 3.95 MiB per token, the probe's growth of the gradient graph
+plus one product with the tokens of a batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from villani.plan.schedule import checkpoint_steps, segment_start
+
+GiB, MiB = 2**30, 2**20
+TRAIN_S_PER_TOKEN = 13.9 * 3600 / 1.935e9  # ≈ 2.59e-5 s per training token
+HVP_S_PER_TOKEN = 19.0 / 32_704  # ≈ 5.81e-4 s per token of one Hessian-vector product
+TRAIN_RSS_BYTES = 5.20 * GiB  # at 512 tokens per step
+MEASURE_RSS_BYTES = 17.12 * GiB  # at 511 tokens per product
+GRAPH_BYTES_PER_TOKEN = 3.95 * MiB
+D_125M = 125_198_592  # parameters of GPT-Neo-125M: how many SLQ starts slq_cdf_tol asks for
+STARTUP_S = 300.0
+TIME_HEADROOM = 1.5
+MEMORY_HEADROOM = 1.5
+MEM_CAP_MB = 128_000  # an A100 node's share per GPU on most sites; a larger request pends forever
+
+
+def train_work(params: Mapping, end: int) -> tuple[float, float]:
+    """(seconds on one A100, host bytes) of the training segment ending at step ``end``."""
+    t = params["train"]
+    tokens_per_step = int(t["batch_size"]) * int(params["data"]["seq_len"])
+    steps = int(end) - segment_start(t, int(end))
+    return (steps * tokens_per_step * TRAIN_S_PER_TOKEN,
+            TRAIN_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(tokens_per_step - 512, 0))
+
+
+def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
+    """The most Hessian-vector products a measure job of checkpoint ``step`` takes."""
+    from villani.measure.checkpoint import slq_starts
+
+    starts = slq_starts(measure, D_125M, step, steps)[0]
+    return int(measure["lanczos_steps"]) + (starts - 1) * int(measure["slq_steps"]) + int(measure["num_probes"])
+
+
+def measure_work(params: Mapping, step: int) -> tuple[float, float]:
+    """(seconds on one A100, host bytes) of measuring the checkpoint at ``step``."""
+    m, seq = params["measure"], int(params["data"]["seq_len"])
+    tokens = int(m["blocks"]) * (seq - 1)
+    batch_tokens = min(int(m["batch_size"]), int(m["blocks"])) * (seq - 1)
+    hvps = max_hvps(m, int(step), checkpoint_steps(params["train"]))
+    return (hvps * tokens * HVP_S_PER_TOKEN,
+            MEASURE_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(batch_tokens - 511, 0))
+
+
+def runtime_min(seconds: float, attempt: int) -> int:
+    """Minutes to ask for: start-up plus the work with headroom, × attempt."""
+    return math.ceil((STARTUP_S + TIME_HEADROOM * seconds) / 60) * int(attempt)
+
+
+def mem_mb(nbytes: float, attempt: int) -> int:
+    """Megabytes to ask for: the peak with headroom, × attempt, at most :data:`MEM_CAP_MB`."""
+    return min(math.ceil(MEMORY_HEADROOM * nbytes / 1e6) * int(attempt), MEM_CAP_MB)
+
+
+WORK = {"train": train_work, "measure": measure_work}
+
+
+def job_runtime(rule: str, params: Mapping, step: int, attempt: int) -> int:
+    """``runtime`` (minutes) of a ``train`` (step = segment end) or ``measure`` job."""
+    return runtime_min(WORK[rule](params, step)[0], attempt)
+
+
+def job_mem_mb(rule: str, params: Mapping, step: int, attempt: int) -> int:
+    """``mem_mb`` of a ``train`` or ``measure`` job."""
+    return mem_mb(WORK[rule](params, step)[1], attempt)

@@ -1,0 +1,113 @@
+"""How many SLURM submissions (``sbatch`` calls) a parameter document makes through a profile.
+
+Snakemake submits every job on its own, except the submit-host rules (``localrules``:
+``fetch``, ``pretrained``; and ``all``, which runs nothing) and the jobs of a group: the
+profile's ``groups:`` give rules a group, jobs of one group connected in the DAG are one
+submission, and ``group-components: <group>=N`` puts N such connected pieces into one. In
+``profiles/slurm``: group ``train`` — a run's segments are one chain, so one submission per
+run; group ``measure`` — measure jobs are not connected to each other, so one submission
+per N of them. Hence
+
+    submissions = Σ_ungrouped rules jobs + Σ_groups ⌈pieces / N⌉.
+
+:func:`job_counts` counts the jobs from the plan (what ``snakemake -n`` lists under "Job
+stats"; ``tests/slurm/test_submissions.py`` checks the two agree), :func:`dry_run_count`
+counts the submissions in a ``snakemake -n`` listing, and ``python -m
+villani.dag.submissions [PRESET ...]`` prints the README's table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Mapping
+
+LOCAL_RULES = frozenset({"fetch", "pretrained", "all"})
+PROFILE = Path("profiles/slurm/config.yaml")  # of the checkout one runs in
+
+
+def job_counts(doc: Mapping) -> Counter:
+    """Jobs per rule of a resolved parameter document (every dataset), as ``snakemake -n``."""
+    from villani.dag import targets
+    from villani.plan.config import dataset_names, dataset_params
+
+    counts: Counter = Counter({"all": 1, "paper": 1})
+    for name in dataset_names(doc):
+        p = dataset_params(doc, name)
+        counts.update({rule: 1 for rule in ("fetch", "pretrained", "tokenize", "cost", "bounds", "claims", "figures",
+                                             "metrics")})
+        counts["rays"] += 1 if p["rays"]["lambdas"] else 0
+        counts["landscape"] += len(p["landscape"]["lambdas"])
+        counts["train"] += len(targets.segments(p))
+        counts["measure"] += len(targets.measurements(p))
+    return +counts
+
+
+def connected_pieces(doc: Mapping) -> dict[str, int]:
+    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run); a
+    measure job is a piece of its own."""
+    from villani.plan.config import dataset_names, dataset_params
+    from villani.plan.runs import runs
+
+    n_runs = sum(len(list(runs(dataset_params(doc, name)))) for name in dataset_names(doc))
+    return {"train": n_runs, "measure": job_counts(doc)["measure"]}
+
+
+def profile_grouping(profile: Path | str = PROFILE) -> tuple[dict[str, str], dict[str, int]]:
+    """(rule → group, group → components) from a profile's ``groups`` and ``group-components``."""
+    from villani.plan.config import read_yaml
+
+    cfg = read_yaml(Path(profile))
+    pairs = lambda key: dict(item.split("=", 1) for item in cfg.get(key) or [])  # noqa: E731
+    return pairs("groups"), {g: int(n) for g, n in pairs("group-components").items()}
+
+
+def submissions(doc: Mapping, profile: Path | str = PROFILE) -> dict[str, int]:
+    """Submissions per rule (a group's under its first rule's name) and ``total``."""
+    groups, components = profile_grouping(profile)
+    counts, pieces = job_counts(doc), connected_pieces(doc)
+    out = {r: n for r, n in counts.items() if r not in LOCAL_RULES and r not in groups}
+    for group in sorted(set(groups.values())):
+        rules = [r for r, g in groups.items() if g == group]
+        if len(rules) != 1 or rules[0] not in pieces:
+            raise ValueError(f"{profile}: group {group!r} ({rules}): counted only for a group of train or of measure")
+        out[rules[0]] = math.ceil(pieces[rules[0]] / components.get(group, 1))
+    out["total"] = sum(out.values())
+    return out
+
+
+def dry_run_stats(listing: str) -> dict[str, int]:
+    """Jobs per rule from the "Job stats" table of ``snakemake -n``."""
+    m = re.search(r"Job stats:\njob\s+count\n[-\s]+\n(.*?)\ntotal\s+\d+", listing, re.S)
+    if not m:
+        raise ValueError("no 'Job stats' table in the listing")
+    return {name: int(n) for name, n in (line.split() for line in m.group(1).splitlines())}
+
+
+def dry_run_count(listing: str, grouped_rules) -> int:
+    """Submissions in the output of ``snakemake -n`` with a SLURM profile: its group jobs
+    plus the jobs of ungrouped rules run off the submit host."""
+    stats = dry_run_stats(listing)
+    ungrouped = sum(n for r, n in stats.items() if r not in LOCAL_RULES and r not in set(grouped_rules))
+    return ungrouped + len(re.findall(r"^\S.*\] Group job ", listing, re.M))
+
+
+def table(presets: list[str], profile: Path | str = PROFILE) -> str:
+    """The README's Markdown table: jobs and submissions per preset."""
+    from villani.plan.config import load_params
+
+    rows = ["| preset | jobs | submissions | train (one per run) | measure (bundles) | other |", "|---|---|---|---|---|---|"]
+    for preset in presets:
+        doc = load_params([preset])
+        s = submissions(doc, profile)
+        other = s["total"] - s["train"] - s["measure"]
+        rows.append(f"| `{preset}` | {sum(job_counts(doc).values()):,} | **{s['total']:,}** | {s['train']} | "
+                    f"{s['measure']} | {other} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(table(sys.argv[1:] or ["configs/ptb.yaml", "configs/wikitext103.yaml", "configs/paper.yaml"]))

@@ -1,0 +1,80 @@
+"""What train and measure jobs ask SLURM for, from the work they do (villani.dag.resources);
+pure functions, no cluster."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from villani.dag import resources as R
+from villani.plan.config import dataset_params, load_params
+from villani.plan.schedule import checkpoint_steps, segment_ends
+
+
+@pytest.fixture(scope="module")
+def ptb():
+    return dataset_params(load_params(["configs/paper.yaml"]), "ptb")
+
+
+def _with(p, group, **changes):
+    return {**p, group: {**p[group], **changes}}
+
+
+def test_train_work_is_steps_times_tokens_at_the_rehearsal_rate(ptb):
+    end = segment_ends(ptb["train"])[0]
+    tokens = end * ptb["train"]["batch_size"] * ptb["data"]["seq_len"]  # the first segment starts at 0
+    seconds, nbytes = R.train_work(ptb, end)
+    assert seconds == pytest.approx(tokens * 13.9 * 3600 / 1.935e9)
+    assert nbytes == pytest.approx(5.20 * 2**30)  # 1 × 512 tokens per step: the rehearsal's job
+    # twice the tokens per step: twice the time, a bigger graph
+    wide = _with(ptb, "train", batch_size=2)
+    assert R.train_work(wide, end)[0] == pytest.approx(2 * seconds)
+    assert R.train_work(wide, end)[1] == pytest.approx(nbytes + 512 * 3.95 * 2**20)
+    # the README's "minutes of GPU work": a PTB segment asks for minutes, not the old 240
+    assert R.job_runtime("train", ptb, end, 1) == math.ceil((300 + 1.5 * seconds) / 60) < 15
+
+
+def test_measure_work_is_hvps_times_tokens(ptb):
+    m = ptb["measure"]
+    steps = checkpoint_steps(ptb["train"])
+    # deflated trace: Lanczos 60 + at most 64 probes; one SLQ start at d = 1.25e8 (slq_cdf_tol)
+    assert R.max_hvps(m, steps[3], steps) == 60 + 64
+    full = _with(ptb, "measure", full_density="every")["measure"]
+    assert R.max_hvps(full, steps[3], steps) == 60 + (m["slq_probes"] - 1) * m["slq_steps"] + 64
+    seconds, nbytes = R.measure_work(ptb, steps[3])
+    assert seconds == pytest.approx(124 * 64 * 511 * 19.0 / 32_704)
+    assert nbytes == pytest.approx(17.12 * 2**30 + 3.95 * 2**20 * (8 * 511 - 511))
+    half = _with(ptb, "measure", blocks=32)
+    assert R.measure_work(half, steps[3])[0] == pytest.approx(seconds / 2)
+
+
+def test_retries_grow_and_memory_is_capped(ptb):
+    end = segment_ends(ptb["train"])[-1]
+    for rule, step in (("train", end), ("measure", end)):
+        one, two = R.job_runtime(rule, ptb, step, 1), R.job_runtime(rule, ptb, step, 2)
+        assert two == 2 * one
+        assert R.job_mem_mb(rule, ptb, step, 2) == min(2 * R.job_mem_mb(rule, ptb, step, 1), R.MEM_CAP_MB)
+    assert R.mem_mb(1e12, 1) == R.MEM_CAP_MB
+    assert R.runtime_min(0, 1) == 5  # start-up alone
+
+
+def test_rules_ask_for_their_work():
+    """The Snakefile's train and measure rules carry these values (no profile overrides them)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for rule in ("train", "measure"):
+        text = "".join((root / "workflow" / "rules" / f"{rule}.smk").read_text().split())
+        assert f'runtime=lambdawc,attempt:job_runtime("{rule}",DP[wc.dataset],int(wc.step),attempt)' in text, rule
+        assert f'mem_mb=lambdawc,attempt:job_mem_mb("{rule}",DP[wc.dataset],int(wc.step),attempt)' in text, rule
+
+
+def test_readme_requests():
+    """The requests the README quotes for configs/paper.yaml (minutes, attempt 1)."""
+    doc = load_params(["configs/paper.yaml"])
+    for name, segment, run in (("ptb", 7, 140), ("wikitext103", 37, 444)):
+        p = dataset_params(doc, name)
+        minutes = [R.job_runtime("train", p, end, 1) for end in segment_ends(p["train"])]
+        assert set(minutes) == {segment} and sum(minutes) == run
+        assert {R.job_runtime("measure", p, s, 1) for s in checkpoint_steps(p["train"])} == {64}

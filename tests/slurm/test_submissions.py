@@ -1,0 +1,48 @@
+"""How many sbatch calls a preset makes through profiles/slurm (villani.dag.submissions):
+the count from the plan equals the count in `snakemake -n`'s listing, the paper preset
+stays within 300, and the README prints the computed table. No cluster needed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
+
+from villani.dag import submissions as S
+from villani.plan.config import load_params
+
+PRESETS = ["configs/ptb.yaml", "configs/wikitext103.yaml", "configs/paper.yaml"]
+
+
+def test_plan_count_equals_snakemakes_dry_run():
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(REAL_PROFILE), "--profile", str(CI_PROFILE),
+           "--configfile", "tests/configs/tiny.yaml"]
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    listing = res.stdout + res.stderr
+    assert res.returncode == 0, listing[-3000:]
+    doc = load_params([str(REPO / "params.yaml"), str(REPO / "tests/configs/tiny.yaml")])
+    assert S.dry_run_stats(listing) == dict(S.job_counts(doc))
+    groups, _ = S.profile_grouping(REAL_PROFILE / "config.yaml")
+    assert S.dry_run_count(listing, groups) == S.submissions(doc, REAL_PROFILE / "config.yaml")["total"]
+    assert "Group job train" in listing and "Group job measure" in listing
+
+
+def test_paper_preset_is_at_most_300_submissions(monkeypatch):
+    monkeypatch.chdir(REPO)
+    s = S.submissions(load_params([str(REPO / "configs/paper.yaml")]))
+    assert s["total"] <= 300 and s["train"] == 90, s
+    assert sum(S.job_counts(load_params([str(REPO / "configs/paper.yaml")])).values()) == 4794
+
+
+def test_readme_prints_the_computed_table(monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert S.table(PRESETS) in (REPO / "README.md").read_text()
+
+
+@pytest.mark.parametrize("bad", ["train=train\n  - rays=train", "rays=rays"])
+def test_unknown_grouping_is_refused(tmp_path, bad):
+    (tmp_path / "config.yaml").write_text(f"groups:\n  - {bad}\n")
+    with pytest.raises(ValueError, match="counted only for a group of train or of measure"):
+        S.submissions(load_params([str(REPO / "tests/configs/tiny.yaml")]), tmp_path / "config.yaml")
