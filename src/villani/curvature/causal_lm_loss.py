@@ -106,7 +106,8 @@ def functional_hvp_rows(model: nn.Module, names: list[str], scale: float, vector
 
     def loss_fn(params: tuple[Tensor, ...], x: Tensor) -> Tensor:
         kwargs = {"input_ids": x, "use_cache": False}
-        return causal_lm_token_loss(functional_call(model, dict(zip(names, params)), args=(), kwargs=kwargs).logits, x) * scale
+        logits = functional_call(model, dict(zip(names, params)), args=(), kwargs=kwargs).logits
+        return causal_lm_token_loss(logits, x) * scale
 
     grad_fn = grad(loss_fn)
 
