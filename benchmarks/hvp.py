@@ -198,6 +198,17 @@ def peak_bytes(fn, device: str) -> int:
     return mem.peak()
 
 
+def timed_wall_cpu(fn, device: str) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) of ``fn()``. On a shared CPU the CPU time
+    is the steadier measure of the work (with one thread it is the wall time without the
+    waits for a core); on a GPU only the wall time means anything."""
+    sync(device)
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    sync(device)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def run_regimes(args, model, x, v) -> None:
     """Medians of interleaved rounds of the three regimes, ratios, peak memory."""
     methods, state = regime_methods(model, x, v)
@@ -206,13 +217,12 @@ def run_regimes(args, model, x, v) -> None:
     for rnd in range(args.repeats + 1):  # round 0 is the warm-up
         for n in names[rnd % len(names):] + names[: rnd % len(names)]:
             build_first, nxt, rebuilt = methods[n]
-            times = [timed(build_first, args.device), timed(nxt, args.device)]
+            times = [timed_wall_cpu(build_first, args.device), timed_wall_cpu(nxt, args.device)]
             del state[n]  # the kept graph goes before the rebuilt product
-            times.append(times[1] if n == "curvlinops" else timed(rebuilt, args.device))
+            times.append(times[1] if n == "curvlinops" else timed_wall_cpu(rebuilt, args.device))
             for r, t in zip(REGIMES, times):
                 if rnd:
                     samples[(n, r)].append(t)
-    med = {key: statistics.median(s) for key, s in samples.items()}
     peaks = {}
     for n in names:
         build_first, _, rebuilt = methods[n]
@@ -220,15 +230,19 @@ def run_regimes(args, model, x, v) -> None:
         state.pop(n)
         state["release"]()  # ours' rebuilt product allocates its output-layer buffer inside
         peaks[n] = (first, first if n == "curvlinops" else peak_bytes(rebuilt, args.device))
-    print(f"{'seconds per product':28s}" + "".join(f"{r:>28s}" for r in REGIMES))
-    for n in names:
-        print(f"{n:28s}" + "".join(f"{med[(n, r)]:28.3f}" for r in REGIMES))
-    for other in ("PyHessian", "curvlinops"):
-        print(f"{'ratio ours/' + other:28s}" + "".join(f"{med[('ours', r)] / med[(other, r)]:28.2f}" for r in REGIMES))
+    for i, clock in enumerate(("wall", "CPU")):
+        med = {key: statistics.median(t[i] for t in s) for key, s in samples.items()}
+        print(f"{clock + ' seconds per product':28s}" + "".join(f"{r:>28s}" for r in REGIMES))
+        for n in names:
+            print(f"{n:28s}" + "".join(f"{med[(n, r)]:28.3f}" for r in REGIMES))
+        for other in ("PyHessian", "curvlinops"):
+            print(f"{'ratio ours/' + other:28s}"
+                  + "".join(f"{med[('ours', r)] / med[(other, r)]:28.2f}" for r in REGIMES))
     print("peak tensor memory above the start, GiB (build + first product / rebuilt product):")
     for n in names:
         print(f"  {n:26s} {peaks[n][0] / 2**30:8.3f} / {peaks[n][1] / 2**30:8.3f}")
-    print("raw seconds per round:", {f"{n}|{r}": [round(t, 3) for t in samples[(n, r)]] for n, r in samples})
+    print("raw (wall, CPU) seconds per round:",
+          {f"{n}|{r}": [(round(w, 3), round(c, 3)) for w, c in samples[(n, r)]] for n, r in samples})
 
 
 def main(argv=None) -> None:

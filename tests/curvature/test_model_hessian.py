@@ -241,3 +241,19 @@ def test_products_leave_parameter_grads_as_they_were(tiny_model_case):
         assert all(p.grad is None for p in params[1:])
     finally:
         params[0].grad = None
+
+
+def test_a_parameter_the_loss_does_not_use_gets_zero_rows(tiny_model_case):
+    case = tiny_model_case
+    model = tiny_gpt_neo()
+    model.register_parameter("unused", torch.nn.Parameter(torch.ones(5, dtype=torch.float64)))
+    for reuse in (True, False):
+        op = ModelHessian(model, case["batches"], reuse_graph=reuse)
+        unused = op.param_blocks()["unused"]
+        rest = torch.ones(op.dim, dtype=torch.bool)
+        rest[unused] = False
+        v = torch.randn(2, op.dim, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        HV = op.matmat(v)
+        assert torch.equal(HV[:, unused], torch.zeros(2, 5, dtype=torch.float64))
+        assert _rel(HV[:, rest], v[:, rest] @ case["hessian"]) < 1e-6
+        assert torch.equal(op.data_grad()[unused], torch.zeros(5, dtype=torch.float64))

@@ -46,10 +46,10 @@ closed form applies to the logits. ``cross_entropy="autograd"`` uses
 **Vectors.** Flat d-vectors exist only at the boundary (``matvec`` takes and returns
 one). Inside, ``v`` is split into per-tensor views, the graph keeps the per-tensor
 gradients autograd returns (no flattened copy carrying a graph), and the second backward
-accumulates each parameter's part of the product straight into its slice of the one
-output vector (the parameters' ``.grad`` point at those slices during that backward, then
-are restored): a product allocates one d-vector, as plain autograd's list of per-tensor
-results does, and copies none. ``build_seconds`` / ``builds`` count the forward + first
+copies each parameter's part of the product into its slice of the one output vector the
+moment autograd has it, then drops it (post-accumulate hooks; the parameters' ``.grad``
+are set aside and restored): a product allocates one d-vector, as plain autograd's list
+of per-tensor results does, and places it in one pass. ``build_seconds`` / ``builds`` count the forward + first
 backward passes (builds, and with ``reuse_graph=False`` the rebuild in every product).
 
 Evaluation is in eval mode (dropout off) and in the model's dtype, which must be
@@ -350,13 +350,10 @@ class ModelHessian:
                 loss_total += loss
                 if i == 0 and self._reuse is None:
                     self._reuse = self._graph_fits(before)
-                    if not self._reuse:
+                    if not self._reuse:  # first-order quantities without the graph
                         del graph, grads
-                        self._grads = None
-                        self._ensure_first_order()
-                        return
-        self._data_loss = loss_total
-        self._graph = graph
+                        return self._ensure_first_order()
+        self._data_loss, self._graph = loss_total, graph
         self._grads = [[None if g is None else g.detach() for g in grads] for grads in graph]
         self._reuse = True
 
@@ -402,24 +399,43 @@ class ModelHessian:
                                      is_grads_batched=True)
             block = torch.cat([h.reshape(V.shape[0], -1) for h in hv], dim=1)
             return block if out is None else out.add_(block)
-        out = torch.zeros_like(V) if out is None else out
-        for i, v in enumerate(V if live else ()):
+        if not live:
+            return torch.zeros_like(V) if out is None else out
+        fresh, out = out is None, torch.empty_like(V) if out is None else out
+        for i, v in enumerate(V):
             views = self._views(v)
             self._backward_into([g for g, _ in live], [views[j] for _, j in live], out[i],
-                                retain=retain or i < V.shape[0] - 1)
+                                retain=retain or i < V.shape[0] - 1, fresh=fresh)
         return out
 
-    def _backward_into(self, outputs: list[Tensor], cotangents: list[Tensor], out: Tensor, *, retain: bool) -> None:
-        """out += ∇_θ Σ⟨outputs, cotangents⟩, accumulated by autograd straight into the
-        per-tensor slices of ``out`` (the parameters' ``.grad`` point at them meanwhile)."""
-        saved = [p.grad for p in self._params]
+    def _backward_into(self, outputs: list[Tensor], cotangents: list[Tensor], out: Tensor, *, retain: bool,
+                       fresh: bool) -> None:
+        """out = (fresh) or += ∇_θ Σ⟨outputs, cotangents⟩. Each parameter's part is copied
+        (added) into its slice of ``out`` as soon as autograd has accumulated it, then
+        dropped (a post-accumulate hook; the parameters' own ``.grad`` are set aside and
+        restored): one pass to place it, and one parameter's part alive at a time."""
+        views = self._views(out)
+        reached = [False] * len(views)
+
+        def placer(i: int):
+            def place(p: Tensor) -> None:
+                (views[i].copy_ if fresh else views[i].add_)(p.grad)
+                p.grad, reached[i] = None, True
+            return place
+
+        saved, handles = [p.grad for p in self._params], []
         try:
-            for p, view in zip(self._params, self._views(out)):
-                p.grad = view
+            for i, p in enumerate(self._params):
+                p.grad = None
+                handles.append(p.register_post_accumulate_grad_hook(placer(i)))
             torch.autograd.backward(outputs, cotangents, retain_graph=retain, inputs=self._params)
         finally:
+            for handle in handles:
+                handle.remove()
             for p, g in zip(self._params, saved):
                 p.grad = g
+        for view in (v for v, hit in zip(views, reached) if fresh and not hit):
+            view.zero_()  # a parameter the product does not reach
 
     def _hvp_fwd_over_rev(self, V: Tensor) -> Tensor:
         if self._func_hvp is None:
