@@ -3,12 +3,24 @@
 Same GPT-Neo (eager attention, fp32, eval), same token batch, same probe vectors. Each
 method's per-probe time is the median over ``--repeats`` rounds; rounds interleave the
 methods (rotating order) so load drift on a shared machine hits all of them alike.
-Times are reported as multiples of one gradient (forward + backward of the same mean
-token cross-entropy) measured in the same rounds, plus ours/theirs ratios.
+
+``--mode products`` (default): one product with the gradient graph kept, every variant of
+ours, as multiples of one gradient (forward + backward of the same mean token
+cross-entropy) measured in the same rounds, plus ours/theirs ratios.
+
+``--mode regimes``: ours vs PyHessian (plain autograd: ``grad(create_graph=True)``, then
+PyHessian's ``hessian_vector_product``) vs curvlinops, in the three regimes a measurement
+meets: *build + first product* (a fresh operator), *next product* (graph kept) and
+*product with the graph rebuilt* (ours ``reuse_graph=False``; the graph of one product is
+not kept — the regime of a measurement set whose graph does not fit). curvlinops keeps no
+graph, so its rebuilt product is its next product. Peak memory: torch's CPU allocation
+events (``villani.measure.hvp_cost.PeakMemory``) over a separate untimed build + first
+product and rebuilt product, above what was live before.
 
     python benchmarks/hvp.py                       # CPU, tiny GPT-Neo (d ≈ 1.02M), 8×128 tokens
     python benchmarks/hvp.py --threads 1
     python benchmarks/hvp.py --device cuda --k 8   # on a GPU: batched products too
+    python benchmarks/hvp.py --mode regimes --model gpt-neo-125m --batch 1 --seq 256 --threads 1 --repeats 3
 
 Requires the test-only anchors: ``pip install --no-deps -r requirements/oracle.txt``.
 """
@@ -30,8 +42,15 @@ from villani.curvature import ModelHessian, causal_lm_token_loss  # noqa: E402
 from villani.curvature.probes import rademacher_rows  # noqa: E402
 
 
+GPT_NEO_125M = dict(vocab=50257, hidden=768, layers=12, heads=12, positions=2048, window=256)
+"""EleutherAI/gpt-neo-125m's architecture (its config.json: MLP 4h, gelu_new, alternating
+global/local attention, tied output layer), built from the config — random weights, no hub."""
+
+
 def add_model_args(ap: argparse.ArgumentParser) -> None:
     """The GPT-Neo and batch options shared with ``measure.py``."""
+    ap.add_argument("--model", choices=("custom", "gpt-neo-125m"), default="custom",
+                    help="gpt-neo-125m: GPT-Neo-125M's architecture (overrides --vocab/--hidden/--layers/--heads)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--hidden", type=int, default=96)
@@ -45,8 +64,13 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
 
 def build_model(args):
     """The benchmark GPT-Neo (fp32, eager, eval) on ``args.device``."""
-    return gpt_neo(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
-                   positions=max(args.seq, 128), window=max(1, args.seq // 2), seed=args.seed).to(args.device)
+    if getattr(args, "model", "custom") == "gpt-neo-125m":
+        arch = dict(GPT_NEO_125M)
+        args.vocab, args.hidden, args.layers, args.heads = arch["vocab"], arch["hidden"], arch["layers"], arch["heads"]
+    else:
+        arch = dict(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
+                    positions=max(args.seq, 128), window=max(1, args.seq // 2))
+    return gpt_neo(**arch, seed=args.seed).to(args.device)
 
 
 def sync(device: str) -> None:
@@ -122,11 +146,111 @@ def make_methods(args, model, x, V):
     return methods, setup, ours
 
 
+REGIMES = ("build + first product", "next product (graph kept)", "product, graph rebuilt")
+
+
+def regime_methods(model, x, v):
+    """name -> (build + first, next, rebuilt): callables doing one product each on ``v``.
+
+    "next" continues the operator of the last "build + first" of the same method."""
+    from curvlinops import HessianLinearOperator
+    from pyhessian.utils import hessian_vector_product
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    target, shifted = shifted_targets(x), ShiftedLogits(model)
+    v_list = [c.view_as(p) for c, p in zip(torch.split(v, [p.numel() for p in params]), params)]
+    state = {}
+
+    def autograd_grads():  # PyHessian's build: loss.backward(create_graph=True), here without .grad
+        loss = torch.nn.functional.cross_entropy(shifted(x), target)
+        return torch.autograd.grad(loss, params, create_graph=True)
+
+    def pyhessian_build_first():
+        state["PyHessian"] = autograd_grads()
+        return hessian_vector_product(state["PyHessian"], params, v_list)
+
+    def ours_build_first():
+        state["ours"] = ModelHessian(model, [x])
+        return state["ours"].matvec(v)
+
+    def curvlinops_build_first():
+        state["curvlinops"] = HessianLinearOperator(
+            shifted, torch.nn.CrossEntropyLoss(), params, [(x, target)], check_deterministic=False)
+        return state["curvlinops"] @ v
+
+    ours_rebuilt = ModelHessian(model, [x], reuse_graph=False)
+    state["release"] = ours_rebuilt.release
+    curvlinops_next = lambda: state["curvlinops"] @ v  # noqa: E731
+    return {
+        "ours": (ours_build_first, lambda: state["ours"].matvec(v), lambda: ours_rebuilt.matvec(v)),
+        "PyHessian": (pyhessian_build_first, lambda: hessian_vector_product(state["PyHessian"], params, v_list),
+                      lambda: hessian_vector_product(autograd_grads(), params, v_list)),
+        "curvlinops": (curvlinops_build_first, curvlinops_next, curvlinops_next),
+    }, state
+
+
+def peak_bytes(fn, device: str) -> int:
+    """Peak of torch's live tensor bytes during ``fn()``, above the start."""
+    from villani.measure.hvp_cost import PeakMemory
+
+    with PeakMemory(torch.device(device)) as mem:
+        fn()
+    return mem.peak()
+
+
+def timed_wall_cpu(fn, device: str) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) of ``fn()``. On a shared CPU the CPU time
+    is the steadier measure of the work (with one thread it is the wall time without the
+    waits for a core); on a GPU only the wall time means anything."""
+    sync(device)
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    sync(device)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def run_regimes(args, model, x, v) -> None:
+    """Medians of interleaved rounds of the three regimes, ratios, peak memory."""
+    methods, state = regime_methods(model, x, v)
+    names = list(methods)
+    samples = {(n, r): [] for n in names for r in REGIMES}
+    for rnd in range(args.repeats + 1):  # round 0 is the warm-up
+        for n in names[rnd % len(names):] + names[: rnd % len(names)]:
+            build_first, nxt, rebuilt = methods[n]
+            times = [timed_wall_cpu(build_first, args.device), timed_wall_cpu(nxt, args.device)]
+            del state[n]  # the kept graph goes before the rebuilt product
+            times.append(times[1] if n == "curvlinops" else timed_wall_cpu(rebuilt, args.device))
+            for r, t in zip(REGIMES, times):
+                if rnd:
+                    samples[(n, r)].append(t)
+    peaks = {}
+    for n in names:
+        build_first, _, rebuilt = methods[n]
+        first = peak_bytes(build_first, args.device)
+        state.pop(n)
+        state["release"]()  # ours' rebuilt product allocates its output-layer buffer inside
+        peaks[n] = (first, first if n == "curvlinops" else peak_bytes(rebuilt, args.device))
+    for i, clock in enumerate(("wall", "CPU")):
+        med = {key: statistics.median(t[i] for t in s) for key, s in samples.items()}
+        print(f"{clock + ' seconds per product':28s}" + "".join(f"{r:>28s}" for r in REGIMES))
+        for n in names:
+            print(f"{n:28s}" + "".join(f"{med[(n, r)]:28.3f}" for r in REGIMES))
+        for other in ("PyHessian", "curvlinops"):
+            print(f"{'ratio ours/' + other:28s}"
+                  + "".join(f"{med[('ours', r)] / med[(other, r)]:28.2f}" for r in REGIMES))
+    print("peak tensor memory above the start, GiB (build + first product / rebuilt product):")
+    for n in names:
+        print(f"  {n:26s} {peaks[n][0] / 2**30:8.3f} / {peaks[n][1] / 2**30:8.3f}")
+    print("raw (wall, CPU) seconds per round:",
+          {f"{n}|{r}": [(round(w, 3), round(c, 3)) for w, c in samples[(n, r)]] for n, r in samples})
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_args(ap)
     ap.add_argument("--k", type=int, default=4, help="probes per batched call (0/1: no batched variants)")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--mode", choices=("products", "regimes"), default="products")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -138,6 +262,12 @@ def main(argv=None) -> None:
     dim = sum(p.numel() for p in model.parameters())
     V = rademacher_rows(max(args.k, 1), dim, seed=args.seed, dtype=torch.float32, device=args.device)
 
+    print(f"GPT-Neo d={dim:,} ({args.layers} layers, hidden {args.hidden}, vocab {args.vocab}); "
+          f"batch {args.batch}×{args.seq} tokens; device {args.device}; threads {torch.get_num_threads()}; "
+          f"torch {torch.__version__}; medians of {args.repeats} interleaved rounds", flush=True)
+    if args.mode == "regimes":
+        run_regimes(args, model, x, V[0])
+        return
     methods, setup, _ = make_methods(args, model, x, V)
     names = list(methods)
     for fn, _ in methods.values():  # warm-up
@@ -151,9 +281,6 @@ def main(argv=None) -> None:
     med = {n: statistics.median(s) for n, s in samples.items()}
     g = med["gradient"]
 
-    print(f"GPT-Neo d={dim:,} ({args.layers} layers, hidden {args.hidden}, vocab {args.vocab}); "
-          f"batch {args.batch}×{args.seq} tokens; device {args.device}; threads {torch.get_num_threads()}; "
-          f"torch {torch.__version__}; medians of {args.repeats} interleaved rounds")
     print(f"{'method':48s} {'s/probe':>10s} {'× gradient':>11s}")
     for n in names:
         print(f"{n:48s} {med[n]:10.4f} {med[n] / g:11.2f}")

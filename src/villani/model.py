@@ -36,9 +36,9 @@ from typing import Mapping
 
 import torch
 
+from villani.families import DEFAULT_FAMILY
+
 EAGER = "eager"
-DEFAULT_FAMILY = "gpt_neo"
-"""``model_type`` of a ``model.config`` that names none."""
 
 
 def _quiet_transformers() -> None:

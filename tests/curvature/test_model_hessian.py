@@ -203,3 +203,57 @@ def test_vectorized_blocks_equal_exact_hessian(tiny_model_case, method):
     assert _rel(op.matmat(V), V @ case["hessian"]) < 1e-6
     fresh = ModelHessian(case["model"], case["batches"], vectorize=True, reuse_graph=False)
     assert _rel(fresh.matmat(V), V @ case["hessian"]) < 1e-6
+
+
+def test_builds_counted_and_loss_path_checked_once_per_model():
+    """Graph kept: one forward + first backward per batch, whatever the number of products;
+    rebuilt: one per batch per product. The fused-head check runs the whole model once per
+    model object, not once per operator."""
+    model, batches = tiny_gpt_neo(), token_batches()
+    calls = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))  # the check's full forward
+    try:
+        v = torch.randn(2, sum(p.numel() for p in model.parameters()), dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(5))
+        kept = ModelHessian(model, batches)
+        kept.matmat(v), kept.matvec(v[0]), kept.data_grad()
+        assert kept.builds == len(batches) and kept.build_seconds > 0 and kept.loss_path == "fused_head"
+        rebuilt = ModelHessian(model, batches, reuse_graph=False)
+        rebuilt.matvec(v[0]), rebuilt.matvec(v[1])
+        assert rebuilt.builds == 2 * len(batches) and rebuilt.loss_path == "fused_head"
+        rebuilt.data_loss()
+        assert rebuilt.builds == 3 * len(batches)  # the first-order pass, without graph
+        assert len(calls) == 1, "the fused-head check runs the model exactly once per model"
+    finally:
+        hook.remove()
+
+
+def test_products_leave_parameter_grads_as_they_were(tiny_model_case):
+    """The products accumulate into the output through the parameters' .grad and restore it."""
+    case = tiny_model_case
+    params = [p for p in case["model"].parameters()]
+    marker = torch.full_like(params[0], 7.0)
+    params[0].grad = marker
+    try:
+        op = ModelHessian(case["model"], case["batches"])
+        op.matvec(torch.ones(op.dim, dtype=torch.float64))
+        assert params[0].grad is marker and bool((marker == 7.0).all())
+        assert all(p.grad is None for p in params[1:])
+    finally:
+        params[0].grad = None
+
+
+def test_a_parameter_the_loss_does_not_use_gets_zero_rows(tiny_model_case):
+    case = tiny_model_case
+    model = tiny_gpt_neo()
+    model.register_parameter("unused", torch.nn.Parameter(torch.ones(5, dtype=torch.float64)))
+    for reuse in (True, False):
+        op = ModelHessian(model, case["batches"], reuse_graph=reuse)
+        unused = op.param_blocks()["unused"]
+        rest = torch.ones(op.dim, dtype=torch.bool)
+        rest[unused] = False
+        v = torch.randn(2, op.dim, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        HV = op.matmat(v)
+        assert torch.equal(HV[:, unused], torch.zeros(2, 5, dtype=torch.float64))
+        assert _rel(HV[:, rest], v[:, rest] @ case["hessian"]) < 1e-6
+        assert torch.equal(op.data_grad()[unused], torch.zeros(5, dtype=torch.float64))

@@ -1,9 +1,10 @@
 """Curvature engine: symmetric linear operators and free-function estimators.
 
-Operators are anything with ``dim`` and ``matvec(v)`` (see :mod:`.operators`); the
+Operators are anything with ``dim`` and ``matvec(v)`` (see :mod:`.operators`; the model
+Hessians share the :class:`HessianOperator` protocol); the
 estimators — :func:`hutchinson` (optionally deflated, optionally stopped at a CI
-target), :func:`hutchpp`, :func:`lanczos`, :func:`top_eigenvalues`, :func:`slq` — only
-use that protocol. :class:`ModelHessian`
+target), :func:`hutchpp`, :func:`lanczos`, :func:`top_eigenvalues`, :func:`slq` — need
+only ``dim`` and ``matvec``. :class:`ModelHessian`
 is the Hessian of a causal LM's regularised token loss. Across processes, with vectors
 sharded (:class:`ShardedVectors`): :class:`DataParallelHessian` (exact, model
 replicated) and :class:`FiniteDifferenceHessian` (central differences of FSDP2-sharded
@@ -21,6 +22,7 @@ from .model_hessian import ModelHessian
 from .operators import (
     CallableOperator,
     DenseOperator,
+    HessianOperator,
     LinearOperator,
     ShiftedOperator,
     as_operator,
@@ -32,6 +34,7 @@ from .stein1945twostage import CITarget
 
 __all__ = [
     "LinearOperator",
+    "HessianOperator",
     "DenseOperator",
     "CallableOperator",
     "ShiftedOperator",

@@ -14,10 +14,12 @@ a Hessian-vector product does:
   :func:`~.softmax_cross_entropy.linear_cross_entropy` with the output layer's weight —
   no logits are stored. Chosen only when the model's output layer is a bias-free
   ``nn.Linear`` and ``base_model`` followed by it reproduces ``model(x).logits``
-  (checked on one sequence).
+  (checked once per model, on the first tokens of one sequence).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +27,7 @@ from torch import Tensor, nn
 
 from .softmax_cross_entropy import linear_cross_entropy, shifted_token_cross_entropy
 
-__all__ = ["causal_lm_token_loss", "choose_loss_path", "batch_token_loss", "LOSS_PATHS"]
+__all__ = ["causal_lm_token_loss", "choose_loss_path", "batch_token_loss", "functional_hvp_rows", "LOSS_PATHS"]
 
 LOSS_PATHS = ("fused_head", "logits_closed_form", "autograd")
 
@@ -48,16 +50,27 @@ def _head_and_base(model: nn.Module) -> tuple[nn.Linear, nn.Module] | None:
     return head, base
 
 
+_CHOSEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""model -> its closed-form path, decided once per model (the check runs the model)."""
+
+
 def choose_loss_path(model: nn.Module, example: Tensor, cross_entropy: str) -> str:
     """The fastest exact path for ``model``: ``"autograd"`` if asked for, else
-    ``"fused_head"`` when verified on ``example[:1]``, else ``"logits_closed_form"``."""
+    ``"fused_head"`` when verified on the first 8 tokens of ``example[:1]``, else
+    ``"logits_closed_form"``. Decided once per model object (the answer depends on the
+    architecture, not on the weights or the batch) and remembered while the model lives."""
     if cross_entropy == "autograd":
         return "autograd"
+    if model not in _CHOSEN:
+        _CHOSEN[model] = _verified_path(model, example[:1, :8])
+    return _CHOSEN[model]
+
+
+def _verified_path(model: nn.Module, x: Tensor) -> str:
     parts = _head_and_base(model)
     if parts is None:
         return "logits_closed_form"
     head, base = parts
-    x = example[:1]
     with torch.no_grad():
         ref = model(input_ids=x, use_cache=False).logits
         fused = base(input_ids=x, use_cache=False)[0] @ head.weight.T
@@ -81,3 +94,30 @@ def batch_token_loss(model: nn.Module, x: Tensor, scale: float, path: str, works
     if path == "autograd":
         return causal_lm_token_loss(logits, x) * scale
     raise ValueError(f"loss path must be one of {LOSS_PATHS}, got {path!r}")
+
+
+def functional_hvp_rows(model: nn.Module, names: list[str], scale: float, vectorize: bool):
+    r"""``(params, x, tangents) -> rows`` of :math:`\nabla^2 \ell_x\,t_i` for
+    :math:`\ell_x` = ``scale`` × the token loss of batch ``x`` (``"autograd"`` path) as a
+    function of the parameters ``names``: forward-over-reverse, ``torch.func.jvp`` of
+    ``torch.func.grad``; the rows of ``tangents`` (per-tensor ``(k, ...)`` blocks) one by
+    one, or in one ``vmap`` when ``vectorize``."""
+    from torch.func import functional_call, grad, jvp, vmap
+
+    def loss_fn(params: tuple[Tensor, ...], x: Tensor) -> Tensor:
+        kwargs = {"input_ids": x, "use_cache": False}
+        logits = functional_call(model, dict(zip(names, params)), args=(), kwargs=kwargs).logits
+        return causal_lm_token_loss(logits, x) * scale
+
+    grad_fn = grad(loss_fn)
+
+    def hvp_one(params, x, tangent):
+        return jvp(lambda p: grad_fn(p, x), (params,), (tangent,))[1]
+
+    def hvp_rows(params, x, tangents):
+        if vectorize and tangents[0].shape[0] > 1:
+            return vmap(hvp_one, in_dims=(None, None, 0))(params, x, tangents)
+        rows = [hvp_one(params, x, tuple(t[i] for t in tangents)) for i in range(tangents[0].shape[0])]
+        return tuple(torch.stack(col) for col in zip(*rows))
+
+    return hvp_rows

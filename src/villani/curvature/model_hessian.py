@@ -40,7 +40,17 @@ linear output layer (checked numerically on the first batch), the fused
 six vocabulary-sized matmuls of a product into one reused buffer; otherwise the
 closed form applies to the logits. ``cross_entropy="autograd"`` uses
 ``torch.nn.functional.cross_entropy`` throughout (``fwd_over_rev`` always does).
-``loss_path`` records which was used.
+``loss_path`` records which was used; the choice is made once per model
+(:func:`~.causal_lm_loss.choose_loss_path` caches it), not per graph build.
+
+**Vectors.** Flat d-vectors exist only at the boundary (``matvec`` takes and returns
+one). Inside, ``v`` is split into per-tensor views, the graph keeps the per-tensor
+gradients autograd returns (no flattened copy carrying a graph), and the second backward
+copies each parameter's part of the product into its slice of the one output vector the
+moment autograd has it, then drops it (post-accumulate hooks; the parameters' ``.grad``
+are set aside and restored): a product allocates one d-vector, as plain autograd's list
+of per-tensor results does, and places it in one pass. ``build_seconds`` / ``builds`` count the forward + first
+backward passes (builds, and with ``reuse_graph=False`` the rebuild in every product).
 
 Evaluation is in eval mode (dropout off) and in the model's dtype, which must be
 float32 or float64 (fp32 matmul precision "highest": no TF32). Attention must be the
@@ -51,12 +61,13 @@ forward-mode AD.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from .causal_lm_loss import batch_token_loss, causal_lm_token_loss, choose_loss_path
+from .causal_lm_loss import batch_token_loss, choose_loss_path, functional_hvp_rows
 
 __all__ = ["ModelHessian", "decayed_names"]
 
@@ -100,6 +111,18 @@ def decayed_names(names: Sequence[str], params: Sequence[nn.Parameter], decay) -
     return [n for n in names if n in chosen]
 
 
+def _runs(flags: Sequence[bool], sizes: Sequence[int]) -> list[slice]:
+    """Maximal runs of consecutive flagged tensors as slices of the flat vector."""
+    out, start = [], 0
+    for flag, size in zip(flags, sizes):
+        if flag and out and out[-1].stop == start:
+            out[-1] = slice(out[-1].start, start + size)
+        elif flag:
+            out.append(slice(start, start + size))
+        start += size
+    return out
+
+
 class ModelHessian:
     r"""Hessian :math:`\nabla^2 F(\theta)` of a causal LM's regularised token loss.
 
@@ -126,6 +149,8 @@ class ModelHessian:
         dtype, device: of the parameters (and of vectors passed to ``matvec``).
         names: parameter names, in flat-vector order.
         num_tokens: N, predicted tokens in the batches.
+        build_seconds, builds: wall seconds spent in, and number of, forward + first
+            backward passes over a batch (graph builds and rebuilds, first-order passes).
     """
 
     def __init__(
@@ -176,38 +201,27 @@ class ModelHessian:
         self._tokens = [b.shape[0] * (b.shape[1] - 1) for b in self.batches]
         self.num_tokens = int(sum(self._tokens))
 
-        self._decay_mask = self._build_decay_mask(decay)
-        self._versions = self._param_versions()
+        self.decay_names = decayed_names(self.names, self._params, decay)
+        chosen = set(self.decay_names)
+        self._decayed = [n in chosen for n in self.names]
+        self._decay_runs = _runs(self._decayed, self._sizes)  # slices where m = 1
+        self._versions = tuple(p._version for p in self._params)
         self._reuse = reuse_graph
-        self._graph_grad: Tensor | None = None  # flat ∇L carrying its graph
+        self._graph: list[list[Tensor | None]] | None = None  # per batch: ∇L_b per tensor, with graph
         self._data_loss: float | None = None
-        self._data_grad: Tensor | None = None
+        self._grads: list[list[Tensor | None]] | None = None  # per batch: ∇L_b per tensor, detached
         self._func_hvp = None
+        self.build_seconds = 0.0
+        self.builds = 0
 
     # ------------------------------------------------------------------ helpers
-    def _build_decay_mask(self, decay) -> Tensor | None:
-        self.decay_names = decayed_names(self.names, self._params, decay)
-        if decay is None:
-            return None
-        chosen = set(self.decay_names)
-        return torch.cat(
-            [torch.full((s,), float(n in chosen), dtype=self.dtype, device=self.device) for n, s in zip(self.names, self._sizes)]
-        )
-
-    def _param_versions(self) -> tuple[int, ...]:
-        return tuple(p._version for p in self._params)
-
     def _check_unchanged(self) -> None:
-        if self._param_versions() != self._versions:
+        if tuple(p._version for p in self._params) != self._versions:
             raise RuntimeError("model parameters changed since this ModelHessian was built; build a new one")
 
-    def _flat(self, tensors: Sequence[Tensor | None]) -> Tensor:
-        return torch.cat(
-            [
-                (t if t is not None else torch.zeros(s, dtype=self.dtype, device=self.device)).reshape(-1)
-                for t, s in zip(tensors, self._shapes)
-            ]
-        )
+    def _views(self, flat: Tensor) -> list[Tensor]:
+        """Per-tensor views (no copy) of a flat vector, shaped like the parameters."""
+        return [c.view(s) for c, s in zip(torch.split(flat, self._sizes), self._shapes)]
 
     def _split_rows(self, V: Tensor) -> list[Tensor]:
         return [c.reshape(V.shape[0], *s) for c, s in zip(torch.split(V, self._sizes, dim=-1), self._shapes)]
@@ -218,8 +232,26 @@ class ModelHessian:
             self.loss_path = choose_loss_path(self.model, self.batches[0], self.cross_entropy)
         return batch_token_loss(self.model, x, 1.0 / self.num_tokens, self.loss_path, self._workspace)
 
-    def _regularizer_dir(self, v: Tensor) -> Tensor:
-        return v if self._decay_mask is None else v * self._decay_mask
+    def _batch_grads(self, x: Tensor, *, create_graph: bool) -> tuple[float, list[Tensor | None]]:
+        """(loss, per-tensor ∇L_b) of one batch: one forward + first backward, timed."""
+        start = self._clock()
+        with torch.enable_grad():
+            loss = self._batch_loss(x)
+            grads = torch.autograd.grad(loss, self._params, create_graph=create_graph, allow_unused=True)
+        self.build_seconds += self._clock() - start
+        self.builds += 1
+        return float(loss.detach()), list(grads)
+
+    def _clock(self) -> float:
+        if self.device.type == "cuda":  # the kernels queued so far are part of what is timed
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def _add_regularizer(self, out: Tensor, V: Tensor) -> None:
+        """out += λ m⊙V in place (rows of a block, or one vector)."""
+        if self.lam:
+            for sl in self._decay_runs:
+                out[..., sl].add_(V[..., sl], alpha=self.lam)
 
     # ------------------------------------------------------------ public values
     def flat_params(self) -> Tensor:
@@ -236,13 +268,15 @@ class ModelHessian:
 
     def decay_mask(self) -> Tensor:
         """The 0/1 mask m of the regulariser as a flat vector."""
-        if self._decay_mask is None:
-            return torch.ones(self.dim, dtype=self.dtype, device=self.device)
-        return self._decay_mask.clone()
+        mask = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
+        for sl in self._decay_runs:
+            mask[sl] = 1.0
+        return mask
 
     def theta_sq_norm(self) -> float:
         r""":math:`\|m\odot\theta\|^2`, the regularised squared norm."""
-        return float(self._regularizer_dir(self.flat_params()).square().sum(dtype=torch.float64))
+        parts = [p.detach().square().sum(dtype=torch.float64) for p, m in zip(self._params, self._decayed) if m]
+        return float(torch.stack(parts).sum()) if parts else 0.0
 
     def data_loss(self) -> float:
         """L(θ): mean cross-entropy over all predicted tokens of the batches."""
@@ -254,15 +288,20 @@ class ModelHessian:
         return self.data_loss() + 0.5 * self.lam * self.theta_sq_norm()
 
     def data_grad(self) -> Tensor:
-        """∇L(θ), flat, accumulated over the batches with token weights."""
+        """∇L(θ), flat (a new vector), accumulated over the batches with token weights."""
         self._ensure_first_order()
-        return self._data_grad.clone()
+        flat = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
+        views = self._views(flat)
+        for grads in self._grads:
+            for view, g in zip(views, grads):
+                if g is not None:
+                    view.add_(g)
+        return flat
 
     def grad(self) -> Tensor:
         r"""∇F(θ) = ∇L(θ) + λ m⊙θ, flat."""
         g = self.data_grad()
-        if self.lam:
-            g = g + self.lam * self._regularizer_dir(self.flat_params())
+        self._add_regularizer(g, self.flat_params())
         return g
 
     # ------------------------------------------------------------------ products
@@ -281,51 +320,42 @@ class ModelHessian:
 
     def release(self) -> None:
         """Free the retained gradient graph and work buffers (rebuilt on the next product)."""
-        self._graph_grad = None
+        self._graph = None
         self._workspace.clear()
 
     # ----------------------------------------------------------------- internals
     def _ensure_first_order(self) -> None:
         self._check_unchanged()
-        if self._data_grad is not None:
+        if self._grads is not None:
             return
         if self.method == "double_backward" and self._reuse is not False:
             self._build_graph()
             return
-        loss_total, grad_total = 0.0, torch.zeros(self.dim, dtype=self.dtype, device=self.device)
-        with _highest_matmul_precision(), torch.enable_grad():
+        loss_total, self._grads = 0.0, []
+        with _highest_matmul_precision():
             for x in self.batches:
-                loss = self._batch_loss(x)
-                grads = torch.autograd.grad(loss, self._params, allow_unused=True)
-                grad_total += self._flat(grads)
-                loss_total += float(loss.detach())
-        self._data_loss, self._data_grad = loss_total, grad_total
+                loss, grads = self._batch_grads(x, create_graph=False)
+                self._grads.append(grads)
+                loss_total += loss
+        self._data_loss = loss_total
 
     def _build_graph(self) -> None:
         """Forward + first backward with ``create_graph=True`` for all batches."""
-        loss_total, flat_total = 0.0, None
-        with _highest_matmul_precision(), torch.enable_grad():
+        loss_total, graph = 0.0, []
+        with _highest_matmul_precision():
             for i, x in enumerate(self.batches):
                 before = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
-                loss = self._batch_loss(x)
-                grads = torch.autograd.grad(loss, self._params, create_graph=True, allow_unused=True)
-                flat = self._flat(grads)
-                flat_total = flat if flat_total is None else flat_total + flat
-                loss_total += float(loss.detach())
+                loss, grads = self._batch_grads(x, create_graph=True)
+                graph.append(grads)
+                loss_total += loss
                 if i == 0 and self._reuse is None:
                     self._reuse = self._graph_fits(before)
-                    if not self._reuse:
-                        self._ensure_first_order_without_graph()
-                        return
-        self._data_loss = loss_total
-        self._data_grad = flat_total.detach().clone()
-        self._graph_grad = flat_total
+                    if not self._reuse:  # first-order quantities without the graph
+                        del graph, grads
+                        return self._ensure_first_order()
+        self._data_loss, self._graph = loss_total, graph
+        self._grads = [[None if g is None else g.detach() for g in grads] for grads in graph]
         self._reuse = True
-
-    def _ensure_first_order_without_graph(self) -> None:
-        self._data_grad = None
-        self._reuse = False
-        self._ensure_first_order()
 
     def _graph_fits(self, before: int) -> bool:
         if self.device.type != "cuda":
@@ -341,42 +371,75 @@ class ModelHessian:
                 HV = self._hvp_fwd_over_rev(V)
             else:
                 HV = self._hvp_double_backward(V)
-        if self.lam:
-            HV = HV + self.lam * self._regularizer_dir(V)
+        self._add_regularizer(HV, V)
         return HV
 
     def _hvp_double_backward(self, V: Tensor) -> Tensor:
-        if self._reuse is not False and self._graph_grad is None:
+        if self._reuse is not False and self._graph is None:
             self._build_graph()
         if self._reuse:
-            return self._grad_of_dot_rows(self._graph_grad, V, retain=True)
-        out = torch.zeros_like(V)
-        with torch.enable_grad():
-            for x in self.batches:
-                grads = torch.autograd.grad(self._batch_loss(x), self._params, create_graph=True, allow_unused=True)
-                out += self._grad_of_dot_rows(self._flat(grads), V, retain=False)
+            return self._backward_rows(self._graph, V, retain=True)
+        out = None
+        for x in self.batches:
+            _, grads = self._batch_grads(x, create_graph=True)
+            rows = self._backward_rows([grads], V, retain=False, out=out)
+            out = rows if out is None else out
         return out
 
-    def _grad_of_dot_rows(self, flat_grad: Tensor, V: Tensor, *, retain: bool) -> Tensor:
-        """Rows ∇⟨g, v_i⟩ (one backward each, or one vmapped backward if ``vectorize``)."""
+    def _backward_rows(self, graph: list[list[Tensor | None]], V: Tensor, *, retain: bool,
+                       out: Tensor | None = None) -> Tensor:
+        r"""Rows :math:`\sum_b \nabla\langle\nabla L_b, v_i\rangle` for the batches' per-tensor
+        gradients in ``graph``, added into ``out`` (a new zero block when None): one
+        backward per row, or one vmapped backward (``vectorize``) for the block."""
+        live = [(g, j) for grads in graph for j, g in enumerate(grads) if g is not None and g.requires_grad]
         if self.vectorize and V.shape[0] > 1:
-            hv = torch.autograd.grad(
-                flat_grad, self._params, grad_outputs=V, retain_graph=retain, allow_unused=True,
-                materialize_grads=True, is_grads_batched=True,
-            )
-            return torch.cat([h.reshape(V.shape[0], -1) for h in hv], dim=1)
-        last = V.shape[0] - 1
-        return torch.stack([self._grad_of_dot(flat_grad, v, retain=retain or i < last) for i, v in enumerate(V)])
+            rows = self._split_rows(V)
+            hv = torch.autograd.grad([g for g, _ in live], self._params, grad_outputs=[rows[j] for _, j in live],
+                                     retain_graph=retain, allow_unused=True, materialize_grads=True,
+                                     is_grads_batched=True)
+            block = torch.cat([h.reshape(V.shape[0], -1) for h in hv], dim=1)
+            return block if out is None else out.add_(block)
+        if not live:
+            return torch.zeros_like(V) if out is None else out
+        fresh, out = out is None, torch.empty_like(V) if out is None else out
+        for i, v in enumerate(V):
+            views = self._views(v)
+            self._backward_into([g for g, _ in live], [views[j] for _, j in live], out[i],
+                                retain=retain or i < V.shape[0] - 1, fresh=fresh)
+        return out
 
-    def _grad_of_dot(self, flat_grad: Tensor, v: Tensor, *, retain: bool) -> Tensor:
-        hv = torch.autograd.grad(
-            flat_grad, self._params, grad_outputs=v, retain_graph=retain, allow_unused=True, materialize_grads=True
-        )
-        return torch.cat([h.reshape(-1) for h in hv])
+    def _backward_into(self, outputs: list[Tensor], cotangents: list[Tensor], out: Tensor, *, retain: bool,
+                       fresh: bool) -> None:
+        """out = (fresh) or += ∇_θ Σ⟨outputs, cotangents⟩. Each parameter's part is copied
+        (added) into its slice of ``out`` as soon as autograd has accumulated it, then
+        dropped (a post-accumulate hook; the parameters' own ``.grad`` are set aside and
+        restored): one pass to place it, and one parameter's part alive at a time."""
+        views = self._views(out)
+        reached = [False] * len(views)
+
+        def placer(i: int):
+            def place(p: Tensor) -> None:
+                (views[i].copy_ if fresh else views[i].add_)(p.grad)
+                p.grad, reached[i] = None, True
+            return place
+
+        saved, handles = [p.grad for p in self._params], []
+        try:
+            for i, p in enumerate(self._params):
+                p.grad = None
+                handles.append(p.register_post_accumulate_grad_hook(placer(i)))
+            torch.autograd.backward(outputs, cotangents, retain_graph=retain, inputs=self._params)
+        finally:
+            for handle in handles:
+                handle.remove()
+            for p, g in zip(self._params, saved):
+                p.grad = g
+        for view in (v for v, hit in zip(views, reached) if fresh and not hit):
+            view.zero_()  # a parameter the product does not reach
 
     def _hvp_fwd_over_rev(self, V: Tensor) -> Tensor:
         if self._func_hvp is None:
-            self._func_hvp = self._make_func_hvp()
+            self._func_hvp = functional_hvp_rows(self.model, self.names, 1.0 / self.num_tokens, self.vectorize)
         params = tuple(p.detach() for p in self._params)
         tangents = tuple(self._split_rows(V))
         out = None
@@ -385,25 +448,3 @@ class ModelHessian:
             flat = torch.cat([r.reshape(V.shape[0], -1) for r in rows], dim=1)
             out = flat if out is None else out + flat
         return out
-
-    def _make_func_hvp(self):
-        from torch.func import functional_call, grad, jvp, vmap
-
-        names, model, n_tokens = self.names, self.model, self.num_tokens
-
-        def loss_fn(params: tuple[Tensor, ...], x: Tensor) -> Tensor:
-            logits = functional_call(model, dict(zip(names, params)), args=(), kwargs={"input_ids": x, "use_cache": False}).logits
-            return causal_lm_token_loss(logits, x) / n_tokens
-
-        grad_fn = grad(loss_fn)
-
-        def hvp_one(params, x, tangent):
-            return jvp(lambda p: grad_fn(p, x), (params,), (tangent,))[1]
-
-        def hvp_rows(params, x, tangents):
-            if self.vectorize and tangents[0].shape[0] > 1:
-                return vmap(hvp_one, in_dims=(None, None, 0))(params, x, tangents)
-            rows = [hvp_one(params, x, tuple(t[i] for t in tangents)) for i in range(tangents[0].shape[0])]
-            return tuple(torch.stack(col) for col in zip(*rows))
-
-        return hvp_rows

@@ -47,6 +47,7 @@ from .probes import ProbeStream
 
 __all__ = [
     "LinearOperator",
+    "HessianOperator",
     "DenseOperator",
     "CallableOperator",
     "ShiftedOperator",
@@ -67,6 +68,60 @@ class LinearOperator(Protocol):
 
     def matvec(self, v: Tensor) -> Tensor:
         """Return :math:`A v` for a 1-D tensor ``v`` of length ``dim``."""
+
+
+@runtime_checkable
+class HessianOperator(Protocol):
+    r"""Structural type of the Hessian :math:`\nabla^2F` of a model's regularised token loss
+    :math:`F(\theta) = L(\theta) + \frac\lambda2\|m\odot\theta\|^2` at fixed parameters, as
+    the measurement uses it: a symmetric :class:`LinearOperator` on flat parameter vectors
+    (an operator's ``vectors``, where it has one, says how they are laid out: whole, or this
+    process's shards) plus the
+    first-order quantities measured beside the curvature. :class:`~.model_hessian.ModelHessian`,
+    :class:`~.data_parallel_hessian.DataParallelHessian` and
+    :class:`~.finite_difference_hessian.FiniteDifferenceHessian` implement it (checked by
+    ``tests/curvature/test_hessian_protocol.py``). Vectors below are in ``vectors``' layout."""
+
+    dim: int
+    dtype: torch.dtype
+    device: torch.device
+    names: list[str]  # parameter tensors, in flat-vector order
+    decay_names: list[str]  # those λ applies to (m = 1)
+    num_tokens: int  # N, predicted tokens over all batches
+    lam: float
+
+    def matvec(self, v: Tensor) -> Tensor:
+        r""":math:`\nabla^2F\,v`."""
+
+    def matmat(self, V: Tensor) -> Tensor:
+        r"""Rows :math:`\nabla^2F\,v_i` of a ``(k, ·)`` block."""
+
+    def param_blocks(self) -> dict[str, slice]:
+        """``{name: slice}``: each parameter tensor's part of the (global) flat vector."""
+
+    def flat_params(self) -> Tensor:
+        r""":math:`\theta`, detached."""
+
+    def decay_mask(self) -> Tensor:
+        """The 0/1 mask m."""
+
+    def theta_sq_norm(self) -> float:
+        r""":math:`\|m\odot\theta\|^2`."""
+
+    def data_loss(self) -> float:
+        """L(θ), the mean token cross-entropy."""
+
+    def loss(self) -> float:
+        """F(θ)."""
+
+    def data_grad(self) -> Tensor:
+        r""":math:`\nabla L(\theta)`."""
+
+    def grad(self) -> Tensor:
+        r""":math:`\nabla F(\theta) = \nabla L + \lambda\, m\odot\theta`."""
+
+    def release(self) -> None:
+        """Free what is kept between products (graphs, buffers); the next product rebuilds it."""
 
 
 class DenseOperator:

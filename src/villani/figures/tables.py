@@ -25,6 +25,7 @@ import pandas as pd
 
 from villani.bounds.table import format_row, format_value
 from villani.bounds.theory import guideline_checks
+from villani.families import config_value, family_of
 from villani.io.results import data_stats, measurements, run_records, train_tokens
 from villani.plan.runs import variant_params
 from villani.plan.schedule import checkpoint_steps
@@ -103,11 +104,8 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
         model = f"{mo['name']} ({mo['init']})"
     else:
         c = mo["config"]
-        first = lambda *keys: next((c[k] for k in keys if k in c), None)  # noqa: E731 - family key names
-        model = (f"{c.get('model_type', 'gpt_neo')} from scratch: "
-                 f"{first('num_layers', 'num_hidden_layers', 'n_layer')} layers, "
-                 f"hidden {first('hidden_size', 'n_embd')}, {first('num_heads', 'num_attention_heads', 'n_head')} heads, "
-                 f"MLP {first('intermediate_size', 'n_inner')}")
+        model = (f"{family_of(c)} from scratch: {config_value(c, 'layers')} layers, "
+                 f"hidden {config_value(c, 'hidden')}, {config_value(c, 'heads')} heads, MLP {config_value(c, 'mlp')}")
     return [
         {"parameter": "learning rate η (peak)", "value": f"{t['lr']:g}",
          "guideline": "η ≲ λ/(4σ²)  (Theorem 2: η ≤ min(1, λ/(4σ²)))",

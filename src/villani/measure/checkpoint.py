@@ -255,6 +255,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
                   callback=bar.counter(top.num_matvecs + est.num_matvecs))
     t = lap("slq", t)
     H.release()
+    timing["of_which_hvp_graph_build"] = round(H.build_seconds, 4)  # forward + first backward, in the phases above
 
     noise = None
     if step in (steps[0], steps[-1]):

@@ -37,30 +37,22 @@ from typing import Callable, Mapping
 import pandas as pd
 import torch
 
+from villani.families import config_key
 from villani.io import atomic
 from villani.io.results import data_stats
 from villani.model import pick_device
 from villani.plan import layout
 
 
-def _key(cfg: Mapping, names: tuple[str, ...], default: str) -> str:
-    """The first of ``names`` that ``cfg`` uses, else ``default``."""
-    return next((k for k in names if k in cfg), default)
-
-
 def sized_config(model_cfg: Mapping, hidden_size: int) -> dict:
     """``model.config`` with the width set to ``hidden_size`` (MLP 4h, heads dividing h,
-    key/value heads dividing the heads), under the key names the config uses (GPT-Neo
-    ``num_heads``, GPT-2 ``n_embd``/``n_inner``/``n_head``, or the canonical
-    ``hidden_size``/``intermediate_size``/``num_attention_heads`` of any family)."""
+    key/value heads dividing the heads), under the key names the config uses, else its
+    family's (:func:`villani.families.config_key`)."""
     cfg = copy.deepcopy(dict(model_cfg["config"]))
     h = int(hidden_size)
-    family = cfg.get("model_type", "gpt_neo")
-    heads_key = _key(cfg, ("num_heads", "num_attention_heads", "n_head"),
-                     "num_heads" if family == "gpt_neo" else "num_attention_heads")
-    mlp_key = _key(cfg, ("intermediate_size", "n_inner"), "n_inner" if family == "gpt2" else "intermediate_size")
+    heads_key = config_key(cfg, "heads")
     heads = max(k for k in range(1, int(cfg.get(heads_key, 1)) + 1) if h % k == 0)
-    cfg.update({_key(cfg, ("hidden_size", "n_embd"), "hidden_size"): h, mlp_key: 4 * h, heads_key: heads})
+    cfg.update({config_key(cfg, "hidden"): h, config_key(cfg, "mlp"): 4 * h, heads_key: heads})
     if "num_key_value_heads" in cfg:
         cfg["num_key_value_heads"] = max(k for k in range(1, min(int(cfg["num_key_value_heads"]), heads) + 1)
                                          if heads % k == 0)
