@@ -156,6 +156,7 @@ def load_causal_lm(name_or_path: str) -> torch.nn.Module:
     in float32, eager attention, eval mode, remote code off. A directory or name that
     holds no causal LM, or a hub model neither cached nor reachable, is a one-line ValueError."""
     _quiet_transformers()
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     from villani.data import hub
@@ -163,6 +164,9 @@ def load_causal_lm(name_or_path: str) -> torch.nn.Module:
     try:
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), attn_implementation=EAGER,
                                                      trust_remote_code=False, dtype=torch.float32)
+    except SafetensorError as e:
+        raise ValueError(f"--model: {name_or_path!r}: model.safetensors is truncated or corrupt ({str(e)[:200]}); "
+                         "copy it again (a villani checkpoint: retrain its segment)") from None
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if not Path(str(name_or_path)).exists() and hub.is_hub_name(str(name_or_path)) and (
