@@ -43,6 +43,7 @@ from villani.training.batches import batch_indices
 from villani.training.checkpoint import (
     load_checkpoint,
     load_state_file,
+    manifest_entry,
     save_checkpoint,
     save_state_file,
 )
@@ -347,14 +348,9 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     manifest = {
         **ident, "lam": float(lam), "start": start, "end": end, "digest": run.digest,
         "resumed_from_work_step": resumed_from,
-        "checkpoints": [{"step": s, "weights_sha256": _sha(root, ident, s)} for s in wanted],
+        "checkpoints": [manifest_entry(root, step=s, **ident) for s in wanted],
     }
     atomic.write_json(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest)
     work.unlink(missing_ok=True)
     return manifest
 
-
-def _sha(root, ident, step) -> str:
-    from villani.training.checkpoint import read_meta
-
-    return read_meta(root, step=step, verify=False, **ident)["weights_sha256"]
