@@ -138,3 +138,69 @@ def test_a_checkpoint_of_another_lambda_names_both_values(trained):
     with pytest.raises(ValueError) as e:
         check_trained_under(p, other, meta, "ckpt.json")
     assert "λ: 0.01 there, 0.0 here" in str(e.value) and "null" not in str(e.value)
+
+
+# --------------------------------------------------------------------------- diagnose on a pipeline checkpoint
+def _diagnose(capsys, folder, out, *extra) -> tuple[int, str, str]:
+    rc = main(["diagnose", "--model", str(folder), "--data", "builtin:pydoc", "--seq-len", "32", "--blocks", "2",
+               "--probes", "4", "--top-k", "2", "--device", "cpu", "--out", str(out), *extra])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err.strip()
+
+
+@pytest.mark.parametrize("tokenizer", [None, "data"])
+def test_diagnose_measures_a_pipeline_checkpoint_with_its_own_tokenizer(trained, tmp_path, capsys, tokenizer):
+    """The checkpoint folder alone, or with the pipeline's tokenizer folder results/data/<dataset>
+    (accepted: its EOS comes from stats.json): real tokens, the same numbers either way."""
+    _, _, root = trained
+    extra = ["--tokenizer", str(layout.fmt(layout.DATA_DIR, root, dataset="tiny"))] if tokenizer else []
+    rc, out, err = _diagnose(capsys, RUN.path(layout.CKPT_DIR, root, step=24), tmp_path, *extra,
+                             "--log-level", "INFO", "--progress-interval", "0.001")
+    assert rc == 0, err
+    rec = json.loads((tmp_path / "diagnosis.json").read_text())
+    assert rec["data"]["distinct_tokens"] > 100 and rec["data"]["num_tokens"] == 2 * 31
+    assert 0 < rec["loss"] < 6.0  # a trained model on its own tokens (ln 300 = 5.7 at chance)
+    assert " INFO villani.measure.diagnose: diagnose step0000024 | hutchinson | HVP " in err  # progress lines
+
+
+def test_diagnose_refuses_a_tokenizer_that_does_not_fit(trained, tmp_path, capsys):
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    _, _, root = trained
+    folder = RUN.path(layout.CKPT_DIR, root, step=24)
+    foreign = tmp_path / "foreign"
+    t = Tokenizer(models.WordLevel({"<eos>": 0, "[UNK]": 1, "the": 2}, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<eos>").save_pretrained(foreign)
+    rc, _, err = _diagnose(capsys, folder, tmp_path / "o", "--tokenizer", str(foreign))
+    assert rc == 2 and "\n" not in err, err
+    assert f"--tokenizer: tokenizer '{foreign}' has 3 tokens but model '{folder}' embeds 300" in err
+    rc, _, err = _diagnose(capsys, folder, tmp_path / "o", "--min-distinct-tokens", "100000")
+    assert rc == 2 and "\n" not in err, err
+    assert "distinct tokens, fewer than --min-distinct-tokens 100000" in err and "builtin:pydoc" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--probes", "100000000"], "--probes: 100000000 is invalid (an integer ≥ 2 and ≤ 100,000)"),
+    (["--set-seed", "-1"], "--set-seed: -1 is invalid (an integer ≥ 0)"),
+    (["--blocks", "0"], "--blocks: 0 is invalid"),
+    (["--s-values", "nan"], "--s-values/--s: nan is invalid (a finite number > 0)"),
+    (["--device", "foo"], "--device: 'foo' is not a torch device"),
+])
+def test_diagnose_options_are_bounded_one_line(trained, tmp_path, capsys, argv, named):
+    _, _, root = trained
+    rc, _, err = _diagnose(capsys, RUN.path(layout.CKPT_DIR, root, step=24), tmp_path / "o", *argv)
+    assert rc == 2 and err.startswith(f"villani: error: {named}") and "\n" not in err, err
+
+
+def test_diagnose_of_a_truncated_safetensors_is_one_line(trained, tmp_path, capsys):
+    _, _, root = trained
+    folder = tmp_path / "ckpt"
+    shutil.copytree(RUN.path(layout.CKPT_DIR, root, step=24), folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    rc, _, err = _diagnose(capsys, folder, tmp_path / "o")
+    assert rc == 2 and "\n" not in err, err
+    assert f"--model: '{folder}': model.safetensors is truncated or corrupt" in err

@@ -4,8 +4,8 @@ the model and the text — without them Ψ_s would be measured on meaningless to
 A tokenizer is refused (one line naming the tokenizer, the model and both numbers) when
 
 - its vocabulary V does not match the model's embedding of E rows: V > E (ids without an
-  embedding) or E > 1.01·V + 512 (more rows than hardware padding explains — the model was
-  trained with another tokenizer);
+  embedding) or E > 1.01·V + 128 (more rows than padding to a multiple of 128 explains:
+  the model was trained with another tokenizer);
 - it maps the text to fewer than ``min_distinct`` distinct tokens (an empty or one-token
   tokenizer turns any text into end-of-text tokens; real text in a real tokenizer has
   hundreds).
@@ -29,7 +29,7 @@ __all__ = ["measurement_blocks_for", "check_vocabulary", "check_distinct_tokens"
 def check_vocabulary(tokenizer: str, vocab: int, embedding_rows: int, model_ref: str, key: str) -> None:
     """One-line ValueError unless a tokenizer of ``vocab`` tokens fits an embedding of
     ``embedding_rows`` rows (module doc)."""
-    if vocab > embedding_rows or embedding_rows > 1.01 * vocab + 512:
+    if vocab > embedding_rows or embedding_rows > 1.01 * vocab + 128:
         raise ValueError(f"{key}: tokenizer {tokenizer!r} has {vocab:,} tokens but model {model_ref!r} embeds "
                          f"{embedding_rows:,}: not the model's tokenizer (for a villani checkpoint pass "
                          "--tokenizer results/data/<dataset>, or the checkpoint folder itself)")
