@@ -52,9 +52,10 @@ def train_bpe(documents: Sequence[str], vocab_size: int):
     return tok
 
 
-def load_pretrained(name: str, key: str = "data.tokenizer.name"):
-    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer; errors
-    name ``key`` (the parameter or option that gave ``name``)."""
+def load_pretrained(name: str, key: str = "data.tokenizer.name", revision: str | None = None):
+    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer at
+    ``revision`` (a hub branch, tag or commit; default main); errors name ``key`` (the
+    parameter or option that gave ``name``)."""
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
@@ -64,7 +65,7 @@ def load_pretrained(name: str, key: str = "data.tokenizer.name"):
         if _is_data_folder(name):  # the tokenize stage's own folder: tokenizer.json + stats.json (its EOS)
             hf = load_tokenizer(name)
         else:
-            hf = AutoTokenizer.from_pretrained(name, trust_remote_code=False, use_fast=True)
+            hf = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False, use_fast=True)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if hub.is_hub_name(name) and (hub.offline() or "connect" in first.lower()):
