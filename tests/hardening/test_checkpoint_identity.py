@@ -143,7 +143,7 @@ def test_a_checkpoint_of_another_lambda_names_both_values(trained):
 # --------------------------------------------------------------------------- diagnose on a pipeline checkpoint
 def _diagnose(capsys, folder, out, *extra) -> tuple[int, str, str]:
     rc = main(["diagnose", "--model", str(folder), "--data", "builtin:pydoc", "--seq-len", "32", "--blocks", "2",
-               "--probes", "4", "--top-k", "2", "--device", "cpu", "--out", str(out), *extra])
+               "--probes", "4", "--top-k", "2", "--lanczos-steps", "3", "--device", "cpu", "--out", str(out), *extra])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err.strip()
 
