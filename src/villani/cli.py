@@ -20,44 +20,16 @@ import errno
 import os
 import sys
 
-
-def _common(top: bool) -> argparse.ArgumentParser:
-    """The options every command takes, accepted before and after the command name.
-
-    The top-level parser holds the defaults; a subcommand's copy has none (SUPPRESS), so
-    ``villani --params a.yaml validate`` keeps ``a.yaml``. ``--params`` given in both places
-    is merged in order (global files first); any other option given after the command wins.
-    """
-    dflt = (lambda v: v) if top else (lambda v: argparse.SUPPRESS)
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--params", action="append", metavar="FILE", dest="params" if top else "sub_params",
-                   default=dflt(None), help="parameter file(s), merged in order (default: params.yaml)")
-    p.add_argument("--results", default=dflt("results"), metavar="DIR", help="results folder (default: results)")
-    p.add_argument("--dataset", default=dflt(None), metavar="NAME",
-                   help="the dataset of a document naming several (datasets:); default: its only one")
-    p.add_argument("--device", default=dflt(None), help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--threads", type=int, default=dflt(None), help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--traceback", action="store_true", default=dflt(False), help="show full tracebacks on errors")
-    p.add_argument("--log-level", default=dflt(None), metavar="LEVEL",
-                   help="DEBUG, INFO, WARNING or ERROR (default: $VILLANI_LOG_LEVEL, else INFO)")
-    p.add_argument("--progress-interval", default=dflt(None), metavar="SECONDS",
-                   help="at most this many seconds between progress lines of a job "
-                        "(default: $VILLANI_PROGRESS_INTERVAL, else 60)")
-    return p
-
-
-def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--variant", default="adamw",
-                   help="run variant: adamw, adamw_lr<η>, adamw_wu<steps>, adamw_noise, adam_l2, langevin")
-    p.add_argument("--lam", type=float, required=True, help="weight decay λ of the run")
-    p.add_argument("--seed", type=int, required=True, help="seed of the run")
+from villani.cli_diagnose import add_parser as add_diagnose_parser, cmd_diagnose
+from villani.cli_options import Parser, UsageError, check_device, common_options, integer, real, run_options
 
 
 def build_parser() -> argparse.ArgumentParser:
     from villani import __version__
 
-    common = _common(top=False)
-    parser = argparse.ArgumentParser(prog="villani", description=__doc__.split("\n\n")[0], parents=[_common(top=True)])
+    common = common_options(top=False)
+    parser = Parser(prog="villani", description=__doc__.split("\n\n")[0].replace("``", ""),
+                    parents=[common_options(top=True)])
     parser.add_argument("--version", action="version", version=f"villani {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -71,20 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
 
     t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
-    _run_args(t)
+    run_options(t)
     g = t.add_mutually_exclusive_group(required=True)
-    g.add_argument("--until", type=int, help="segment end step (must be a segment end)")
+    g.add_argument("--until", type=integer(1), help="segment end step (must be a segment end)")
     g.add_argument("--all", action="store_true", help="run every segment that is not complete yet")
 
     m = sub.add_parser("measure", parents=[common], help="curvature measurement of one checkpoint (or all of a run)")
-    _run_args(m)
+    run_options(m)
     gm = m.add_mutually_exclusive_group(required=True)
-    gm.add_argument("--step", type=int, help="checkpoint step")
+    gm.add_argument("--step", type=integer(0), help="checkpoint step")
     gm.add_argument("--all", action="store_true", help="every checkpoint of the run")
 
     sub.add_parser("rays", parents=[common], help="Ψ_s along radial rays (Fig 2)")
     la = sub.add_parser("landscape", parents=[common], help="2-D loss surface (Fig 3)")
-    la.add_argument("--lam", type=float, required=True, help="λ of F on the surface")
+    la.add_argument("--lam", type=real(0.0), required=True, help="λ of F on the surface")
     sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
     sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
     sub.add_parser("figures", parents=[common], help="render every figure and table")
@@ -102,33 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--account", help="sbatch -A for every rule (fills the USER: slurm_account line)")
     pf.add_argument("--partition", help="sbatch -p for every rule (fills the USER: slurm_partition line)")
     pf.add_argument("--gpu-partition", help="sbatch -p for the GPU rules (train, measure, rays, landscape, cost)")
-    dg = sub.add_parser("diagnose", parents=[common], help="Ψ_s(λ) of any pretrained causal LM from one measurement "
-                        "(no parameter file; writes under --out)")
-    dg.add_argument("--model", required=True, help="hub name or save_pretrained directory of a causal LM")
-    dg.add_argument("--data", required=True, metavar="SOURCE", help="text source: builtin:pydoc, hf:<dataset>[:<config>], "
-                    "hf-disk:<dir> or files:<path or glob> (as data.source)")
-    dg.add_argument("--text-column", default="text", help="text column of an hf/hf-disk source (default: text)")
-    dg.add_argument("--revision", default=None, help="revision of an hf: hub dataset")
-    dg.add_argument("--split", default="train", help="split to measure on (default: train)")
-    dg.add_argument("--tokenizer", default=None, help="tokenizer name or directory (default: the model's)")
-    dg.add_argument("--seq-len", type=int, default=None, help="tokens per block (default: min(256, max positions))")
-    dg.add_argument("--blocks", type=int, default=16, help="blocks in the measurement set (default: 16)")
-    dg.add_argument("--batch-size", type=int, default=4, help="blocks per micro-batch (default: 4)")
-    dg.add_argument("--set-seed", type=int, default=0, help="seed of the block choice (default: 0)")
-    dg.add_argument("--probes", type=int, default=32, help="Hutchinson probes M (default: 32)")
-    dg.add_argument("--probe-seed", type=int, default=0, help="probe seed (default: 0)")
-    dg.add_argument("--top-k", type=int, default=5, help="top eigenvalues of ∇²L (default: 5)")
-    dg.add_argument("--lanczos-steps", type=int, default=None, help="Lanczos steps (default: max(3k, 20))")
-    dg.add_argument("--s-values", "--s", dest="s", type=float, nargs="+", default=[1.0],
-                    help="s values of Ψ_s (default: 1; under torchrun write --s-values: it reads --s as --standalone)")
-    dg.add_argument("--lam-grid", nargs="+", default=None, metavar="L",
-                    help="λ values, or lo:hi:n for n log-spaced (default: around the sign changes)")
-    dg.add_argument("--sharded", choices=["exact", "fsdp"], default=None,
-                    help="under torchrun: exact data-parallel HVPs (model replicated) or finite differences on an "
-                         "FSDP2-sharded model")
-    dg.add_argument("--basis-device", default=None, help="where the Lanczos basis is kept (default: the model's "
-                    "device; cpu: host memory, for models that fill the GPU)")
-    dg.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RESULTS/diagnose/<model>)")
+    add_diagnose_parser(sub, common_options(top=False, params=False))
     rl = sub.add_parser("run-lock", parents=[common], help="run a Snakemake command holding RESULTS/.villani.lock "
                         "(one run at a time; a killed run's stale Snakemake lock is removed first): "
                         "villani run-lock -- snakemake …")
@@ -137,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
                    "(ckpt/step<t>.safetensors) as Hugging Face folders ckpt/step<t>/")
+    for action in sub._choices_actions:  # `villani COMMAND --help` opens with what COMMAND does
+        if sub.choices[action.dest].description is None:
+            sub.choices[action.dest].description = action.help
     return parser
 
 
@@ -330,61 +279,6 @@ def cmd_metrics(args) -> None:
     print("\n".join(write_plots(p, root=args.results)))
 
 
-def cmd_diagnose(args) -> None:
-    from pathlib import Path
-
-    from villani.measure.diagnose import describe_sign_change, diagnose, parse_lam_grid, write_diagnosis
-
-    data = {"source": args.data, "text_column": args.text_column, "revision": args.revision}
-    if args.data.startswith("files:") and args.data != "files:":
-        data.update(source="files", files={"train": args.data[len("files:"):]})
-    rank = 0
-    if args.sharded:
-        import torch
-        import torch.distributed as dist
-
-        if int(os.environ.get("WORLD_SIZE", "1")) < 2:
-            raise ValueError("--sharded: run under torchrun (or srun) with WORLD_SIZE ≥ 2")
-        cuda = torch.cuda.is_available() and args.device != "cpu"
-        if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if cuda else "gloo")
-        rank = dist.get_rank()
-        args.device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
-    try:
-        record, curve = diagnose(args.model, data, tokenizer=args.tokenizer, split=args.split, seq_len=args.seq_len,
-                                 blocks=args.blocks, batch_size=args.batch_size, set_seed=args.set_seed,
-                                 probes=args.probes, probe_seed=args.probe_seed, top_k=args.top_k,
-                                 lanczos_steps=args.lanczos_steps, s_values=args.s,
-                                 lam_grid=parse_lam_grid(args.lam_grid), device=args.device, sharded=args.sharded,
-                                 basis_device=args.basis_device)
-    finally:
-        if args.sharded:
-            dist.destroy_process_group()
-    if rank != 0:
-        return
-    from villani.figures.diagnosis import plot_psi_of_lambda
-    from villani.figures.style import fmt_num
-
-    out = Path(args.out or Path(args.results) / "diagnose" / (Path(args.model.rstrip("/")).name or "model"))
-    paths = write_diagnosis(record, curve, out)
-    figures = plot_psi_of_lambda(record, curve, out)
-    tr = record["trace_L"]
-    ci = tr["ci95"] or [float("nan")] * 2
-    print(f"{record['model']['source']} ({record['model']['architecture']}): d = {record['d']:,}, "
-          f"{record['data']['num_tokens']:,} tokens, L = {record['loss']:.4g}")
-    print(f"tr ∇²L = {fmt_num(tr['mean'], 4)}  95% CI [{fmt_num(ci[0], 4)}, {fmt_num(ci[1], 4)}]  "
-          f"(M = {tr['num_probes']})")
-    print(f"‖∇L‖² = {fmt_num(record['grad_L_sq_norm'], 4)}  θ·∇L = {fmt_num(record['theta_dot_grad_L'], 4)}  "
-          f"‖θ‖² = {fmt_num(record['theta_sq_norm'], 4)}")
-    print("top eigenvalues of ∇²L (± Ritz residual): " + ", ".join(
-        f"{fmt_num(v, 4)} ± {fmt_num(r, 2)}" for v, r in zip(record["top_eigenvalues"], record["top_residuals"])))
-    for key, info in record["psi_s"].items():
-        changes = "; ".join(map(describe_sign_change, info["sign_changes"])) or "none on λ ≥ 0"
-        print(f"Ψ_{key}(0) = {fmt_num(info['psi_at_zero'], 4)}; sign change: {changes}")
-    print("wrote " + ", ".join([paths["json"], paths["curve"], *figures]))
-
-
 def cmd_paper(args) -> None:
     from villani.figures.paper import render_paper
 
@@ -440,6 +334,8 @@ COMMANDS = {
 }
 
 
+# commands that compute on --device (checked before any work)
+DEVICE_COMMANDS = {"train", "measure", "rays", "landscape", "cost", "diagnose"}
 # commands that write nothing under --results
 READ_ONLY = {"validate", "profile", "diagnose"}
 
@@ -512,15 +408,21 @@ INTERRUPTED = "villani: interrupted; no partial output was written (earlier resu
 
 
 def _main(argv: list[str] | None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except UsageError as e:
+        print(f"villani: error: {e}", file=sys.stderr)
+        return 2
     from villani.plan.config import ParamsError
     from villani.training import TrainingDiverged
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     try:
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        if args.command in DEVICE_COMMANDS:
+            check_device(args.device)
         from villani.progress import configure_logging
 
         configure_logging(args.log_level, args.progress_interval)

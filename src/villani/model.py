@@ -108,7 +108,8 @@ def model_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id
 
     if model_cfg.get("name"):
         config = (read_config(named) if named is not None
-                  else AutoConfig.from_pretrained(model_cfg["name"], trust_remote_code=False))
+                  else AutoConfig.from_pretrained(model_cfg["name"], revision=model_cfg.get("revision"),
+                                                  trust_remote_code=False))
         if vocab_size > config.vocab_size:
             raise ValueError(
                 f"model.name: {model_cfg['name']} has vocab_size {config.vocab_size} < tokenizer's {vocab_size}"
@@ -143,7 +144,7 @@ def build_model(model_cfg: Mapping, vocab_size: int, seq_len: int, *, seed: int,
     if model_cfg.get("init") == "pretrained" and named is None:
         model = AutoModelForCausalLM.from_pretrained(
             model_cfg["name"], config=config, attn_implementation=EAGER, trust_remote_code=False,
-            dtype=torch.float32,
+            dtype=torch.float32, revision=model_cfg.get("revision"),
         )
     else:
         model = AutoModelForCausalLM.from_config(config, attn_implementation=EAGER, dtype=torch.float32)
@@ -156,6 +157,7 @@ def load_causal_lm(name_or_path: str) -> torch.nn.Module:
     in float32, eager attention, eval mode, remote code off. A directory or name that
     holds no causal LM, or a hub model neither cached nor reachable, is a one-line ValueError."""
     _quiet_transformers()
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     from villani.data import hub
@@ -163,6 +165,9 @@ def load_causal_lm(name_or_path: str) -> torch.nn.Module:
     try:
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), attn_implementation=EAGER,
                                                      trust_remote_code=False, dtype=torch.float32)
+    except SafetensorError as e:
+        raise ValueError(f"--model: {name_or_path!r}: model.safetensors is truncated or corrupt ({str(e)[:200]}); "
+                         "copy it again (a villani checkpoint: retrain its segment)") from None
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if not Path(str(name_or_path)).exists() and hub.is_hub_name(str(name_or_path)) and (
@@ -229,7 +234,8 @@ def write_pretrained(params: Mapping, root) -> dict:
     m, ds = params["model"], params["data"]["name"]
     cfg_path = layout.fmt(layout.PRETRAINED_CONFIG, root, dataset=ds)
     weights = layout.fmt(layout.PRETRAINED_WEIGHTS, root, dataset=ds)
-    record = {"name": m.get("name"), "init": m["init"], "config_sha256": None, "weights_sha256": None}
+    record = {"name": m.get("name"), "revision": m.get("revision"), "init": m["init"], "config_sha256": None,
+              "weights_sha256": None}
     if not m.get("name"):  # nothing to save (the DVC stage runs for every parameter set)
         cfg_path.unlink(missing_ok=True)
         weights.unlink(missing_ok=True)
@@ -241,10 +247,11 @@ def write_pretrained(params: Mapping, root) -> dict:
     from villani.data.hub import model_error
 
     try:
-        config = AutoConfig.from_pretrained(m["name"], trust_remote_code=False)
+        config = AutoConfig.from_pretrained(m["name"], revision=m.get("revision"), trust_remote_code=False)
         _causal_lm_class(config, f"model.name: {m['name']}")
-        model = AutoModelForCausalLM.from_pretrained(m["name"], attn_implementation=EAGER, trust_remote_code=False,
-                                                     dtype=torch.float32) if m["init"] == "pretrained" else None
+        model = AutoModelForCausalLM.from_pretrained(m["name"], revision=m.get("revision"), attn_implementation=EAGER,
+                                                     trust_remote_code=False, dtype=torch.float32
+                                                     ) if m["init"] == "pretrained" else None
     except OSError as e:
         raise model_error(m["name"], e) from None
     if model is not None:

@@ -80,7 +80,8 @@ def test_fetch_of_local_sources_runs_offline_and_reports_local(tmp_path, pretrai
     record = json.loads((tmp_path / "results" / "fetch" / "local.json").read_text())
     assert record["corpus"] == {"source": f"hf:{data}", "revision": None, "commit": None, "where": "local",
                                 "rows": {"train": 40, "validation": 40, "test": 40}}
-    assert record["model"] == {"name": str(pretrained), "init": "pretrained", "commit": None, "where": "local"}
+    assert record["model"] == {"name": str(pretrained), "revision": None, "init": "pretrained", "commit": None,
+                               "where": "local"}
 
 
 def test_fetch_offline_without_the_dataset_in_the_cache_is_one_line_telling_to_fetch(tmp_path):
@@ -104,8 +105,9 @@ def test_fetch_of_the_ptb_preset_from_the_cache_then_tokenize_offline(hub_cache,
     corpus = hub_cache.add("ptb-text-only/ptb_text_only",
                            {f"penn_treebank/{s}/0000.parquet": parquet_bytes("sentence", r) for s, r in rows.items()},
                            revision="refs/convert/parquet")
-    model = hub_cache.add_folder("EleutherAI/gpt-neo-125m", pretrained)
     p = load_params([REPO / "configs" / "ptb.yaml"])
+    assert p["model"]["revision"] == p["data"]["tokenizer"]["revision"]  # pinned commits (issue 22)
+    model = hub_cache.add_folder("EleutherAI/gpt-neo-125m", pretrained, revision=p["model"]["revision"])
 
     record = fetch(p)
     assert record["corpus"] == {"source": "hf:ptb-text-only/ptb_text_only", "revision": "refs/convert/parquet",
@@ -126,6 +128,7 @@ def test_fetch_of_the_ptb_preset_from_the_cache_then_tokenize_offline(hub_cache,
 
     stats = tokenize(dict(p["data"], seq_len=16), tmp_path / "out")
     assert stats["source_commit"] == corpus and stats["tokenizer_name"] == "EleutherAI/gpt-neo-125m"
+    assert stats["tokenizer_revision"] == model
     assert [stats["splits"][s]["documents"] for s in SPLITS] == [400, 60, 60]
 
 

@@ -224,8 +224,10 @@ def test_parquet_first_json_last(micro, monkeypatch, tmp_path):
 
 
 def _poison(p, root, step):
-    """Overwrite a checkpoint with an inf weight (through the real save_checkpoint: hashes stay valid)."""
-    from villani.training.checkpoint import load_state_file, read_meta, save_checkpoint
+    """Overwrite a checkpoint with an inf weight (through the real save_checkpoint and its
+    segment manifest: hashes stay valid)."""
+    from villani.training.checkpoint import (listing_manifest, load_state_file, manifest_entry, read_meta,
+                                             save_checkpoint)
 
     model = load_micro_model(p, root, LAM, step, dtype=torch.float32)
     with torch.no_grad():
@@ -235,6 +237,10 @@ def _poison(p, root, step):
     state_path = layout.fmt(layout.CKPT_STATE, root, step=step, **kw)
     state = load_state_file(state_path) if meta.get("state_sha256") else None  # kept only at segment ends
     save_checkpoint(root, step=step, model=model, state=state, meta=meta, **kw)
+    seg, _ = listing_manifest(root, step=step, **kw)  # as training records a checkpoint it wrote
+    manifest = json.loads(seg.read_text())
+    manifest["checkpoints"] = [manifest_entry(root, step=c["step"], **kw) for c in manifest["checkpoints"]]
+    seg.write_text(json.dumps(manifest))
 
 
 def test_nonfinite_raises_one_line_and_writes_nothing(micro, tmp_path):

@@ -55,7 +55,8 @@ def test_a_checkpoint_is_a_folder_from_pretrained_opens_with_our_loss(trained):
 
     p, root = trained
     folder = RUN.path(layout.CKPT_DIR, root, step=8)
-    assert {f.name for f in folder.iterdir()} == {"config.json", "model.safetensors", "state.pt", "checkpoint.json"}
+    assert {f.name for f in folder.iterdir()} == {"config.json", "model.safetensors", "state.pt", "checkpoint.json",
+                                                  "tokenizer.json", "tokenizer_config.json", "README.md"}
     meta = read_meta(root, step=8, **RUN.wildcards)
     assert meta["config_sha256"] == sha256_file(folder / "config.json")
     ours, _ = load_run_model(p, root, RUN, 8, device="cpu")

@@ -71,8 +71,8 @@ def fetch_tokenizer(data_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
     if tok_cfg.get("kind") != "pretrained":
         return None
     name = tok_cfg.get("name")
-    load_pretrained(name)
-    return _where(str(name), TOKENIZER_FILES)
+    load_pretrained(name, revision=tok_cfg.get("revision"))
+    return {**_where(str(name), TOKENIZER_FILES, tok_cfg.get("revision")), "revision": tok_cfg.get("revision")}
 
 
 def fetch_model(model_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -82,21 +82,22 @@ def fetch_model(model_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    init = model_cfg.get("init", "scratch")
+    init, revision = model_cfg.get("init", "scratch"), model_cfg.get("revision")
     try:
-        AutoConfig.from_pretrained(name, trust_remote_code=False)
+        AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False)
         if init == "pretrained":
-            AutoModelForCausalLM.from_pretrained(name, trust_remote_code=False)
+            AutoModelForCausalLM.from_pretrained(name, revision=revision, trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise hub.model_error(name, e) from None
-    return {"init": init, **_where(str(name), MODEL_FILES)}
+    return {"init": init, **_where(str(name), MODEL_FILES, revision), "revision": revision}
 
 
-def _where(name: str, files: tuple[str, ...]) -> dict[str, Any]:
-    """``name``'s commit and folder in the hub cache, or ``local`` for a local path."""
+def _where(name: str, files: tuple[str, ...], revision: str | None = None) -> dict[str, Any]:
+    """``name``'s commit at ``revision`` and its folder in the hub cache, or ``local`` for a
+    local path."""
     if Path(name).exists():
         return {"name": name, "commit": None, "where": "local", "location": str(Path(name).resolve())}
-    found = hub.cached_commit(name, files)
+    found = hub.cached_commit(name, files, revision)
     commit, folder = found if found else (None, None)
     return {"name": name, "commit": commit, "where": "hub", "location": str(folder) if folder else None}
 

@@ -111,13 +111,14 @@ def dataset_snapshot(repo_id: str, revision: str | None, allow_patterns: list[st
     return Path(path)
 
 
-def cached_commit(repo_id: str, filenames: tuple[str, ...]) -> tuple[str, Path] | None:
-    """(commit, snapshot folder) of the first of ``filenames`` found in the cache for the
-    default revision of model repository ``repo_id``; ``None`` if none is cached."""
+def cached_commit(repo_id: str, filenames: tuple[str, ...], revision: str | None = None) -> tuple[str, Path] | None:
+    """(commit, snapshot folder) of the first of ``filenames`` found in the cache for
+    ``revision`` (default: the default branch) of model repository ``repo_id``; ``None`` if
+    none is cached."""
     from huggingface_hub import try_to_load_from_cache
 
     for filename in filenames:
-        path = try_to_load_from_cache(repo_id, filename)
+        path = try_to_load_from_cache(repo_id, filename, revision=revision)
         if isinstance(path, str):
             folder = Path(path).parent
             return folder.name, folder

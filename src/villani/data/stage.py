@@ -69,7 +69,7 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         tok = train_bpe(texts["train"].documents, int(tok_cfg.get("vocab_size", 512)))
         eos = EOS_TOKEN
     elif kind == "pretrained":
-        tok, eos = load_pretrained(tok_cfg.get("name"))
+        tok, eos = load_pretrained(tok_cfg.get("name"), revision=tok_cfg.get("revision"))
     else:
         raise ValueError(f"data.tokenizer.kind: unknown kind {kind!r} (expected bpe or pretrained)")
     eos_id = tok.token_to_id(eos)
@@ -117,6 +117,7 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         "seq_len": seq_len,
         "tokenizer_kind": kind,
         "tokenizer_name": tok_cfg.get("name") if kind == "pretrained" else None,
+        "tokenizer_revision": tok_cfg.get("revision") if kind == "pretrained" else None,
         "vocab_size": int(tok.get_vocab_size(with_added_tokens=True)),
         "eos_token": eos,
         "eos_token_id": int(eos_id),

@@ -8,7 +8,9 @@
 - ``load_pretrained(name)`` loads a tokenizer by hub name or local path through
   ``transformers.AutoTokenizer`` (fast tokenizers only, ``trust_remote_code=False``) and
   returns its backend ``tokenizers.Tokenizer`` (truncation and padding switched off) and
-  its separator: the EOS token, or the SEP token when it has no EOS. A hub tokenizer
+  its separator: the EOS token, or the SEP token when it has no EOS. A ``results/data/
+  <dataset>`` folder of the tokenize stage is read by ``load_tokenizer`` (its EOS from
+  ``stats.json``). A hub tokenizer
   comes from the Hugging Face cache (``villani fetch`` puts it there); one neither cached
   nor downloadable is a one-line error saying so.
 - ``encode_documents(tok, documents, eos_id)`` is the token stream of a split: the
@@ -50,16 +52,20 @@ def train_bpe(documents: Sequence[str], vocab_size: int):
     return tok
 
 
-def load_pretrained(name: str, key: str = "data.tokenizer.name"):
-    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer; errors
-    name ``key`` (the parameter or option that gave ``name``)."""
+def load_pretrained(name: str, key: str = "data.tokenizer.name", revision: str | None = None):
+    """Return (backend Tokenizer, separator token) of a pretrained fast tokenizer at
+    ``revision`` (a hub branch, tag or commit; default main); errors name ``key`` (the
+    parameter or option that gave ``name``)."""
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
     if not name:
         raise ValueError(f"{key}: kind 'pretrained' needs a hub name or local path")
     try:
-        hf = AutoTokenizer.from_pretrained(name, trust_remote_code=False, use_fast=True)
+        if _is_data_folder(name):  # the tokenize stage's own folder: tokenizer.json + stats.json (its EOS)
+            hf = load_tokenizer(name)
+        else:
+            hf = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False, use_fast=True)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if hub.is_hub_name(name) and (hub.offline() or "connect" in first.lower()):
@@ -75,6 +81,13 @@ def load_pretrained(name: str, key: str = "data.tokenizer.name"):
     tok.no_truncation()
     tok.no_padding()
     return tok, str(sep)
+
+
+def _is_data_folder(name: str) -> bool:
+    """A ``results/data/<dataset>`` folder of the tokenize stage (no tokenizer_config.json)."""
+    folder = Path(name)
+    return (folder / "tokenizer.json").is_file() and (folder / "stats.json").is_file() and not (
+        folder / "tokenizer_config.json").exists()
 
 
 def encode_documents(tok, documents: Sequence[str], eos_id: int) -> np.ndarray:

@@ -4,7 +4,7 @@ A file is written to a temporary name in the same folder, flushed and fsync'ed, 
 renamed over the target with ``os.replace`` (atomic on POSIX), and the folder is fsync'ed.
 A reader therefore sees either the old complete file or the new complete file, never a
 half-written one — also when the writer is killed or the disk fills mid-write (the
-temporary file is removed and the error propagates).
+temporary file is removed and the error propagates, naming the target file).
 
 The temporary file is created with mode 0666 filtered by the process umask, as ``open``
 would create the target itself (0644 under the usual umask 022, group-readable on a
@@ -36,9 +36,11 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             os.fsync(f.fileno())
         os.replace(tmp, target)
         _fsync_dir(target.parent)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if isinstance(e, OSError) and e.filename is None:  # a write to an open file names none: name the target
+            raise OSError(e.errno, e.strerror, str(target)) from e
         raise
 
 

@@ -40,11 +40,14 @@ model replicated) or :class:`~villani.curvature.FiniteDifferenceHessian` on an F
 (the model sharded; products good to a few 1e-4 in fp32, ``docs/curvature.md``); every
 sum runs through the operator's vectors, so the numbers are the same on every process.
 
-**Data** (:func:`measurement_blocks_for`): the documents of ``split`` of a ``data.source``
+**Data** (:func:`~villani.measure.diagnose_data.measurement_blocks_for`): the documents of ``split`` of a ``data.source``
 (:func:`villani.data.sources.read_splits`, the same code as the ``tokenize`` stage; a
 split the source lacks is carved from train's end), encoded with the *model's* tokenizer
 (documents joined by its EOS), cut into blocks of ``seq_len`` tokens, and ``blocks`` of
-them drawn by :func:`~villani.measure.measurement_set.sample_block_ids` with ``set_seed``.
+them drawn by :func:`~villani.measure.measurement_set.sample_block_ids` with ``set_seed``. A
+tokenizer whose vocabulary does not fit the model's embedding, or that maps the text to
+fewer than ``min_distinct_tokens`` distinct tokens, is refused (:mod:`villani.measure.diagnose_data`).
+``probes`` is bounded as ``measure.num_probes`` (≤ 100,000); progress lines as ``measure``'s.
 
 Files (:func:`write_diagnosis`): ``diagnosis.json`` (inputs, the measured quantities, per
 s the coefficients, Ψ_s(0), the sign changes with their intervals), ``psi_of_lambda.csv``
@@ -54,6 +57,7 @@ s the coefficients, Ψ_s(0), the sign changes with their intervals), ``psi_of_la
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -69,9 +73,11 @@ from villani.psi import grad_F_sq, laplacian_F, psi_coefficients, psi_key, psi_s
 
 __all__ = ["PsiParts", "SignChange", "psi_of_lambda", "sign_changes", "describe_sign_change", "default_lam_grid",
            "parse_lam_grid",
-           "measure_parts", "measurement_blocks_for", "diagnose", "write_diagnosis", "SCHEMA_VERSION",
+           "measure_parts", "diagnose", "write_diagnosis", "SCHEMA_VERSION",
            "CURVE_FILE", "JSON_FILE"]
 
+log = logging.getLogger(__name__)
+MAX_PROBES = 100_000  # as measure.num_probes (villani/schemas/params.schema.yaml)
 SCHEMA_VERSION = "villani.diagnose/1"
 JSON_FILE = "diagnosis.json"
 CURVE_FILE = "psi_of_lambda.csv"
@@ -226,7 +232,7 @@ def parse_lam_grid(text: Sequence[str] | None) -> np.ndarray | None:
 
 # --------------------------------------------------------------------------- measurement
 def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps: int,
-                  basis_device: str | None = None) -> dict[str, Any]:
+                  basis_device: str | None = None, progress=None) -> dict[str, Any]:
     """The quantities of :class:`PsiParts` and the spectrum of ∇²L at the operator's θ.
 
     ``op``: a Hessian of L (λ = 0) with ``data_loss``, ``data_grad``, ``flat_params``,
@@ -235,8 +241,11 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     ``op.vectors``. Returns ``parts``, ``loss``, the ``trace`` estimate, ``top``
     (eigenvalues of ∇²L with residuals) and ``hvp_count``. ``basis_device``: where the
     Lanczos basis (``lanczos_steps`` × d/R numbers) is kept (default: the operator's device;
-    ``"cpu"`` moves it to host memory).
+    ``"cpu"`` moves it to host memory). ``progress``: a :class:`villani.progress.Progress`
+    counting HVPs (phases ``hutchinson``, ``lanczos``), or None.
     """
+    from villani.progress import running_top_eigenvalue, running_trace
+
     from villani.curvature import hutchinson, top_eigenvalues
     from villani.curvature.operators import operator_vectors
 
@@ -246,44 +255,19 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     loss = float(op.data_loss())
     g = op.data_grad().double()
     theta = op.flat_params().double()
-    est = hutchinson(op, int(probes), seed=int(probe_seed))
+    count = (lambda offset, show: progress.counter(offset, show)) if progress is not None else (lambda *_: None)
+    if progress is not None:
+        progress.phase("hutchinson", total=int(probes) + int(lanczos_steps))
+    est = hutchinson(op, int(probes), seed=int(probe_seed), callback=count(0, running_trace))
+    if progress is not None:
+        progress.phase("lanczos", total=est.num_matvecs + int(lanczos_steps))
     top = top_eigenvalues(op, int(top_k), num_steps=int(lanczos_steps), seed=int(probe_seed),
-                          basis_device=basis_device)
+                          basis_device=basis_device, callback=count(est.num_matvecs, running_top_eigenvalue))
     parts = PsiParts(trace_L=float(est.mean), trace_L_ci95=None if est.ci95 is None else tuple(map(float, est.ci95)),
                      grad_L_sq=float(vectors.dot(g, g)), theta_dot_grad_L=float(vectors.dot(theta, g)),
                      theta_sq=float(op.theta_sq_norm()), d=int(op.dim))
     return {"parts": parts, "loss": loss, "trace": est, "top": top,
             "hvp_count": int(est.num_matvecs + top.num_matvecs)}
-
-
-def measurement_blocks_for(data_cfg: Mapping, tokenizer: str, *, split: str, seq_len: int, blocks: int,
-                           set_seed: int, vocab_size: int, key: str = "--tokenizer") -> dict[str, Any]:
-    """The measurement blocks ``(blocks, seq_len)`` of ``split`` of a data source, encoded
-    with ``tokenizer`` (module doc), and where they came from. One-line ValueErrors for a
-    split with too few tokens or blocks, and for token ids the model has no embedding for."""
-    from villani.data.blocks import cut_blocks
-    from villani.data.sources import SPLITS, open_source, read_splits
-    from villani.data.tokenizer import encode_documents, load_pretrained
-    from villani.measure.measurement_set import sample_block_ids
-
-    if split not in SPLITS:
-        raise ValueError(f"--split: {split!r} is not one of {', '.join(SPLITS)}")
-    source = open_source(dict(data_cfg))
-    text = read_splits(dict(data_cfg), source)[split]
-    tok, sep = load_pretrained(tokenizer, key=key)
-    ids = encode_documents(tok, text.documents, tok.token_to_id(sep))
-    all_blocks = cut_blocks(ids, int(seq_len))
-    n = int(all_blocks.shape[0])
-    if int(blocks) > n:
-        raise ValueError(f"--blocks: {blocks} > {n}, the number of {seq_len}-token blocks in split {split!r} of "
-                         f"{source.spec} ({len(ids)} tokens); lower --blocks or --seq-len, or give more text")
-    chosen = sample_block_ids(n, int(blocks), int(set_seed))
-    x = torch.from_numpy(all_blocks[chosen].astype(np.int64))
-    if int(x.max()) >= int(vocab_size):
-        raise ValueError(f"{key}: {tokenizer!r} gives token id {int(x.max())} ≥ the model's vocabulary size "
-                         f"{vocab_size}; use the model's own tokenizer")
-    return {"blocks": x, "ids": chosen, "split_blocks": n, "tokens": len(ids), "source": source.spec,
-            "source_commit": source.commit, "origin": text.origin, "text_sha256": text.sha256(), "separator": sep}
 
 
 # --------------------------------------------------------------------------- the command
@@ -313,24 +297,28 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
              probes: int = 32, probe_seed: int = 0, top_k: int = 5, lanczos_steps: int | None = None,
              s_values: Sequence[float] = (1.0,), lam_grid: Sequence[float] | None = None,
              device: str | None = None, sharded: str | None = None,
-             basis_device: str | None = None) -> tuple[dict, pd.DataFrame]:
+             basis_device: str | None = None, min_distinct_tokens: int = 16) -> tuple[dict, pd.DataFrame]:
     """Measure a pretrained causal LM once and assemble Ψ_s(λ): return (record, curve).
 
     ``model_ref``: hub name or ``save_pretrained`` directory; ``tokenizer``: default the
     model's. ``sharded``: ``None`` (one process), ``"exact"`` or ``"fsdp"`` (under an
     initialised ``torch.distributed`` process group: every process calls this with the same
     arguments and gets the same numbers). ``basis_device``: see :func:`measure_parts`.
+    ``min_distinct_tokens``: refuse a tokenizer that maps the text to fewer distinct tokens
+    (:mod:`villani.measure.diagnose_data`).
     """
     from villani.curvature import ModelHessian
     from villani.io.finite import check_finite
+    from villani.measure.diagnose_data import measurement_blocks_for
     from villani.model import describe_model, load_causal_lm, pick_device
+    from villani.progress import Progress
     from villani.stats import sample_stats
 
     t0 = time.perf_counter()
-    for name, value, least in (("--blocks", blocks, 1), ("--batch-size", batch_size, 1), ("--probes", probes, 2),
-                               ("--top-k", top_k, 1)):
-        if int(value) < least:
-            raise ValueError(f"{name}: {value} is invalid (an integer ≥ {least})")
+    for name, value, least, most in (("--blocks", blocks, 1, 10**6), ("--batch-size", batch_size, 1, 10**6),
+                                     ("--probes", probes, 2, MAX_PROBES), ("--top-k", top_k, 1, 1000)):
+        if not least <= int(value) <= most:
+            raise ValueError(f"{name}: {value} is invalid (an integer ≥ {least} and ≤ {most:,})")
     s_values = [float(s) for s in s_values]
     if not s_values or any(not math.isfinite(s) or s <= 0 for s in s_values):
         raise ValueError(f"--s: {s_values} is invalid (values > 0)")
@@ -345,8 +333,8 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
         raise ValueError(f"--seq-len: {seq_len} is invalid (2 ≤ T ≤ the model's max_position_embeddings {max_pos})")
     vocab = int(model.get_input_embeddings().num_embeddings)
     data = measurement_blocks_for(data_cfg, tokenizer or model_ref, split=split, seq_len=seq_len, blocks=blocks,
-                                  set_seed=set_seed, vocab_size=vocab,
-                                  key="--tokenizer" if tokenizer else "--model (its tokenizer)")
+                                  set_seed=set_seed, vocab_size=vocab, min_distinct=min_distinct_tokens,
+                                  model_ref=str(model_ref), key="--tokenizer" if tokenizer else "--model (its tokenizer)")
     batches = [b.to(dev) for b in data["blocks"].split(int(batch_size))]
     arch = describe_model(model)
     if sharded != "fsdp":  # fully_shard moves each unit's shards to the device itself
@@ -363,8 +351,10 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
             raise ValueError(f"--blocks/--batch-size: {len(batches)} micro-batches for {world} processes; "
                              "every process needs at least one")
         op = _sharded_operator(model, batches, sharded, dev)
-    m = measure_parts(op, probes=probes, probe_seed=probe_seed, top_k=top_k, lanczos_steps=lanczos_steps,
-                      basis_device=basis_device)
+    with Progress(f"diagnose {Path(str(model_ref).rstrip('/')).name}", int(probes) + lanczos_steps, unit="HVP",
+                  logger=log) as bar:
+        m = measure_parts(op, probes=probes, probe_seed=probe_seed, top_k=top_k, lanczos_steps=lanczos_steps,
+                          basis_device=basis_device, progress=bar)
     t2 = time.perf_counter()
     parts, est, top = m["parts"], m["trace"], m["top"]
     where = f"diagnose {model_ref}"
@@ -395,7 +385,7 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
         "data": {"source": data["source"], "revision": data_cfg.get("revision"), "source_commit": data["source_commit"],
                  "text_column": data_cfg.get("text_column"), "split": split, "split_origin": data["origin"],
                  "text_sha256": data["text_sha256"], "split_tokens": data["tokens"],
-                 "split_blocks": data["split_blocks"],
+                 "split_blocks": data["split_blocks"], "distinct_tokens": data["distinct_tokens"],
                  "seq_len": seq_len, "blocks": int(blocks), "set_seed": int(set_seed), "batch_size": int(batch_size),
                  "ids": data["ids"].tolist(), "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))},
         "measurement": {"operator": type(op).__name__, "sharded": sharded, "world_size": world, "device": dev.type,

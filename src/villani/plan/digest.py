@@ -43,8 +43,8 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     skip = set(overridden_keys(variant)) if stage == "train" else set()
     train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS + _OBSERVATION and f"train.{k}" not in skip]
     keys = {
-        "fetch": ["data", "model.name", "model.init"],
-        "pretrained": ["data.name", "model.name", "model.init"],
+        "fetch": ["data", "model.name", "model.revision", "model.init"],
+        "pretrained": ["data.name", "model.name", "model.revision", "model.init"],
         "tokenize": ["data"],
         "train": [*_EVAL, *train] + _VARIANT_KEYS.get(variant_kind(variant), []),
         "measure": [*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"],

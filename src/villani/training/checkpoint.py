@@ -7,8 +7,19 @@ A checkpoint at step t is the folder ``ckpt/step{t}/`` of its run holding
   and any evaluation tool open the folder directly;
 - ``state.pt`` — optimizer, scheduler and RNG state (at segment ends by default,
   ``train.keep_state``), loaded with ``torch.load(weights_only=True)`` (no pickle code);
+- ``tokenizer.json``, ``tokenizer_config.json`` — the dataset's tokenizer, so
+  ``AutoTokenizer.from_pretrained`` opens the folder too; ``README.md`` — a model card
+  (:mod:`villani.training.hf_folder`);
 - ``checkpoint.json`` — step, tokens, losses, ‖θ‖², λ, seed, … and the sha256 of the
-  other three files.
+  other files (the card excepted).
+
+**A checkpoint cannot lie about itself.** :func:`read_meta` checks the dataset, variant,
+λ, seed and step recorded in ``checkpoint.json`` against the folder's path and the request
+(a folder copied over another's is one line naming both values), and ``checkpoint.json``
+itself against the sha256 the segment manifest ``segments/seg{end}.json`` recorded when the
+training job wrote it (:func:`manifest_entry`; an edited train_loss is one line) — the
+manifest is the training job's declared output, written by nothing else. A missing or
+pruned file is one line saying how to get it back (:func:`retrain_hint`).
 
 Every file is written atomically (temp + fsync + rename), ``checkpoint.json`` last: a
 checkpoint is complete exactly when its JSON exists and the hashes match, so a
@@ -31,16 +42,81 @@ from villani.io.results import read_checkpoint_meta
 from villani.model import load_weights, model_for_run, pick_device, save_config, save_weights
 from villani.plan import layout
 from villani.plan.runs import Run
+from villani.training.hf_folder import TOKENIZER_FILES, save_tokenizer, write_model_card
 
 FILES = (("weights_sha256", layout.CKPT_WEIGHTS), ("config_sha256", layout.CKPT_CONFIG),
          ("state_sha256", layout.CKPT_STATE))
+# verified when checkpoint.json records them (checkpoints written before they existed do not)
+OPTIONAL_FILES = tuple((key, layout.CKPT_DIR + "/" + name) for name, key in TOKENIZER_FILES.items())
 
 
 def _paths(root, dataset, variant, lam, seed, step) -> dict[str, Path]:
     kw = dict(dataset=dataset, variant=variant, lam=lam, seed=seed, step=step)
-    out = {key: layout.fmt(pattern, root, **kw) for key, pattern in FILES}
+    out = {key: layout.fmt(pattern, root, **kw) for key, pattern in FILES + OPTIONAL_FILES}
     out["meta"] = layout.fmt(layout.CKPT_META, root, **kw)
     return out
+
+
+def _run_cmd(variant, lam, seed) -> str:
+    return f"villani train --variant {variant} --lam {layout.format_lam(lam)} --seed {seed}"
+
+
+def listing_manifest(root, dataset, variant, lam, seed, step) -> tuple[Path, dict] | None:
+    """(path, entry) of the segment manifest of the run that lists checkpoint ``step``, or None."""
+    folder = layout.fmt(layout.SEGMENT, root, dataset=dataset, variant=variant, lam=lam, seed=seed, step=0).parent
+    for path in sorted(folder.glob("seg*.json")) if folder.is_dir() else []:
+        try:
+            entries = atomic.read_json(path, "segment manifest").get("checkpoints") or []
+        except (ValueError, AttributeError):
+            continue
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("step") == int(step):
+                return path, entry
+    return None
+
+
+def retrain_hint(root, dataset, variant, lam, seed, step) -> str:
+    """How to get checkpoint ``step`` of a run back: retrain the segment that wrote it."""
+    found = listing_manifest(root, dataset, variant, lam, seed, step)
+    if found is None:
+        return f"train it: `{_run_cmd(variant, lam, seed)} --all` (or rerun the workflow)"
+    seg = found[0]
+    end = int(seg.stem[len("seg"):])
+    return (f"retrain its segment: delete {seg} and run `{_run_cmd(variant, lam, seed)} --until {end}` "
+            "(or rerun the workflow, which then retrains it)")
+
+
+def manifest_entry(root, dataset, variant, lam, seed, step) -> dict:
+    """A checkpoint's line in its segment manifest: step and the sha256 of its weights and of
+    its checkpoint.json (which :func:`read_meta` then checks)."""
+    meta_path = layout.fmt(layout.CKPT_META, root, dataset=dataset, variant=variant, lam=lam, seed=seed, step=step)
+    return {"step": int(step), "weights_sha256": read_checkpoint_meta(meta_path)["weights_sha256"],
+            "meta_sha256": atomic.sha256_file(meta_path)}
+
+
+def check_identity(meta: Mapping, meta_path, root, *, dataset, variant, lam, seed, step) -> None:
+    """One-line ValueError unless ``meta`` records the dataset, variant, λ, seed and step of
+    its path (and of the request); a key it lacks is not checked."""
+    want = {"step": int(step), "lam": layout.format_lam(lam), "seed": int(seed), "variant": variant,
+            "dataset": dataset}
+    for key, expected in want.items():
+        if key not in meta or meta[key] is None:
+            continue
+        got = layout.format_lam(meta[key]) if key == "lam" else meta[key]
+        if got != expected:
+            raise ValueError(f"{meta_path}: {key} {got} in checkpoint.json, but {expected} from its path and the "
+                             f"request: a checkpoint copied or moved from another {'step' if key == 'step' else 'run'}"
+                             f"; {retrain_hint(root, dataset, variant, lam, seed, step)}")
+
+
+def _check_manifest(meta_path: Path, root, ident: Mapping, step) -> None:
+    """checkpoint.json must have the sha256 its segment manifest recorded (when one does)."""
+    found = listing_manifest(root, step=step, **ident)
+    if found is None or found[1].get("meta_sha256") is None:
+        return
+    if atomic.sha256_file(meta_path) != found[1]["meta_sha256"]:
+        raise ValueError(f"{meta_path}: sha256 does not match the one {found[0]} recorded when training wrote it "
+                         f"(edited or replaced checkpoint metadata); {retrain_hint(root, step=step, **ident)}")
 
 
 def old_layout_file(root, dataset, variant, lam, seed, step) -> Path | None:
@@ -79,32 +155,50 @@ def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mappi
     f = _paths(root, dataset, variant, lam, seed, step)
     save_weights(model, f["weights_sha256"])
     save_config(model.config, f["config_sha256"])
+    tokenizer = save_tokenizer(root, dataset, f["meta"].parent)
     if state is not None:
         save_state_file(f["state_sha256"], state)
     else:
         f["state_sha256"].unlink(missing_ok=True)
-    meta = dict(meta, step=int(step), written_at=time.time(),
+    meta = dict(meta, step=int(step), written_at=time.time(), **tokenizer,
                 **{key: atomic.sha256_file(f[key]) if key != "state_sha256" or state is not None else None
                    for key, _ in FILES})
+    write_model_card(f["meta"].parent, meta, layout.fmt(layout.MEASURE_JSON, root, dataset=dataset, variant=variant,
+                                                       lam=lam, seed=seed, step=step))
     atomic.write_json(f["meta"], meta)
     return meta
 
 
 def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -> dict:
     """``checkpoint.json``; with ``verify`` the weights, config and state must match their sha256."""
-    f = _paths(root, dataset, variant, lam, seed, step)
+    ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
+    f = _paths(root, step=step, **ident)
     if not f["meta"].exists():
-        _refuse_old_layout(root, dataset, variant, lam, seed, step)
+        _refuse_old_layout(root, step=step, **ident)
+        raise ValueError(f"{f['meta']}: checkpoint not found; {retrain_hint(root, step=step, **ident)}")
     meta = read_checkpoint_meta(f["meta"])
+    check_identity(meta, f["meta"], root, step=step, **ident)
     if verify:
-        for key, _ in FILES:
+        _check_manifest(f["meta"], root, ident, step)
+        for key, _ in FILES + OPTIONAL_FILES:
             if meta.get(key) is None and key != "weights_sha256":
-                continue  # optimizer state kept only at segment ends (train.keep_state)
+                continue  # optimizer state kept only at segment ends (train.keep_state); older checkpoints
             if not f[key].exists():
-                raise ValueError(f"{f[key]}: missing although {f['meta'].name} lists it (incomplete checkpoint)")
+                raise ValueError(_missing(f[key], root, step, ident))
             if atomic.sha256_file(f[key]) != meta[key]:
-                raise ValueError(f"{f[key]}: sha256 does not match {f['meta'].name} (corrupt or modified checkpoint)")
+                raise ValueError(f"{f[key]}: sha256 does not match {f['meta'].name} (corrupt or modified checkpoint); "
+                                 f"{retrain_hint(root, step=step, **ident)}")
     return meta
+
+
+def _missing(path: Path, root, step, ident: Mapping) -> str:
+    """The line for a file checkpoint.json lists that is gone: pruned, or lost."""
+    measured = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident).exists()
+    if measured and path.name in (Path(layout.CKPT_WEIGHTS).name, Path(layout.CKPT_STATE).name):
+        return (f"{path}: deleted by `villani prune` after step {step} was measured (it keeps checkpoint.json); "
+                f"to use the weights again, {retrain_hint(root, step=step, **ident)}")
+    return f"{path}: missing although checkpoint.json lists it (incomplete checkpoint); " \
+           f"{retrain_hint(root, step=step, **ident)}"
 
 
 def load_checkpoint(root, dataset, variant, lam, seed, step, model, *, with_state: bool = False):
@@ -166,7 +260,7 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
             seg = run.path(layout.SEGMENT, root, step=end)
             if seg.exists():
                 manifest = atomic.read_json(seg, "segment manifest")
-                for c in manifest.get("checkpoints", []):
-                    c["weights_sha256"] = read_meta(root, step=c["step"], verify=False, **run.wildcards)["weights_sha256"]
+                manifest["checkpoints"] = [manifest_entry(root, step=c["step"], **run.wildcards)
+                                           for c in manifest.get("checkpoints", [])]
                 atomic.write_json(seg, manifest)
     return done

@@ -47,6 +47,7 @@ from villani.training.batches import batch_indices
 from villani.training.checkpoint import (
     load_checkpoint,
     load_state_file,
+    manifest_entry,
     save_checkpoint,
     save_state_file,
 )
@@ -376,7 +377,7 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     manifest = {
         **ident, "lam": float(lam), "start": start, "end": end, "digest": run.digest,
         "resumed_from_work_step": resumed_from,
-        "checkpoints": [{"step": s, "weights_sha256": _sha(root, ident, s)} for s in wanted],
+        "checkpoints": [manifest_entry(root, step=s, **ident) for s in wanted],
     }
     atomic.write_json(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest)
     _keep_finished(root, ident, end, run.digest)
@@ -438,9 +439,3 @@ def _restore_finished(root, ident, end: int, digest: str, wanted: list[int]) -> 
     for out, copy in reversed(pairs):  # the manifest last: it says the segment is done
         _link(copy, out)
     return manifest
-
-
-def _sha(root, ident, step) -> str:
-    from villani.training.checkpoint import read_meta
-
-    return read_meta(root, step=step, verify=False, **ident)["weights_sha256"]

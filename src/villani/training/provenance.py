@@ -67,9 +67,24 @@ def check_trained_under(params: Mapping, run: Run, meta: Mapping, meta_path) -> 
     if not isinstance(recorded, Mapping):
         raise ValueError(f"{meta_path}: trained under other parameters (digest {got} ≠ {want}; the checkpoint does "
                          "not record which keys differ): retrain the run, or use the params it was trained with")
-    keys = differing_keys(recorded, current) or ["λ or seed"]
+    keys = differing_keys(recorded, current)
+    if not keys:
+        raise ValueError(f"{meta_path}: trained under other parameters ({_run_difference(meta, run, got, want)}): "
+                         "retrain the run (villani train / make run), or use the params it was trained with")
     top = list(current) + [k for k in recorded if k not in current]
     shown = "; ".join(f"{k}: {_show(_get(recorded, k, top))} there, {_show(_get(current, k, top))} here"
                       for k in keys[:4]) + (f"; and {len(keys) - 4} more" if len(keys) > 4 else "")
     raise ValueError(f"{meta_path}: trained under other parameters ({shown}): retrain the run "
                      "(villani train / make run), or use the params it was trained with")
+
+
+def _run_difference(meta: Mapping, run: Run, got: str, want: str) -> str:
+    """What differs when the training keys agree: the run's variant, λ or seed — or, if
+    those agree too, only the digest (written by a villani whose run digest differs)."""
+    there = {"variant": meta.get("variant"), "λ": None if meta.get("lam") is None else float(meta["lam"]),
+             "seed": meta.get("seed")}
+    here = {"variant": run.variant, "λ": float(run.lam), "seed": run.seed}
+    diff = [f"{k}: {_show(there[k])} there, {_show(here[k])} here" for k in here
+            if there[k] is not None and there[k] != here[k]]
+    return "; ".join(diff) or (f"the same training keys, variant, λ and seed, but digest {got} there, {want} here: "
+                               "written by a villani version that hashed the run differently")
