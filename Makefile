@@ -57,10 +57,12 @@ run: install
 dryrun: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local -n
 
-# Snakemake's own checks of the workflow files (also run by the test suite)
+# Snakemake's own checks of the workflow files, and that dvc.yaml is generated from the
+# stage table and every key it reads is in the shipped parameter files (also run by the test suite)
 lint: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check Snakefile workflow
+	for f in params.yaml configs/ptb.yaml configs/wikitext103.yaml; do $(BIN)/villani dvc-yaml --check --params $$f || exit 1; done
 
 test: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)

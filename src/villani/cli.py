@@ -83,10 +83,35 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
                    "(ckpt/step<t>.safetensors) as Hugging Face folders ckpt/step<t>/")
+    _dvc_yaml_parser(sub, common)
     for action in sub._choices_actions:  # `villani COMMAND --help` opens with what COMMAND does
         if sub.choices[action.dest].description is None:
             sub.choices[action.dest].description = action.help
     return parser
+
+
+# --------------------------------------------------------------------------- villani dvc-yaml
+def _dvc_yaml_parser(sub, common) -> None:
+    dy = sub.add_parser("dvc-yaml", parents=[common], help="write dvc.yaml from the stage table "
+                        "(villani.plan.stages); --check: exit 2 when dvc.yaml is not current or a parameter "
+                        "file lacks a key DVC reads")
+    dy.add_argument("--check", action="store_true", help="check, write nothing")
+    dy.add_argument("--output", default="dvc.yaml", metavar="FILE", help="the file (default: dvc.yaml)")
+
+
+def cmd_dvc_yaml(args) -> None:
+    from pathlib import Path
+
+    from villani.dag import dvc_yaml
+
+    if args.check:
+        problems = dvc_yaml.check(args.output, args.params or ["params.yaml"])
+        if problems:
+            raise ValueError("; ".join(problems))
+        print(f"ok: {args.output} is current; {', '.join(args.params or ['params.yaml'])}: every key it reads is set")
+        return
+    Path(args.output).write_text(dvc_yaml.render())
+    print(f"wrote {args.output} ({len(dvc_yaml.stages())} stages)")
 
 
 def _document(args) -> dict:
@@ -271,8 +296,8 @@ def cmd_claims(args) -> None:
 
 
 def cmd_metrics(args) -> None:
-    from villani.figures.dvc_plots import write_plots
-    from villani.figures.metrics import write_metrics
+    from villani.tracking.dvc_plots import write_plots
+    from villani.tracking.metrics import write_metrics
 
     p = _params(args)
     print(write_metrics(p, root=args.results))
@@ -330,14 +355,14 @@ COMMANDS = {
     "train": cmd_train, "measure": cmd_measure, "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds,
     "cost": cmd_cost, "figures": cmd_figures, "claims": cmd_claims, "metrics": cmd_metrics, "paper": cmd_paper,
     "prune": cmd_prune, "convert-checkpoints": cmd_convert_checkpoints, "diagnose": cmd_diagnose,
-    "profile": cmd_profile, "run-lock": cmd_run_lock,
+    "profile": cmd_profile, "run-lock": cmd_run_lock, "dvc-yaml": cmd_dvc_yaml,
 }
 
 
 # commands that compute on --device (checked before any work)
 DEVICE_COMMANDS = {"train", "measure", "rays", "landscape", "cost", "diagnose"}
 # commands that write nothing under --results
-READ_ONLY = {"validate", "profile", "diagnose"}
+READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml"}
 
 
 def _check_writable(results: str) -> None:

@@ -15,7 +15,7 @@ from tests.figures.conftest import figure_params
 from tests.figures.synthetic import build_results
 from villani.bounds.table import write_bounds
 from villani.claims.ledger import COLUMNS, paper_lambdas, write_claims
-from villani.figures.metrics import claims_metrics
+from villani.tracking.metrics import claims_metrics
 from villani.plan import layout
 from villani.plan.runs import runs
 from villani.plan.schedule import checkpoint_steps

@@ -59,3 +59,15 @@ def test_only_a_run_of_params_yaml_alone_is_recorded(tmp_path):
     assert not dvc_sync.is_committed_params(["params.yaml", "tests/configs/tiny.yaml"], None, tmp_path)
     assert not dvc_sync.is_committed_params(["params.yaml"], {"train": {"lr": 0.1}}, tmp_path)
     assert dvc_sync.record(tmp_path) == "dvc.lock: no DVC project here, nothing recorded"
+
+
+def test_a_failed_dvc_commit_prints_dvcs_own_reason(project):
+    """`make run` ends with `dvc commit --force`; when DVC refuses, its own reason is shown."""
+    (project / "params.yaml").write_text("data: {name: tiny}\n")
+    (project / "dvc.yaml").write_text("stages:\n  s:\n    cmd: echo\n    params: [model.name]\n"
+                                      "    outs: [out.txt]\n")
+    (project / "out.txt").write_text("x")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    line = dvc_sync.record(project)
+    assert line.startswith("dvc.lock not updated: `dvc commit --force` failed: "), line
+    assert "model.name" in line and "missing" in line, line

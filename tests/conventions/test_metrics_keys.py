@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from villani.figures.metrics import flat_metrics, metric_key
+from villani.tracking.metrics import flat_metrics, metric_key
 
 
 def test_metric_key_writes_lambda_and_s_without_dots_or_equals():

@@ -20,7 +20,7 @@ from torch.func import functional_call, grad, jacrev
 from tests.measure.conftest import load_micro_model, micro_params, set_ids
 from villani.curvature.probes import rademacher_rows
 from villani.data import load_blocks
-from villani.figures.metrics import measurement_metrics
+from villani.tracking.metrics import measurement_metrics
 from villani.io.results import measure_samples, measurements
 from villani.measure import measure_checkpoint
 from villani.plan import layout

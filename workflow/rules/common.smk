@@ -7,7 +7,7 @@ from villani.dag import dvc_sync, targets
 from villani.dag.jobs import params_args, runtime_minutes
 from villani.dag.resources import job_mem_mb, job_runtime
 from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
-from villani.figures.dvc_plots import plot_outputs
+from villani.tracking.dvc_plots import plot_outputs
 from villani.figures.paper import CAPTIONS as PAPER_CAPTIONS
 from villani.figures.paper import paper_outputs
 from villani.plan import layout

@@ -116,19 +116,26 @@ def is_committed_params(config_files, overrides: Mapping | None, workdir: str | 
     return not overrides and files == {Path(workdir, "params.yaml").resolve()}
 
 
+def _reason(output: str, returncode: int) -> str:
+    """DVC's own reason from its output: its ``ERROR:`` lines (joined), else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR")]
+    return "; ".join(errors) or (lines[-1] if lines else f"exit status {returncode}, no message")
+
+
 def record(workdir: str | Path = ".") -> str:
     """Record the workspace's outputs in ``dvc.lock`` (``dvc commit --force``); return a line
-    saying what happened (also when DVC is absent or fails: the run itself succeeded)."""
+    saying what happened (also when DVC is absent or fails — with DVC's own reason: the run
+    itself succeeded)."""
     workdir = Path(workdir)
     if _dvc_tmp_dir(workdir.resolve()) is None or not (workdir / "dvc.yaml").exists():
         return "dvc.lock: no DVC project here, nothing recorded"
     dvc = Path(sys.executable).parent / "dvc"
-    cmd = [str(dvc) if dvc.exists() else "dvc", "commit", "--force", "--quiet"]
+    cmd = [str(dvc) if dvc.exists() else "dvc", "commit", "--force"]
     try:
         p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=os.environ.copy())
     except OSError as e:
         return f"dvc.lock not updated: cannot run dvc ({e.strerror})"
     if p.returncode != 0:
-        first = next((line for line in (p.stderr + p.stdout).splitlines() if line.strip()), "")
-        return f"dvc.lock not updated: `dvc commit --force` failed: {first.strip()}"
+        return f"dvc.lock not updated: `dvc commit --force` failed: {_reason(p.stderr + p.stdout, p.returncode)}"
     return "dvc.lock: outputs recorded (dvc status: up to date)"

@@ -4,8 +4,8 @@ A job's digest changes exactly when one of the keys it reads changes, so Snakema
 ``params`` rerun trigger re-runs only the jobs whose inputs changed (editing one λ re-runs
 that λ's branch: λ, seed and step are wildcards, never part of a digest). Training
 segments also store :func:`run_digest` in their checkpoints and work state and refuse to
-continue from a state written under other parameters. ``tests/workflow/test_dvc.py``
-checks that each DVC stage's ``params:`` names the same keys (:func:`stage_keys`).
+continue from a state written under other parameters. Both the keys
+and ``dvc.yaml``'s ``params:`` come from one stage table (:mod:`villani.plan.stages`).
 """
 
 from __future__ import annotations
@@ -14,24 +14,23 @@ import hashlib
 import json
 from typing import Mapping, Sequence
 
+from villani.plan import stages
 from villani.plan.layout import format_lam
 from villani.plan.runs import overridden_keys, variant_kind
+from villani.plan.stages import STAGES
 
 __all__ = ["stage_keys", "stage_inputs", "stage_digest", "datasets_digest", "run_digest", "STAGES"]
 
-STAGES = ("fetch", "pretrained", "tokenize", "train", "measure", "rays", "landscape", "bounds", "cost", "figures",
-          "claims", "metrics", "paper")
 # wildcards (λ, seed), the set of runs, or another variant's settings: never a train digest key
 _RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
 _VARIANT_KEYS = {"adamw_noise": ["train.adamw_noise.grad_std", "train.adamw_noise.langevin_beta"],
                  "langevin": ["train.langevin.lr", "train.langevin.beta", "train.langevin.table1_std"]}
 _OBSERVATION = ("tensorboard",)  # what a job writes beside its outputs; never changes them
-_EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
-_MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
 
 
 def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
-    """The dotted parameter keys a job of ``stage`` reads itself.
+    """The dotted parameter keys a job of ``stage`` reads itself: the stage's ``reads`` in
+    :data:`villani.plan.stages.TABLE`, expanded for the job's variant.
 
     What reaches a job only through the files it reads — the tokenizer settings through the
     token blocks, the training settings through a checkpoint, the set of runs through the
@@ -39,29 +38,18 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
     rebuilt. A training job reads the shared ``train`` keys except those its variant sets
     itself (:func:`~villani.plan.runs.overridden_keys`: a sweep arm's lr or warm-up is in its
     name, the Langevin arm's lr in ``train.langevin``), plus its variant's own settings.
-    Each DVC stage's ``params:`` names exactly these keys (tested)."""
-    skip = set(overridden_keys(variant)) if stage == "train" else set()
-    train = [f"train.{k}" for k in p["train"] if k not in _RUN_LISTS + _OBSERVATION and f"train.{k}" not in skip]
-    keys = {
-        "fetch": ["data", "model.name", "model.revision", "model.init"],
-        "pretrained": ["data.name", "model.name", "model.revision", "model.init"],
-        "tokenize": ["data"],
-        "train": [*_EVAL, *train] + _VARIANT_KEYS.get(variant_kind(variant), []),
-        "measure": [*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"],
-        "rays": [*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"],
-        "landscape": [*_EVAL, *_MEASUREMENT_SET, "landscape"],
-        "bounds": ["data.name", "train.lr", "train.langevin.lr", "measure.s_values", "bounds"],
-        "cost": ["data.seq_len", "model", "measure.batch_size", "measure.hvp_method",
-                 "figures.model_sizes", "figures.cost_repeats"],
-        "figures": ["data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"],
-        "claims": ["data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds",
-                   "claims"],
-        "metrics": ["data.name", "train.steps", "measure.s_values"],
-        "paper": ["data.name", "train", "figures"],  # per dataset; the job's digest covers every dataset
-    }
-    if stage not in keys:
-        raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
-    return keys[stage]
+    Each DVC stage's ``params:`` names exactly these keys (generated from the same table)."""
+    keys: list[str] = []
+    for key in stages.stage(stage).reads:
+        if key == stages.TRAIN_KEYS:
+            skip = set(overridden_keys(variant))
+            keys += [f"train.{k}" for k in p["train"]
+                     if k not in _RUN_LISTS + _OBSERVATION and f"train.{k}" not in skip]
+        elif key == stages.VARIANT_KEYS:
+            keys += _VARIANT_KEYS.get(variant_kind(variant), [])
+        else:
+            keys.append(key)
+    return keys
 
 
 def _get(p: Mapping, dotted: str):

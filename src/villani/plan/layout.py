@@ -54,7 +54,7 @@ TABLES_DIR = "{root}/tables/{dataset}"
 METRICS = "{root}/metrics/{dataset}.json"
 CLAIMS_CSV = "{root}/claims/{dataset}.csv"
 CLAIMS_JSON = "{root}/claims/{dataset}.json"
-PLOTS_DIR = "{root}/plots/{dataset}"  # DVC plot data (villani.figures.dvc_plots)
+PLOTS_DIR = "{root}/plots/{dataset}"  # DVC plot data (villani.tracking.dvc_plots)
 
 # The cross-dataset figures and tables go to results/figures/paper/<datasets>/ and
 # results/tables/paper/<datasets>/, <datasets> = the datasets they are drawn from joined by

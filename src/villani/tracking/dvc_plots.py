@@ -75,6 +75,23 @@ PLOTS: dict[str, Callable[[Mapping, str], pd.DataFrame]] = {
 }
 
 
+#: How DVC draws each plot CSV (``plots:`` of dvc.yaml, generated): template, axes, titles.
+DVC_PLOTS: dict[str, dict] = {
+    "training_loss": {"template": "villani_runs", "x": "step", "y": "loss",
+                      "title": "Training loss per run (window means)", "x_label": "optimizer step",
+                      "y_label": "training loss (nats/token)"},
+    "psi_vs_ppl": {"template": "villani_lam_scatter", "x": "psi_s", "y": "val_ppl",
+                   "title": "Villani diagnostic vs validation perplexity, every checkpoint",
+                   "x_label": "Ψ_s at the first measure.s_values", "y_label": "validation perplexity"},
+    "spectrum": {"template": "villani_lam_scatter", "x": "theta_sq_norm", "y": "lambda_max",
+                 "title": "Largest Hessian eigenvalue vs parameter norm, every checkpoint", "x_label": "‖θ‖²",
+                 "y_label": "λ_max of ∇²F"},
+    "trace_cv": {"template": "villani_lam_scatter", "x": "step", "y": "cv_mean_measured",
+                 "title": "Relative error of the Hutchinson trace (measured), every checkpoint",
+                 "x_label": "optimizer step", "y_label": "stderr / |tr ∇²L|"},
+}
+
+
 def plot_outputs(root: str = layout.RESULTS, dataset: str = "{dataset}") -> list[str]:
     """The files :func:`write_plots` writes for ``dataset`` (default: the Snakemake wildcard)."""
     return [f"{layout.PLOTS_DIR.format(root=root, dataset=dataset)}/{name}.csv" for name in PLOTS]

@@ -24,9 +24,8 @@ from typing import Mapping
 
 import numpy as np
 
-from villani.io import atomic
 from villani.claims.verdict import CODES
-from villani.io import atomic as _atomic
+from villani.io import atomic
 from villani.io.results import bounds_summary, checkpoint_table, measurements
 from villani.plan import layout
 from villani.plan.runs import runs
@@ -81,7 +80,7 @@ def claims_metrics(root, dataset: str) -> dict:
     ``claims/{dataset}.json``; empty when the claims stage has not run."""
     path = layout.fmt(layout.CLAIMS_JSON, root, dataset=dataset)
     try:
-        doc = _atomic.read_json(path, "claims ledger")
+        doc = atomic.read_json(path, "claims ledger")
     except ValueError:
         return {}
     out = {c["id"]: CODES[c["verdict"]] for c in doc["claims"]}
