@@ -145,3 +145,32 @@ def test_a_collapsed_run_decides_nothing(ledger, tmp_path):
     got = {r["id"]: r for r in claim_rows(p, root2)}
     row = got["fig7_direction_adamw_lam0p01"]
     assert row["estimate"] is None and row["verdict"] == "inconclusive" and row["collapsed_runs_left_out"] == 2
+
+
+def test_claims_report_writes_the_three_parts_between_the_readme_markers(ledger, tmp_path, capsys):
+    """`villani claims-report --write README.md`: the arithmetic, the refutations with the run's
+    scale, the untestable claims — numbers from the ledger; a file without markers is a one-line error."""
+    from ruamel.yaml import YAML
+
+    from villani.cli import main
+    from villani.claims.report import END, START
+
+    p, root, rows = ledger
+    params = tmp_path / "params.yaml"
+    YAML().dump(p, params)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{START}\nold text\n{END}\n\nafter\n")
+    assert main(["claims-report", "--params", str(params), "--results", str(root), "--write", str(readme)]) == 0
+    text = readme.read_text()
+    assert "old text" not in text and text.endswith(f"{END}\n\nafter\n")
+    for part in ("### Wrong at any scale", "### Contradicted at laptop scale", "### Not testable here"):
+        assert part in text
+    assert "`fig9_cv_sqrt_2d_over_M`" in text and "1.98e+03" in text  # √(2·1.25e8/64)
+    assert "d = 136,832 parameters" in text and "seeds 0, 1" in text and "paper λ = 0.01 ↔ our λ = 0.01" in text
+    assert "`fig10_single_gpu_1b`" in text.split("### Not testable here")[1]
+    refuted = [i for i, r in rows.items() if r["verdict"] == "refuted" and not r["note"].startswith("wrong at any")]
+    section = text.split("### Contradicted at laptop scale")[1].split("### Not testable here")[0]
+    assert refuted and all(f"`{i}`" in section for i in refuted)
+    readme.write_text("no markers\n")
+    assert main(["claims-report", "--params", str(params), "--results", str(root), "--write", str(readme)]) == 2
+    assert "no '<!-- claims-report:start -->'" in capsys.readouterr().err

@@ -24,7 +24,8 @@ from villani.claims.verdict import Region
 from villani.plan.paper_lambda import LambdaMatch
 from villani.stats import Interval
 
-__all__ = ["Measured", "Claim", "claim", "claim_family", "claims", "catalogue", "MODULES"]
+__all__ = ["Measured", "Claim", "claim", "claim_family", "claims", "catalogue", "catalogue_markdown", "write_catalogue",
+           "MODULES"]
 
 #: The claim modules, in the order of the paper (their import registers their claims).
 MODULES = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "trace", "scale")
@@ -110,3 +111,29 @@ def catalogue() -> list[dict]:
              "statistic": c.statistic, "region": c.region.text, "module": c.module} for c in _STATIC]
     rows += [meta for meta, _ in _FAMILIES]
     return sorted(rows, key=lambda r: _order(r["module"]))
+
+
+CATALOGUE_START, CATALOGUE_END = "<!-- claims-catalogue:start -->", "<!-- claims-catalogue:end -->"
+
+
+def catalogue_markdown() -> str:
+    """The claim list of ``docs/claims.md`` (a Markdown table), from :func:`catalogue`."""
+    def cell(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    lines = ["| id | paper | statistic | region (claimed) | module |", "|---|---|---|---|---|"]
+    lines += [f"| `{r['id']}` | {cell(r['source'])}: {cell(r['statement'])} | {cell(r['statistic'])} | "
+              f"{cell(r['region'])} | `{r['module'].rsplit('.', 1)[-1]}` |" for r in catalogue()]
+    return "\n".join(lines) + "\n"
+
+
+def write_catalogue(path) -> None:
+    """Put :func:`catalogue_markdown` between the catalogue markers of ``path`` (docs/claims.md)."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text()
+    if CATALOGUE_START not in text or CATALOGUE_END not in text:
+        raise ValueError(f"{p}: no '{CATALOGUE_START}' … '{CATALOGUE_END}' markers")
+    head, rest = text.split(CATALOGUE_START, 1)
+    p.write_text(head + CATALOGUE_START + "\n" + catalogue_markdown() + CATALOGUE_END + rest.split(CATALOGUE_END, 1)[1])
