@@ -251,7 +251,7 @@ def _measure(step, lam, F, **extra):
 def test_bounds_row_values():
     # a Langevin run whose η meets η_max: every Theorem 2 hypothesis holds
     row = T.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_min=4.0, smoothness_L=20.0, update_rule="langevin",
-                       **PARAMS)
+                       noise_beta=100.0, **PARAMS)
     assert row["status"] == "ok" and row["step"] == 10 and row["dataset"] == "tiny"
     # C_LS: s = 1: 100(1 + 1e5) ; s = 2: 200(1 + 1000/0.02) = 200(1 + 5e4)
     assert row["c_ls_s1"] == pytest.approx(100.0 * (1 + 1e5))
@@ -288,11 +288,14 @@ def test_adamw_rows_fail_the_update_rule_hypothesis():
 def test_eta_above_eta_max_and_rising_F_are_named_with_their_numbers():
     params = dict(PARAMS, eta=1e-2)  # η_max = 2.5e-3
     row = T.bounds_row(_measure(10, 1e-2, 7.5), f0=6.0, f_min=4.0, smoothness_L=20.0, update_rule="langevin",
-                       **params)
-    assert row["hyp_eta_le_eta_max"] is False and row["hyp_f_le_f0"] is False
+                       noise_beta=50.0, **params)
+    assert row["hyp_eta_le_eta_max"] is False and row["hyp_f_le_f0"] is False and row["hyp_beta_inv_lam"] is False
     assert row["theorem2_status"] == "n/a: η = 0.01 > η_max = 0.0025 (σ² = 1)"
-    assert row["envelope_status"] == ("n/a: η = 0.01 > η_max = 0.0025 (σ² = 1); "
-                                      "F rose from F(θ₀) = 6 to 7.5")
+    # F rising is reported, not a hypothesis of the envelope (it would make "holds" restate the filter)
+    assert row["envelope_status"] == "n/a: η = 0.01 > η_max = 0.0025 (σ² = 1); β = 50, 1/λ = 100"
+    no_noise = T.bounds_row(_measure(10, 1e-2, 4.1), f0=6.0, f_min=4.0, smoothness_L=20.0, update_rule="langevin",
+                            **PARAMS)
+    assert no_noise["envelope_status"] == "n/a: no injected noise (β undefined)" and no_noise["envelope"] is None
     assert row["steps_required"] is None and row["envelope"] is None
 
 
@@ -341,7 +344,7 @@ def test_run_bounds_picks_f0_f_min_and_L():
     ms = [_measure(20, 1e-2, 4.0, top_eigenvalues=[30.0, 5.0]),
           _measure(0, 1e-2, 7.0, top_eigenvalues=[10.0]),
           _measure(10, 1e-2, 4.5, top_eigenvalues=[50.0, 2.0])]  # fmt: skip
-    rows = T.run_bounds(ms, update_rule="langevin", **PARAMS)
+    rows = T.run_bounds(ms, update_rule="langevin", noise_beta=100.0, **PARAMS)
     assert [r["step"] for r in rows] == [0, 10, 20]
     assert all(r["f0"] == 7.0 and r["f_min_ckpt"] == 4.0 and r["f_star"] == 0.0 and r["smoothness_L"] == 50.0
                for r in rows)

@@ -18,7 +18,7 @@ from villani.plan.runs import Run
 def _params(lambdas, langevin=()):
     return tiny_params(train={"lambdas": lambdas, "seeds": [0], "steps": 10, "warmup_steps": 2, "lr": 0.1,
                               "checkpoints": {"count": 1}, "segments": 1,
-                              "langevin": {"lambdas": list(langevin), "lr": 0.2}},
+                              "langevin": {"lambdas": list(langevin), "lr": 0.2, "beta": None}},
                        bounds={"delta": 0.05, "epsilon": 0.01}, measure={"s_values": [1.0]})
 
 

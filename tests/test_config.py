@@ -11,9 +11,13 @@ from villani.plan.digest import stage_digest
 
 def test_committed_params_are_valid_and_complete():
     p = load_params([REPO / "params.yaml"])
-    assert p["train"]["lambdas"] == [0.0, 0.1, 1.0]
-    assert p["train"]["adamw_noise"]["langevin_beta"] == "table1"
-    assert p["train"]["langevin"]["beta"] == "table1" and p["train"]["langevin"]["lambdas"] == [1.0]
+    # the paper's 0, 1e-4, 1e-3, 1e-2 by λ·η·T; the other update rules at its 1e-2
+    from villani.plan.paper_lambda import PAPER_LAMBDAS, match
+
+    assert all(match(p, name).ours is not None for name in PAPER_LAMBDAS)
+    strong = match(p, "strong").ours
+    assert p["train"]["adam_l2"]["lambdas"] == [strong] and p["train"]["langevin"]["lambdas"] == [strong]
+    assert p["train"]["adamw_noise"]["langevin_beta"] == "table1" and p["train"]["langevin"]["beta"] == "table1"
     assert p["measure"]["num_probes"] >= 2
 
 

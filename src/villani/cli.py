@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("claims", parents=[common], help="write results/claims/<dataset>.csv: a verdict on every claim of "
                    "the paper")
+    cr = sub.add_parser("claims-report", parents=[common], help="the README's 'What the data say about the paper' "
+                        "from results/claims/<dataset>.json (printed, or --write FILE between its markers)")
+    cr.add_argument("--write", metavar="FILE", help="replace the text between FILE's claims-report markers")
     sub.add_parser("metrics", parents=[common], help="write results/metrics/<dataset>.json (headline numbers) and "
                    "results/plots/<dataset>/ (DVC plot data)")
     sub.add_parser("paper", parents=[common], help="render the cross-dataset figures and tables of every dataset "
@@ -295,6 +298,13 @@ def cmd_claims(args) -> None:
     print(write_claims(_params(args), root=args.results))
 
 
+def cmd_claims_report(args) -> None:
+    from villani.claims.report import report, write_report
+
+    p = _params(args)
+    print(write_report(p, args.results, args.write) if args.write else report(p, args.results), end="\n")
+
+
 def cmd_metrics(args) -> None:
     from villani.tracking.dvc_plots import write_plots
     from villani.tracking.metrics import write_metrics
@@ -353,7 +363,7 @@ def cmd_profile(args) -> None:
 COMMANDS = {
     "validate": cmd_validate, "fetch": cmd_fetch, "pretrained": cmd_pretrained, "tokenize": cmd_tokenize,
     "train": cmd_train, "measure": cmd_measure, "rays": cmd_rays, "landscape": cmd_landscape, "bounds": cmd_bounds,
-    "cost": cmd_cost, "figures": cmd_figures, "claims": cmd_claims, "metrics": cmd_metrics, "paper": cmd_paper,
+    "cost": cmd_cost, "figures": cmd_figures, "claims": cmd_claims, "claims-report": cmd_claims_report, "metrics": cmd_metrics, "paper": cmd_paper,
     "prune": cmd_prune, "convert-checkpoints": cmd_convert_checkpoints, "diagnose": cmd_diagnose,
     "profile": cmd_profile, "run-lock": cmd_run_lock, "dvc-yaml": cmd_dvc_yaml,
 }
@@ -362,7 +372,7 @@ COMMANDS = {
 # commands that compute on --device (checked before any work)
 DEVICE_COMMANDS = {"train", "measure", "rays", "landscape", "cost", "diagnose"}
 # commands that write nothing under --results
-READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml"}
+READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml", "claims-report"}
 
 
 def _check_writable(results: str) -> None:

@@ -9,10 +9,8 @@
   optionally over the largest x only (Fig 2's slope of Ψ_s vs ‖θ‖²), and R²;
 - :func:`fit_cost_model` — y ≈ a + b·x with a, b ≥ 0 in relative error (Fig 10's cost of
   one HVP vs model dimension);
-- :func:`pearson_r`, :func:`spearman_rho` — signed correlations (a direction, not R² alone);
-- :func:`bootstrap_interval` — percentile interval of any statistic under a stratified,
-  two-stage (clusters, then rows within a cluster) bootstrap;
-  :func:`proportion_interval` — Clopper–Pearson interval of a fraction (the claims ledger).
+- :func:`pearson_r`, :func:`spearman_rho` and the intervals of the claims ledger live in
+  :mod:`villani.intervals` (each with a coverage test) and are importable from here.
 
 Undefined quantities (a std of one value, a CV of a zero mean) are ``None``, as in
 :mod:`villani.bounds`.
@@ -42,11 +40,26 @@ __all__ = [
     "pearson_r",
     "spearman_rho",
     "Interval",
-    "bootstrap_interval",
+    "seed_interval",
+    "combination_interval",
     "correlation_interval",
-    "mean_interval",
+    "run_correlations",
     "proportion_interval",
+    "exact_value",
 ]
+
+# the correlations and intervals live in villani.intervals; importable from here as before
+from villani.intervals import (  # noqa: E402
+    Interval,
+    combination_interval,
+    correlation_interval,
+    exact_value,
+    pearson_r,
+    proportion_interval,
+    run_correlations,
+    seed_interval,
+    spearman_rho,
+)
 
 
 def _as_1d(samples: Any) -> np.ndarray:
@@ -104,9 +117,11 @@ def t_interval(samples: Any, confidence: float = 0.95) -> tuple[float, float] | 
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if x.size < 2:
         return None
-    mean = float(x.mean())
-    half = float(_sps.t.ppf(0.5 + confidence / 2.0, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    return (mean - half, mean + half)
+    mean, se = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
+    if se == 0.0:  # a constant sample: scipy's interval of scale 0 is NaN
+        return (mean, mean)
+    lo, hi = _sps.t.interval(confidence, x.size - 1, loc=mean, scale=se)
+    return (float(lo), float(hi))
 
 
 def shapiro_p(samples: Any) -> float | None:
@@ -340,213 +355,3 @@ def fit_cost_model(x: Any, y: Any) -> CostFit:
     fitted = a + b * xs
     return CostFit(fixed=float(a), per_unit=b, max_rel_residual=float(np.max(np.abs(fitted / ys - 1.0))),
                    n=int(xs.size))
-
-
-# --------------------------------------------------------------------------- signed correlations
-
-
-def _pairs(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    xs, ys = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if xs.shape != ys.shape:
-        raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    xs, ys = xs[ok], ys[ok]
-    if xs.size < 3 or float(np.ptp(xs)) == 0.0 or float(np.ptp(ys)) == 0.0:
-        return None
-    return xs, ys
-
-
-def pearson_r(x: Any, y: Any) -> float | None:
-    """Pearson correlation of the finite pairs; ``None`` for < 3 pairs or a constant side.
-
-    >>> pearson_r([1, 2, 3], [3, 2, 1])
-    -1.0
-    """
-    xy = _pairs(x, y)
-    return None if xy is None else float(np.corrcoef(*xy)[0, 1])
-
-
-def spearman_rho(x: Any, y: Any) -> float | None:
-    """Spearman rank correlation of the finite pairs (ties averaged); ``None`` as :func:`pearson_r`.
-
-    >>> spearman_rho([1, 2, 3, 4], [1, 4, 9, 16])
-    1.0
-    """
-    xy = _pairs(x, y)
-    return None if xy is None else float(_sps.spearmanr(*xy).statistic)
-
-
-# --------------------------------------------------------------------------- intervals
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A statistic and its confidence interval.
-
-    ``estimate`` on all the data; ``low``/``high`` the interval (``None`` when it cannot be
-    given: too few units, or fewer than half the resamples define the statistic); ``n`` the
-    rows behind the estimate, ``units`` the top-level resampling units (clusters, or rows),
-    ``n_valid`` the resamples that defined the statistic, ``method`` how it was made."""
-
-    estimate: float | None
-    low: float | None
-    high: float | None
-    confidence: float
-    n: int
-    units: int
-    n_valid: int
-    method: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def bootstrap_interval(
-    statistic,
-    n: int,
-    *,
-    strata: Any = None,
-    clusters: Any = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> Interval:
-    r"""Percentile bootstrap interval of ``statistic(idx)`` over rows 0..n−1.
-
-    ``statistic`` takes an array of row indices (with repeats) and returns a number or
-    ``None`` (undefined on that resample). One resample draws, within every stratum
-    (``strata``: a label per row; default one stratum), as many clusters as the stratum has,
-    with replacement (``clusters``: a label per row, e.g. the run; default every row its own
-    cluster), and within each drawn cluster as many of its rows as it has, with
-    replacement — the two-stage bootstrap of nested data (checkpoints within runs within
-    λ). With one cluster in a stratum only its rows are resampled, which ignores the
-    between-run spread: the method says so. The interval is the (α/2, 1 − α/2) quantiles
-    of the defined resampled values; ``None`` when fewer than half define it.
-
-    >>> x = np.arange(10.0)
-    >>> iv = bootstrap_interval(lambda i: float(x[i].mean()), 10, n_boot=500)
-    >>> iv.low < 4.5 < iv.high
-    True
-    """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    n = int(n)
-    strata_l = np.zeros(n, dtype=int) if strata is None else np.asarray(strata)
-    cluster_l = np.arange(n) if clusters is None else np.asarray(clusters)
-    if strata_l.shape != (n,) or cluster_l.shape != (n,):
-        raise ValueError(f"strata and clusters must have one label per row ({n})")
-    groups: list[list[np.ndarray]] = []
-    for s in dict.fromkeys(strata_l.tolist()):
-        in_s = np.flatnonzero(strata_l == s)
-        groups.append([in_s[cluster_l[in_s] == c] for c in dict.fromkeys(cluster_l[in_s].tolist())])
-    units = sum(len(g) for g in groups)
-    nested = clusters is not None
-    single = nested and any(len(g) == 1 for g in groups)
-    method = (f"bootstrap ({n_boot} resamples, percentile), "
-              + ("two-stage: runs, then checkpoints within a run" if nested else "rows resampled")
-              + (" — a stratum with one run: between-run spread not covered" if single else "")
-              + ("" if strata is None else ", stratified"))
-    estimate = statistic(np.arange(n)) if n else None
-    estimate = None if estimate is None or not np.isfinite(estimate) else float(estimate)
-    if n < 2:
-        return Interval(estimate, None, None, confidence, n, units, 0, method)
-    rng = np.random.default_rng(seed)
-    flat = [np.concatenate(g) if all(len(c) == 1 for c in g) else None for g in groups]  # one row per cluster
-    values = []
-    for _ in range(int(n_boot)):
-        idx = []
-        for g, rows in zip(groups, flat):
-            if rows is not None:
-                idx.append(rows[rng.integers(len(rows), size=len(rows))])
-                continue
-            for c in rng.integers(len(g), size=len(g)):
-                members = g[c]
-                idx.append(members[rng.integers(len(members), size=len(members))])
-        v = statistic(np.concatenate(idx))
-        if v is not None and np.isfinite(v):
-            values.append(float(v))
-    if len(values) < 0.5 * n_boot:
-        return Interval(estimate, None, None, confidence, n, units, len(values), method)
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(values, [a, 1.0 - a])
-    return Interval(estimate, float(lo), float(hi), confidence, n, units, len(values), method)
-
-
-def correlation_interval(x: Any, y: Any, clusters: Any = None, *, kind: str = "spearman", n_boot: int = 2000,
-                         confidence: float = 0.95, seed: int = 0) -> Interval:
-    """Spearman ρ (``kind="spearman"``), Pearson r (``"pearson"``) or r² (``"r2"``) of x and y with
-    its :func:`bootstrap_interval` (two-stage when ``clusters`` labels the runs: runs, then
-    checkpoints within a run). Non-finite pairs are dropped first.
-
-    >>> iv = correlation_interval([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1], n_boot=300)
-    >>> iv.estimate
-    -1.0
-    """
-    xs, ys = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if xs.shape != ys.shape:
-        raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    cl = None if clusters is None else np.asarray(clusters)[ok]
-    xs, ys = xs[ok], ys[ok]
-    if kind == "spearman":
-        fn = spearman_rho
-    elif kind == "pearson":
-        fn = pearson_r
-    elif kind == "r2":
-        def fn(a, b):
-            r = pearson_r(a, b)
-            return None if r is None else r * r
-    else:
-        raise ValueError(f"kind must be 'spearman', 'pearson' or 'r2', got {kind!r}")
-    return bootstrap_interval(lambda i: fn(xs[i], ys[i]), xs.size, clusters=cl, n_boot=n_boot,
-                              confidence=confidence, seed=seed)
-
-
-def mean_interval(values: Any, stderrs: Any = None, *, n_boot: int = 2000, confidence: float = 0.95,
-                  seed: int = 0, absolute: bool = False) -> Interval:
-    """Mean of k estimates (e.g. one fitted slope per random ray) with a bootstrap interval
-    that carries both their spread and each one's own error: every resample draws k of them
-    with replacement and redraws each from N(value, stderr²) (``stderrs`` None: no
-    redraw — the plain bootstrap of the mean). ``absolute``: the mean of |value|, each
-    redrawn value taken absolute.
-
-    >>> iv = mean_interval([1.0, 1.2, 0.8], [0.01, 0.01, 0.01], n_boot=500)
-    >>> round(iv.estimate, 6), iv.low < 1.0 < iv.high
-    (1.0, True)
-    """
-    v = _as_1d(values)
-    se = np.zeros_like(v) if stderrs is None else np.asarray(stderrs, dtype=float).ravel()
-    if se.shape != v.shape or np.any(~np.isfinite(se)) or np.any(se < 0):
-        raise ValueError("stderrs must be finite, >= 0 and one per value")
-    k = v.size
-    method = (f"bootstrap over {k} estimates ({n_boot} resamples, percentile)"
-              + (", each redrawn from N(value, stderr²)" if stderrs is not None else "")
-              + (", absolute values" if absolute else ""))
-    f = np.abs if absolute else (lambda a: a)
-    if k < 2 and not np.any(se > 0):
-        return Interval(float(f(v).mean()), None, None, confidence, k, k, 0, method)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(k, size=(int(n_boot), k))
-    draws = f(v[idx] + se[idx] * rng.standard_normal(idx.shape)).mean(axis=1)
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(draws, [a, 1.0 - a])
-    return Interval(float(f(v).mean()), float(lo), float(hi), confidence, k, k, int(n_boot), method)
-
-
-def proportion_interval(k: int, n: int, confidence: float = 0.95) -> Interval:
-    """Clopper–Pearson (exact binomial) interval of the fraction k/n; ``None`` bounds for n = 0.
-
-    >>> iv = proportion_interval(10, 10)
-    >>> iv.estimate, iv.high, round(iv.low, 3)
-    (1.0, 1.0, 0.692)
-    """
-    k, n = int(k), int(n)
-    if not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n, got k = {k}, n = {n}")
-    method = "Clopper–Pearson (exact binomial)"
-    if n == 0:
-        return Interval(None, None, None, confidence, 0, 0, 0, method)
-    a = 1.0 - confidence
-    lo = 0.0 if k == 0 else float(_sps.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(_sps.beta.ppf(1 - a / 2, k + 1, n - k))
-    return Interval(k / n, lo, hi, confidence, n, n, 0, method)

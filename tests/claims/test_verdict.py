@@ -1,5 +1,5 @@
-"""The verdict rule on constructed intervals, and the intervals it is given (bootstrap,
-signed correlations, exact binomial)."""
+"""The verdict rule on constructed intervals, per unit, and the intervals it is given (signed
+correlations pooled over runs, exact binomial); their coverage: test_coverage.py."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from villani.claims.verdict import CODES, INCONCLUSIVE, REFUTED, SUPPORTED, Interval_, Region, verdict
-from villani.stats import (
-    bootstrap_interval,
-    correlation_interval,
-    mean_interval,
-    pearson_r,
-    proportion_interval,
-    spearman_rho,
+from villani.claims.verdict import (
+    CODES,
+    INCONCLUSIVE,
+    REFUTED,
+    SUPPORTED,
+    UNTESTABLE,
+    Interval_,
+    Region,
+    unit_verdict,
+    verdict,
 )
+from villani.stats import correlation_interval, pearson_r, proportion_interval, spearman_rho
 
 
 @pytest.mark.parametrize("interval, region, want", [
@@ -53,58 +56,40 @@ def test_no_interval_is_inconclusive_and_codes():
     assert verdict(Interval_(0.1, math.nan), Region.direction(+1)) == INCONCLUSIVE
     with pytest.raises(ValueError):
         verdict(Interval_(1.0, 0.0), Region.direction(+1))
-    assert CODES == {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1}
+    assert CODES == {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1, UNTESTABLE: 0}
     assert Region.around(0.93, 0.05).text == "0.93 ± 0.05" and Region.direction(-1).text == "< 0"
 
 
-def test_bootstrap_interval_covers_the_mean_about_95_percent():
-    rng = np.random.default_rng(1)
-    hits = 0
-    for k in range(200):
-        x = rng.normal(2.0, 1.0, 40)
-        iv = bootstrap_interval(lambda i: float(x[i].mean()), x.size, n_boot=300, seed=k)
-        hits += iv.low <= 2.0 <= iv.high
-    assert 0.88 <= hits / 200 <= 0.99  # percentile bootstrap, n = 40: slightly under 95%
+def test_unit_verdict_every_unit_supports_any_refutes():
+    assert unit_verdict([SUPPORTED] * 3) == SUPPORTED
+    assert unit_verdict([SUPPORTED, REFUTED, SUPPORTED]) == REFUTED
+    assert unit_verdict([SUPPORTED, INCONCLUSIVE]) == INCONCLUSIVE and unit_verdict([]) == INCONCLUSIVE
 
 
-def test_two_stage_bootstrap_is_wider_than_rows_when_runs_differ():
-    rng = np.random.default_rng(0)
-    runs = np.repeat(np.arange(4), 10)
-    x = rng.normal(0, 0.1, 40) + np.array([0.0, 1.0, 2.0, 3.0])[runs]  # the runs differ, checkpoints agree
-    flat = bootstrap_interval(lambda i: float(x[i].mean()), 40, n_boot=500)
-    nested = bootstrap_interval(lambda i: float(x[i].mean()), 40, clusters=runs, n_boot=500)
-    assert (nested.high - nested.low) > 2 * (flat.high - flat.low)  # ≈ 3.6 expected
-    assert nested.units == 4 and flat.units == 40 and "two-stage" in nested.method
-    # deterministic for a seed
-    assert bootstrap_interval(lambda i: float(x[i].mean()), 40, clusters=runs, n_boot=500) == nested
-
-
-def test_signed_correlations_and_their_intervals():
-    x = np.arange(12.0)
+def test_signed_correlations():
+    x = np.arange(10.0)
     assert pearson_r(x, -2 * x) == pytest.approx(-1.0) and spearman_rho(x, x**3) == pytest.approx(1.0)
     assert pearson_r([1, 1, 1], [1, 2, 3]) is None
-    rng = np.random.default_rng(3)
-    y = -x + rng.normal(0, 1, 12)
-    iv = correlation_interval(x, y, n_boot=500)
-    assert iv.estimate < 0 and iv.high < 0
-    assert verdict(iv, Region.direction(-1)) == SUPPORTED
-    noise = correlation_interval(x, rng.normal(0, 1, 12), n_boot=500)
+
+
+def test_correlation_interval_pools_runs_on_the_fisher_z_scale():
+    rng = np.random.default_rng(0)
+    x = np.tile(np.arange(12.0), 3)
+    runs = np.repeat([0, 1, 2], 12)
+    y = -x + rng.normal(0, 2, x.size)
+    iv = correlation_interval(x, y, runs)
+    assert iv.high < 0 and iv.units == 3 and iv.dof == 2 and "Fisher z" in iv.method
+    r = [pearson_r(x[runs == k], y[runs == k]) for k in range(3)]
+    assert iv.estimate == pytest.approx(math.tanh(np.mean(np.arctanh(r))))
+    noise = correlation_interval(x, rng.normal(0, 1, x.size), runs)
     assert noise.low < 0 < noise.high
-    r2 = correlation_interval(x, y, kind="r2", n_boot=300)
-    assert r2.estimate == pytest.approx(pearson_r(x, y) ** 2)
-
-
-def test_mean_interval_carries_each_estimates_error():
-    tight = mean_interval([1.0, 1.1, 0.9], [0.0, 0.0, 0.0], n_boot=500)
-    loose = mean_interval([1.0, 1.1, 0.9], [1.0, 1.0, 1.0], n_boot=500)
-    assert loose.high - loose.low > 5 * (tight.high - tight.low)
-    mixed = mean_interval([-1.0, 1.0], None, n_boot=500, absolute=True)
-    assert mixed.estimate == 1.0 and mixed.low == mixed.high == 1.0
+    r2 = correlation_interval(x, y, runs, kind="r2")
+    assert r2.estimate == pytest.approx(iv.estimate**2) and r2.low == pytest.approx(iv.high**2)
 
 
 def test_proportion_interval():
     iv = proportion_interval(3, 10)
-    assert iv.estimate == 0.3 and 0.06 < iv.low < 0.07 and 0.65 < iv.high < 0.66
+    assert iv.estimate == 0.3 and 0.06 < iv.low < 0.07 and 0.65 < iv.high < 0.66  # Clopper–Pearson
     assert proportion_interval(0, 0).estimate is None
     with pytest.raises(ValueError):
         proportion_interval(4, 3)

@@ -9,8 +9,9 @@ from tests.figures.synthetic import build_results
 
 
 def figure_params():
-    """The tiny parameter set with two seeds (so s.e.m. bands exist), PNG only, low dpi."""
-    return tiny_params(train={"seeds": [0, 1]}, figures={"formats": ["png"], "dpi": 50})
+    """The tiny parameter set with two seeds (so s.e.m. bands exist), PNG only, low dpi; the
+    Langevin arm at β = 1/λ (eq. 41's temperature, so the envelope's hypotheses can hold)."""
+    return tiny_params(train={"seeds": [0, 1], "langevin": {"beta": None}}, figures={"formats": ["png"], "dpi": 50})
 
 
 @pytest.fixture(scope="session")

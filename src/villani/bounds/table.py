@@ -15,7 +15,9 @@ names every failed hypothesis with its numbers (``"ok"`` when they all hold):
 - ``theorem2`` (T of eq. 33): λ > 0; the run's update rule is eq. (36) (variant
   ``langevin``); η ≤ min(1, λ/(4σ²)); F(θ_t) ≥ F*;
 - ``envelope`` (eq. 41 at this step, and whether it holds): those of ``theorem2`` and
-  F(θ_t) ≤ F(θ₀) (the run decreases F);
+  β = 1/λ (eq. 41 sets the injected noise's temperature to the Villani prior's); F(θ_t) ≤
+  F(θ₀) is reported (``hyp_f_le_f0``) but is not a hypothesis — counting it would make
+  "the envelope holds" restate the filter;
 - ``pac_bayes`` (eq. 43–44): λ > 0; the KL bound before clamping is ≥ 0 (no KL is
   negative); L(θ̂) ≤ 1 (eq. 43 is for losses in [0, 1]; a mean cross-entropy above 1 nat
   means some token's loss exceeds 1).
@@ -39,22 +41,21 @@ Inputs:
   δ = ``bounds.delta``, ε = ``bounds.epsilon``, s = ``measure.s_values`` (the first is the
   primary s).
 
-``bounds.csv`` is written through :func:`format_row`: a number not given reads
-``undefined`` at λ = 0 and ``n/a`` where a hypothesis fails (the status column says which).
-``bounds.json`` holds the raw rows (``null`` where no number is given, ``"inf"`` for an
-overflowing perplexity bound), the inputs, and a summary per variant and λ (C_LS, C_P,
-Theorem 2, PAC-Bayes tightness over the checkpoints where its hypotheses hold, and how
-many checkpoints each hypothesis fails at).
+``bounds.csv`` prints through :mod:`villani.bounds.formatting`; ``bounds.json`` holds the raw
+rows (``null``: no number), the inputs and a summary per variant and λ (C_LS, C_P, Theorem
+2, PAC-Bayes tightness, failures per hypothesis, collapsed checkpoints).
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from villani.bounds.formatting import csv_cell as _csv_cell
+from villani.bounds.formatting import NOT_APPLICABLE, format_row, format_value  # noqa: F401 (importable here)
 from villani.bounds.theory import (
     F_STAR_LOWER,
     UNDEFINED,
@@ -67,17 +68,17 @@ from villani.bounds.theory import (
     positive_lam,
     steps_required,
 )
+from villani.collapse import is_collapsed
 from villani.io import atomic
 from villani.io.results import data_stats, run_records, train_tokens
 from villani.plan import layout
-from villani.plan.runs import variant_kind, variant_params
+from villani.plan.runs import run_beta, variant_kind, variant_params
 from villani.psi import psi_slope_reference
 from villani.stats import fit_slope, r_squared
 
 _ID_KEYS = ("dataset", "variant", "lam", "seed", "step")
 _COPY_KEYS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl")
 
-NOT_APPLICABLE = "n/a"
 F_STAR_METHOD = "lower bound 0: L >= 0 and (lam/2)|theta|^2 >= 0"
 
 #: Every hypothesis a bound of the table rests on, by the name of its ``hyp_<name>`` column.
@@ -86,7 +87,8 @@ HYPOTHESES = {
     "update_eq36": "the update rule is eq. (36): SGD on F + √(2η/β)·Z",
     "eta_le_eta_max": "η ≤ min(1, λ/(4σ²))",
     "f_ge_f_star": "F(θ_t) ≥ F*",
-    "f_le_f0": "F(θ_t) ≤ F(θ₀): the run decreases F",
+    "f_le_f0": "F(θ_t) ≤ F(θ₀): the run decreases F (reported; not a hypothesis of a bound)",
+    "beta_inv_lam": "β = 1/λ: the injected noise has eq. (41)'s temperature",
     "kl_nonneg": "the KL bound is ≥ 0 before clamping",
     "loss_le_1": "L(θ̂) ≤ 1: eq. (43) is for losses in [0, 1]",
 }
@@ -95,7 +97,7 @@ HYPOTHESES = {
 FAMILIES = {
     "c_ls": ("lam_positive",),
     "theorem2": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star"),
-    "envelope": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star", "f_le_f0"),
+    "envelope": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star", "beta_inv_lam"),
     "pac_bayes": ("lam_positive", "kl_nonneg", "loss_le_1"),
 }
 FAMILY_COLUMNS = {
@@ -121,9 +123,11 @@ def _g(x: float) -> str:
 
 
 def hypotheses(measure: Mapping[str, Any], *, update_rule: str, eta: float, sigma_sq: float,
-               f0: float | None, f_star: float, kl_raw: float | None) -> tuple[dict, dict]:
+               f0: float | None, f_star: float, kl_raw: float | None, beta: float | None = None
+               ) -> tuple[dict, dict]:
     """(``{name: True/False/None}``, ``{name: reason}``) of :data:`HYPOTHESES` at one checkpoint;
-    a reason (with the numbers) for each hypothesis that fails or cannot be evaluated."""
+    a reason (with the numbers) for each hypothesis that fails or cannot be evaluated.
+    ``beta``: the run's injected-noise β (``None``: no injected noise)."""
     lam = float(measure["lam"])
     F, loss = _objective(measure), float(measure["loss"])
     ok: dict[str, bool | None] = {}
@@ -148,6 +152,11 @@ def hypotheses(measure: Mapping[str, Any], *, update_rule: str, eta: float, sigm
         why["f_le_f0"] = "F(θ₀) not given"
     elif not ok["f_le_f0"]:
         why["f_le_f0"] = f"F rose from F(θ₀) = {_g(f0)} to {_g(F)}"
+    ok["beta_inv_lam"] = beta is not None and lam > 0 and math.isclose(float(beta) * lam, 1.0, rel_tol=1e-9)
+    if beta is None:
+        why["beta_inv_lam"] = "no injected noise (β undefined)"
+    elif not ok["beta_inv_lam"]:
+        why["beta_inv_lam"] = f"β = {_g(beta)}, 1/λ = {_g(1 / lam) if lam > 0 else 'inf'}"
     ok["kl_nonneg"] = None if kl_raw is None else kl_raw >= 0
     if kl_raw is None:
         why["kl_nonneg"] = "KL bound undefined at λ = 0"
@@ -183,11 +192,14 @@ def bounds_row(
     eps: float = 0.01,
     smoothness_L: float | None = None,
     beta: float | None = None,
+    noise_beta: float | None = None,
 ) -> dict[str, Any]:
     """One row of the bounds table for one checkpoint's measurement dict.
 
     ``measure`` needs ``lam``, ``d``, ``loss`` and ``F`` (or ``theta_sq_norm``); ``step``,
-    ``seed``, ``dataset``, ``variant``, ``val_loss``, ``val_ppl`` are copied when present.
+    ``seed``, ``dataset``, ``variant``, ``val_loss``, ``val_ppl`` are copied when present;
+    ``collapsed``: :mod:`villani.collapse`. ``noise_beta``: the run's injected-noise β (``None``:
+    none), checked against eq. (41)'s β = 1/λ; ``beta``: C_LS's and PAC-Bayes' (default 1/λ).
     ``s`` is one value or a list; the first is the primary s, used for ``c_ls``,
     ``c_ls_gibbs``, ``steps_required`` and the envelope; every s gets a ``c_ls_s{s}`` column
     (C_P has the same bound: ``c_p = c_ls``). ``n_train_tokens`` is the PAC-Bayes n;
@@ -229,7 +241,9 @@ def bounds_row(
         n=n_train_tokens, delta=delta, vocab_size=vocab_size, beta=beta,
     )  # fmt: skip
     ok, why = hypotheses(measure, update_rule=update_rule, eta=eta, sigma_sq=sigma_sq, f0=f0,
-                         f_star=F_STAR_LOWER, kl_raw=pb.kl_raw)
+                         f_star=F_STAR_LOWER, kl_raw=pb.kl_raw, beta=noise_beta)
+    row["noise_beta"] = noise_beta
+    row["collapsed"] = is_collapsed(measure.get("val_ppl"), measure.get("val_loss"), vocab_size)
     row.update({f"hyp_{h}": ok[h] for h in HYPOTHESES})
     for family in FAMILIES:
         row[f"{family}_status"] = family_status(family, ok, why)
@@ -265,11 +279,6 @@ def bounds_row(
     return row
 
 
-def _max_top_eigenvalue(measures: Iterable[Mapping[str, Any]]) -> float | None:
-    tops = [max(m["top_eigenvalues"]) for m in measures if m.get("top_eigenvalues")]
-    return float(max(tops)) if tops else None
-
-
 def run_bounds(
     measures: Sequence[Mapping[str, Any]],
     *,
@@ -293,32 +302,9 @@ def run_bounds(
         return []
     ordered = sorted(measures, key=lambda m: m.get("step", 0))
     fs = [_objective(m) for m in ordered]
-    L = smoothness_L if smoothness_L is not None else _max_top_eigenvalue(ordered)
+    tops = [max(m["top_eigenvalues"]) for m in ordered if m.get("top_eigenvalues")]
+    L = smoothness_L if smoothness_L is not None else (float(max(tops)) if tops else None)
     return [bounds_row(m, f0=fs[0], f_min=min(fs), smoothness_L=L, **kwargs) for m in ordered]
-
-
-def format_value(value: Any, fmt: str = "{:.6g}", none: str = UNDEFINED) -> str:
-    """How a table prints a value: ``None`` (a number not given) is ``none`` (``"undefined"``).
-
-    Booleans are ``true``/``false``, floats use ``fmt`` (``inf`` stays ``inf``); NaN is
-    refused, since no function here produces one — it would be a bug upstream.
-    """
-    if value is None:
-        return none
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            raise ValueError("NaN in a bounds table: undefined bounds must be None")
-        return fmt.format(float(value))
-    return str(value)
-
-
-def format_row(row: Mapping[str, Any], fmt: str = "{:.6g}") -> dict[str, str]:
-    """:func:`format_value` applied to every value of a row: ``None`` reads ``n/a`` (hypotheses
-    fail) in a bounds row with ``status`` ok and ``undefined`` otherwise (λ = 0, other tables)."""
-    none = NOT_APPLICABLE if row.get("status") == "ok" else UNDEFINED
-    return {k: format_value(v, fmt, none) for k, v in row.items()}
 
 
 def run_sigma_sq(measures: list[Mapping]) -> float:
@@ -343,13 +329,14 @@ def bounds_rows(params: Mapping, root) -> tuple[list[dict], dict]:
     for run, measures in run_records(params, root).items():
         sigma_sq = run_sigma_sq(measures)
         eta = float(variant_params(params, run.variant)["train"]["lr"])
+        noise_beta = run_beta(params, run.variant, run.lam)
         key = f"{run.variant}/lam{layout.format_lam(run.lam)}/seed{run.seed}"
         inputs["sigma_sq"][key] = sigma_sq
         inputs["eta"][key] = eta
         rows += run_bounds(
             measures, n_train_tokens=inputs["n_train_tokens"], delta=inputs["delta"], s=inputs["s_values"],
             eta=eta, sigma_sq=sigma_sq, vocab_size=inputs["vocab_size"], eps=inputs["eps"],
-            update_rule=variant_kind(run.variant),
+            update_rule=variant_kind(run.variant), noise_beta=noise_beta,
         )  # fmt: skip
     return rows, inputs
 
@@ -435,6 +422,7 @@ def summarize(rows: list[Mapping], inputs: Mapping) -> dict[str, dict]:
                              "n_violated": sum(r.get("envelope_check") == "violated" for r in rs),
                              "failed": failure_counts(rs, "envelope")},
                 "pac_bayes": (UNDEFINED if first["status"] == UNDEFINED else tightness(rs)),
+                "n_collapsed": sum(r.get("collapsed") is True for r in rs),
             }
     return out
 
@@ -458,7 +446,3 @@ def write_bounds(params: Mapping, root=layout.RESULTS) -> str:
     n = {f: sum(r[f"{f}_status"] == "ok" for r in rows) for f in ("theorem2", "envelope", "pac_bayes")}
     return (f"{folder}: {len(rows)} rows ({n_undef} undefined, λ = 0); hypotheses hold for Theorem 2 at "
             f"{n['theorem2']}, the envelope at {n['envelope']}, PAC-Bayes at {n['pac_bayes']}")
-
-
-def _csv_cell(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n') else text

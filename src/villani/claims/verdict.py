@@ -28,11 +28,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["SUPPORTED", "REFUTED", "INCONCLUSIVE", "CODES", "Region", "verdict", "Interval_"]
+__all__ = ["SUPPORTED", "REFUTED", "INCONCLUSIVE", "UNTESTABLE", "CODES", "Region", "verdict", "unit_verdict", "Interval_"]
 
 SUPPORTED, REFUTED, INCONCLUSIVE = "supported", "refuted", "inconclusive"
+#: A claim this scale cannot decide (a magnitude that does not transfer by λ·η·T, a second
+#: dataset, a GPU): the row says what would test it.
+UNTESTABLE = "untestable"
 #: Numeric codes for metrics.json (text verdicts live in claims.csv).
-CODES = {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1}
+CODES = {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1, UNTESTABLE: 0}
 
 
 @dataclass(frozen=True)
@@ -105,3 +108,23 @@ def verdict(interval, region: Region) -> str:
     below = hi <= region.low if region.low_open else hi < region.low
     above = lo >= region.high if region.high_open else lo > region.high
     return REFUTED if below or above else INCONCLUSIVE
+
+
+def unit_verdict(verdicts) -> str:
+    """The verdict of a claim tested on several independent units (Fig 2's rays), from each
+    unit's: **refuted** if any unit is refuted (its interval lies outside the region),
+    **supported** only if every unit is supported, **inconclusive** otherwise. The units'
+    intervals are Bonferroni-adjusted by the claim (confidence 1 − α/k each), so "any
+    refuted" keeps the family's error at most α.
+
+    >>> unit_verdict(["supported", "supported"]), unit_verdict(["supported", "refuted"])
+    ('supported', 'refuted')
+    >>> unit_verdict(["supported", "inconclusive"]), unit_verdict([])
+    ('inconclusive', 'inconclusive')
+    """
+    vs = list(verdicts)
+    if any(v == REFUTED for v in vs):
+        return REFUTED
+    if vs and all(v == SUPPORTED for v in vs):
+        return SUPPORTED
+    return INCONCLUSIVE

@@ -44,8 +44,7 @@ def correlations(m: pd.DataFrame, col: str, params: Mapping) -> pd.DataFrame:
     for (variant, lam), d in m.groupby(["variant", "lam"], sort=False):
         x, y = d[col].to_numpy(float), d["val_ppl"].to_numpy(float)
         runs = pd.factorize(d["seed"])[0]
-        iv = correlation_interval(x, y, runs, kind="spearman", n_boot=int(c["bootstrap"]),
-                                  confidence=float(c["confidence"]), seed=int(c["seed"]))
+        iv = correlation_interval(x, y, runs, kind="spearman", confidence=float(c["confidence"]))
         r = pearson_r(x, y)
         rows.append({"variant": variant, "lam": float(lam), "n": len(d), "spearman_rho": iv.estimate,
                      "rho_ci_low": iv.low, "rho_ci_high": iv.high, "pearson_r": r,

@@ -9,10 +9,11 @@ at −λd (symlog when the values change sign). Each ray's line fitted to Ψ_s o
 ``rays.fit_points`` largest radii (the rays stage, ``slopes.json``) is drawn as a curve in
 these coordinates over the radii it was fitted to (a straight line in ‖θ‖² is curved on a
 log axis); the dashed grey line has slope λ²/s through the mean at the largest radius.
-Each panel's title gives the mean fitted slope over the random rays with its interval
-(:func:`ray_slope_interval`: rays resampled, each slope redrawn from its Hutchinson
-standard error) beside λ²/s (the asymptote of ‖∇F‖²/s the paper quotes) and λ²/(2s)
-(Lemma 4's lower bound). Only the primary s (``measure.s_values[0]``) is drawn; the CSV
+Each panel's title gives the mean fitted slope over the random rays and the hull of the
+per-ray intervals (:func:`per_ray_intervals`, the claims ledger's: Welch–Satterthwaite
+through the fit, Bonferroni over the rays) beside λ²/s (the asymptote of ‖∇F‖²/s the paper
+quotes); the last panel shows each ray's slope / (λ²/s) with its interval — what Fig 2's
+claims are decided on, ray by ray. Only the primary s (``measure.s_values[0]``) is drawn; the CSV
 holds every s.
 """
 
@@ -28,8 +29,8 @@ from scipy import stats as sps
 
 from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, value_axis, wrap
 from villani.io.results import rays_table
+from villani.measure.ray_slopes import ray_slope_intervals
 from villani.psi import psi_column
-from villani.stats import Interval, mean_interval
 
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
 
@@ -42,44 +43,58 @@ def _require_psi_column(df: pd.DataFrame, s: float) -> str:
     return col
 
 
-def ray_slope_interval(fits: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> Interval | None:
-    """The mean fitted slope of Ψ_s vs ‖θ‖² over the random rays of ``fits`` (rows of
-    slopes.json ``fits`` at one λ and s) with the interval of
-    :func:`villani.stats.mean_interval`: rays resampled, each slope redrawn from N(slope,
-    se²), se its Hutchinson standard error through the fit (``slope_stderr_from_trace``) —
-    the spread between directions and the trace noise of each fit. The claims ledger uses
-    the same function."""
-    rnd = fits[fits["kind"] == "random"] if "kind" in fits else fits
-    if rnd.empty:
-        return None
-    se = rnd["slope_stderr_from_trace"].fillna(0.0) if "slope_stderr_from_trace" in rnd else None
-    return mean_interval(rnd["slope"].to_numpy(float), None if se is None else se.to_numpy(float), n_boot=n_boot,
-                         confidence=confidence, seed=seed)
-
-
-def slopes(slopes_json: Mapping, s: float, claims: Mapping) -> pd.DataFrame:
+def slopes(slopes_json: Mapping, table: pd.DataFrame, s: float, params: Mapping) -> pd.DataFrame:
     """Per λ at this s: the rays stage's summary (mean, min and max over the random rays, the
-    checkpoint ray's slope, λ²/s, λ²/(2s)) and the mean slope's interval."""
+    checkpoint ray's slope, λ²/s, λ²/(2s)), and the per-ray intervals the claims ledger uses
+    (:func:`villani.measure.ray_slopes.ray_slope_intervals`, Bonferroni over the random rays):
+    ``slope_ci_low``/``high`` is their hull — a sign both ends agree on holds on every ray."""
     rows = [dict(r) for r in slopes_json.get("summary", []) if float(r["s"]) == float(s)]
     if not rows:
         raise ValueError(f"slopes.json: no slope summary for s = {s:g}")
     df = pd.DataFrame(rows)
-    fits = fit_segments(slopes_json, s)
+    ivs = per_ray_intervals(slopes_json, table, s, params)
     lo, hi = [], []
     for lam in df["lam"]:
-        iv = ray_slope_interval(fits[fits["lam"] == lam], n_boot=int(claims["bootstrap"]),
-                                confidence=float(claims["confidence"]), seed=int(claims["seed"]))
-        lo.append(None if iv is None else iv.low)
-        hi.append(None if iv is None else iv.high)
+        got = [iv for (la, _), iv in ivs.items() if la == lam and iv.low is not None]
+        lo.append(min((iv.low for iv in got), default=None))
+        hi.append(max((iv.high for iv in got), default=None))
     df["slope_ci_low"], df["slope_ci_high"] = lo, hi
     ref = df["asymptote"].where(df["asymptote"] > 0)
     df["ratio_to_asymptote"] = df["slope_mean"] / ref
     return df
 
 
+def per_ray_intervals(slopes_json: Mapping, table: pd.DataFrame, s: float, params: Mapping) -> dict:
+    """``{(λ, ray): Interval}`` of every random ray's slope at this s, each at confidence
+    1 − α/k for the k random rays of its λ (the ledger's Fig 2 rows)."""
+    fits = fit_segments(slopes_json, s)
+    if fits.empty:
+        return {}
+    fits = fits[fits["kind"] == "random"] if "kind" in fits else fits
+    out = {}
+    alpha = 1.0 - float(params["claims"]["confidence"])
+    for lam, g in fits.groupby("lam"):
+        got = ray_slope_intervals(table, g, fit_points=int(params["rays"]["fit_points"]),
+                                  num_probes=int(params["rays"]["num_probes"]), confidence=1.0 - alpha / len(g))
+        out.update({(float(lam), ray): iv for ray, iv in got.items()})
+    return out
+
+
 def fit_segments(slopes_json: Mapping, s: float) -> pd.DataFrame:
     """The per-ray fitted lines (``slopes.json["fits"]``) at this s."""
     return pd.DataFrame([dict(f) for f in slopes_json.get("fits", []) if float(f["s"]) == float(s)])
+
+
+def _y_axis(ax, y: np.ndarray) -> None:
+    """Linear unless the values change sign over several decades; then asinh (linear within
+    the smallest values' scale, logarithmic beyond, and smooth — symlog's kink at its
+    threshold reads as a jump)."""
+    y = y[np.isfinite(y)]
+    big, small = (float(np.max(np.abs(y))), float(np.min(np.abs(y[y != 0])))) if np.any(y != 0) else (0.0, 0.0)
+    if y.size and y.min() < 0 < y.max() and big > 30 * small:
+        ax.set_yscale("asinh", linear_width=max(small, big * 1e-3))
+    else:
+        value_axis(ax, y)
 
 
 def _sign(lo, hi) -> str:
@@ -88,42 +103,34 @@ def _sign(lo, hi) -> str:
     return "> 0" if lo > 0 else "< 0" if hi < 0 else "sign unresolved"
 
 
-def draw_slopes(ax, fits: pd.DataFrame, lines: pd.DataFrame, conf: float, s: float) -> None:
-    """The fitted slope of every ray against λ (symlog axes): random rays as points with
-    ±z·se (Hutchinson error through the fit), the checkpoint ray as an open square, the mean
-    over random rays with its interval as a grey bar; λ²/s dashed, λ²/(2s) dotted."""
-    z = float(sps.norm.ppf(0.5 + conf / 2))
-    lams = sorted(fits["lam"].unique())
-    pos = [x for x in lams if x > 0]
-    for lam in lams:
-        seg = lines[lines["lam"] == lam] if len(lines) else lines
-        for r in seg.itertuples():
-            se = float(getattr(r, "slope_stderr_from_trace", 0.0) or 0.0)
-            ck = getattr(r, "kind", "random") == "checkpoint"
-            ax.errorbar([lam], [r.slope], yerr=[[z * se], [z * se]], fmt="s" if ck else "o", ms=3,
-                        color=lam_color(lam), mfc="none" if ck else lam_color(lam), lw=0.8)
-        f = fits[fits["lam"] == lam].iloc[0]
-        if f.get("slope_ci_low") is not None and not pd.isna(f.get("slope_ci_low")):
-            ax.plot([lam, lam], [f["slope_ci_low"], f["slope_ci_high"]], color="0.2", lw=3, alpha=0.35,
-                    solid_capstyle="butt")
-    grid = np.unique(np.concatenate([[0.0], np.geomspace(min(pos), max(pos), 50)])) if pos else np.array([0.0])
-    ax.plot(grid, grid**2 / s, color="0.4", ls="--", lw=0.9)
-    ax.plot(grid, grid**2 / (2 * s), color="0.6", ls=":", lw=0.9)
-    if pos:
-        ax.set_xscale("symlog", linthresh=min(pos))
-    slopes_ = np.abs(lines["slope"].to_numpy(float)) if len(lines) else np.array([1.0])
-    slopes_ = slopes_[slopes_ > 0]
-    linthresh = 10.0 ** np.floor(np.log10(slopes_.min())) if slopes_.size else 1.0
-    ax.set_yscale("symlog", linthresh=linthresh)
-    ax.set(xlabel="λ", ylabel="fitted slope of Ψ_s vs ‖θ‖²",
-           title="slope per ray (±Hutchinson error), mean\n(grey: interval); λ²/s dashed, λ²/(2s) dotted")
+def draw_slopes(ax, ivs: Mapping, s: float, conf: float) -> None:
+    """What the slope claims need, ray by ray (a forest plot): each random ray's fitted slope
+    divided by λ²/s with its interval (Bonferroni over the rays of its λ), for every λ > 0;
+    the claim at λ = 10⁻² is the band 1 ± 25%. The x axis is asinh-scaled (linear near 0,
+    logarithmic beyond ±1), so ratios of either sign and any size stay readable."""
+    rows = sorted(((lam, ray), iv) for (lam, ray), iv in ivs.items() if lam > 0)
+    for k, ((lam, ray), iv) in enumerate(rows):
+        ref = lam**2 / s
+        est = iv.estimate / ref
+        if iv.low is not None:
+            ax.plot([iv.low / ref, iv.high / ref], [k, k], color=lam_color(lam), lw=2.2, solid_capstyle="butt")
+        ax.plot([est], [k], "o", ms=3.5, color=lam_color(lam), mec="0.1", mew=0.4)
+    ax.axvspan(0.75, 1.25, color="0.8", alpha=0.6, lw=0, label="claim at λ = 10⁻²: 1 ± 25%")
+    ax.axvline(1.0, color="0.3", lw=0.8, ls="--")
+    ax.axvline(0.0, color="0.6", lw=0.6)
+    ax.set_xscale("asinh", linear_width=1.0)
+    ax.set_yticks(range(len(rows)), [f"{lam_label(lam)}, ray {ray}" for (lam, ray), _ in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set(xlabel="fitted slope / (λ²/s)",
+           title=f"slope per ray / (λ²/s), {int(round(100 * conf))}% intervals\n(Bonferroni over each λ's rays)")
+    ax.legend(fontsize=7, loc="lower right")
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
     s = float(params["measure"]["s_values"][0])
     col = _require_psi_column(df, s)
-    fits = slopes(slopes_json, s, params["claims"])
+    fits = slopes(slopes_json, df, s, params)
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())
     n = len(lams) + 1  # one panel per λ and the slopes
@@ -151,15 +158,14 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
             ax.plot(xs, seg.intercept + shift + seg.slope * xs, color="0.15", lw=1.4, alpha=0.45,
                     label="line fitted to the largest radii" if k == 0 else None)
         ax.set_xscale("log")
-        value_axis(ax, d["y"].to_numpy(float))
+        _y_axis(ax, d["y"].to_numpy(float))
         f = fits[fits["lam"] == lam].iloc[0]
         ci = ("" if f.get("slope_ci_low") is None or pd.isna(f.get("slope_ci_low"))
               else f" [{fmt_num(f['slope_ci_low'], 2)}, {fmt_num(f['slope_ci_high'], 2)}]")
-        ax.set_title(f"{lam_label(lam)}: slope {fmt_num(f['slope_mean'], 2)}{ci}\n"
-                     f"{_sign(f.get('slope_ci_low'), f.get('slope_ci_high'))}; λ²/s = {fmt_num(f['asymptote'])}",
+        ax.set_title(f"{lam_label(lam)}, λ²/s = {fmt_num(f['asymptote'])}\nslope {fmt_num(f['slope_mean'], 2)}{ci}",
                      fontsize=7.5)
         ax.set(xlabel="‖θ‖² along the ray", ylabel=f"Ψ_s + λd (s = {s:g})")
-    draw_slopes(flat[len(lams)], fits, lines, conf, s)
+    draw_slopes(flat[len(lams)], per_ray_intervals(slopes_json, df, s, params), s, conf)
     handles, labels = flat[0].get_legend_handles_labels()
     handles.append(plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0))
     labels.append(f"band: {int(round(100 * conf))}% interval of the\nHutchinson estimate of tr ∇²L")
@@ -171,8 +177,8 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     n_random = df[df["kind"] != "checkpoint"]["ray"].nunique() if "kind" in df else df["ray"].nunique()
     extra = " and the ray through a trained checkpoint" if "kind" in df and (df["kind"] == "checkpoint").any() else ""
     fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s + λd = ‖∇F‖²/s − tr ∇²L along {n_random} random radial rays"
-                      f"{extra}; slopes of Ψ_s vs ‖θ‖² over the {params['rays']['fit_points']} largest radii, "
-                      f"mean over random rays with its {int(100 * conf)}% interval (ray spread and trace noise)",
+                      f"{extra}; slopes of Ψ_s vs ‖θ‖² over the {params['rays']['fit_points']} largest radii: mean over "
+                      f"random rays, [hull of the per-ray {int(100 * conf)}% intervals]",
                       DOUBLE))
     table = pd.concat([df.assign(series="ray"), fits.assign(series="slope_summary"),
                        lines.drop(columns=["slope_parts"], errors="ignore").assign(series="slope_fit_per_ray")],

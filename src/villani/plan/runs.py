@@ -158,3 +158,29 @@ def landscape_center(params: Mapping, lam: float) -> tuple[Run, int]:
     run_lam = float(lam) if float(lam) in [float(x) for x in t["lambdas"]] else float(t["lambdas"][0])
     step = 0 if params["landscape"]["center"] == "init" else int(t["steps"])
     return Run(params["data"]["name"], "adamw", run_lam, int(t["seeds"][0])), step
+
+
+def langevin_beta(spec, lam: float, lr: float, std: float) -> float | None:
+    """Inverse temperature β of the Langevin term √(2η/β)·Z, or None for no term.
+
+    ``spec``: a number; ``"table1"`` = 2/(η·std²) (the paper's Table I rule β⁻¹ = ησ²/(2d)
+    with σ² = std²·d: the term's per-coordinate standard deviation is η·std; None when
+    std = 0); ``None`` = 1/λ (the paper's Villani prior; none at λ = 0)."""
+    if spec == "table1":
+        return 2.0 / (lr * std**2) if std > 0 else None
+    if spec:
+        return float(spec)
+    return 1.0 / lam if lam > 0 else None
+
+
+def run_beta(params: Mapping, variant: str, lam: float) -> float | None:
+    """β of a run's injected noise √(2η/β)·Z (:func:`langevin_beta` with the variant's η):
+    the ``langevin`` and ``adamw_noise`` arms; ``None`` for the others (no injected noise)."""
+    kind = variant_kind(variant)
+    t = variant_params(params, variant)["train"]
+    if kind == "langevin":
+        return langevin_beta(t["langevin"]["beta"], float(lam), float(t["lr"]), float(t["langevin"]["table1_std"]))
+    if kind == "adamw_noise":
+        return langevin_beta(t["adamw_noise"]["langevin_beta"], float(lam), float(t["lr"]),
+                             float(t["adamw_noise"]["grad_std"]))
+    return None

@@ -21,7 +21,7 @@ variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.v
 * ``langevin`` — the paper's eq. (36): θ ← θ − η·∇F_B(θ) + √(2η/β)·Z with plain SGD at
   the constant η = ``train.langevin.lr``, no clipping, no schedule; the minibatch noise
   ξ = ∇F_B − ∇F is the only gradient noise; β = ``train.langevin.beta``
-  (:func:`langevin_beta`).
+  (:func:`villani.plan.runs.langevin_beta`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from villani.io import atomic, validate
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
 from villani.plan.digest import run_digest
-from villani.plan.runs import variant_kind, variant_params
+from villani.plan.runs import langevin_beta, variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.progress import Progress
 from villani.training.batches import batch_indices
@@ -65,19 +65,6 @@ log = logging.getLogger(__name__)
 
 class TrainingDiverged(RuntimeError):
     """A non-finite loss with ``train.nonfinite: stop``; the message names the step and last good checkpoint."""
-
-
-def langevin_beta(spec, lam: float, lr: float, std: float) -> float | None:
-    """Inverse temperature β of the Langevin term √(2η/β)·Z, or None for no term.
-
-    ``spec``: a number; ``"table1"`` = 2/(η·std²) (the paper's Table I rule β⁻¹ = ησ²/(2d)
-    with σ² = std²·d: the term's per-coordinate standard deviation is η·std; None when
-    std = 0); ``None`` = 1/λ (the paper's Villani prior; none at λ = 0)."""
-    if spec == "table1":
-        return 2.0 / (lr * std**2) if std > 0 else None
-    if spec:
-        return float(spec)
-    return 1.0 / lam if lam > 0 else None
 
 
 class _SegmentState:

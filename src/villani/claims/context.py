@@ -1,0 +1,158 @@
+r"""The results a ledger reads, loaded once, and the helpers every claim module shares.
+
+- measurements of every variant, each checkpoint marked ``collapsed`` (:mod:`villani.collapse`)
+  and each run by its last checkpoint (``run_collapsed``); :meth:`Context.learned` drops the
+  checkpoints of collapsed runs and names them — no claim is decided on a collapsed run;
+- the bounds rows, rays and landscapes;
+- the paper-λ match (:func:`villani.plan.paper_lambda.match`) a claim is tested at;
+- per-seed statistics: :meth:`Context.per_seed` computes a statistic on each seed's rows
+  and gives the t interval over seeds (:func:`villani.stats.seed_interval`, df = seeds − 1).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from villani.claims.registry import Measured
+from villani.collapse import RULE, is_collapsed
+from villani.io.results import bounds_frame, data_stats, measurements, rays_table, vocabulary
+from villani.plan.paper_lambda import LambdaMatch, match
+from villani.psi import psi_column
+from villani.stats import Interval, seed_interval
+
+__all__ = ["Context", "none", "run_codes"]
+
+
+def run_codes(df: pd.DataFrame) -> np.ndarray:
+    """One integer per run (variant, λ, seed) of the rows."""
+    return pd.factorize(df["variant"].astype(str) + "/" + df["lam"].astype(str) + "/" + df["seed"].astype(str))[0]
+
+
+def none(reason: str, where: str, *, match_: LambdaMatch | None = None, testable: bool = True,
+         excluded: tuple[str, ...] = ()) -> Measured:
+    """No statistic: the reason is the note."""
+    return Measured(None, where, reason, match=match_, testable=testable, excluded=excluded)
+
+
+class Context:
+    """The results of one dataset (lazily loaded) and the ledger's settings."""
+
+    def __init__(self, params: Mapping, root):
+        self.params, self.root = params, root
+        self.confidence = float(params["claims"]["confidence"])
+        self.dataset = params["data"]["name"]
+        self.s = float(params["measure"]["s_values"][0])
+        self.psi = psi_column(self.s)
+        self._m: pd.DataFrame | None = None
+        self._b: pd.DataFrame | None = None
+        self._vocab: int | None = None
+
+    @property
+    def vocab(self) -> int:
+        if self._vocab is None:
+            self._vocab = vocabulary(data_stats(self.params, self.root))[0]
+        return self._vocab
+
+    @property
+    def m(self) -> pd.DataFrame:
+        """Every measured checkpoint of every variant, with ``collapsed`` and ``run_collapsed``."""
+        if self._m is None:
+            m = measurements(self.params, self.root, variants=None)
+            m["collapsed"] = [bool(is_collapsed(p, lo, self.vocab)) for p, lo in zip(m["val_ppl"], m["val_loss"])]
+            last = m.sort_values("step").groupby(["variant", "lam", "seed"])["collapsed"].transform("last")
+            m["run_collapsed"] = last.reindex(m.index).astype(bool)
+            self._m = m
+        return self._m
+
+    @property
+    def b(self) -> pd.DataFrame:
+        if self._b is None:
+            self._b = bounds_frame(self.params, self.root)
+        return self._b
+
+    def rays(self) -> tuple[pd.DataFrame, dict] | None:
+        try:
+            return rays_table(self.params, self.root)
+        except ValueError:
+            return None
+
+    def match(self, name: str, variant: str = "adamw") -> LambdaMatch:
+        return match(self.params, name, variant)
+
+    def learned(self, df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+        """(rows of runs that did not collapse, the collapsed runs with their final perplexity)."""
+        m = self.m
+        key = ["variant", "lam", "seed"]
+        bad = m[m["run_collapsed"]].sort_values("step").groupby(key).tail(1)
+        names = tuple(f"{r.variant} λ = {r.lam:g} seed {r.seed} (final val ppl {r.val_ppl:.4g}, V = {self.vocab})"
+                      for r in bad.itertuples() if ((df["variant"] == r.variant) & (df["lam"] == r.lam)
+                                                   & (df["seed"] == r.seed)).any())
+        if not len(bad):
+            return df, names
+        drop = df.set_index(key).index.isin(bad.set_index(key).index)
+        return df[~drop].reset_index(drop=True), names
+
+    def rows(self, variant: str, lams) -> tuple[pd.DataFrame, tuple[str, ...]]:
+        """The learned checkpoints of ``variant`` at the λ values ``lams`` (None entries ignored)."""
+        lams = [float(x) for x in lams if x is not None]
+        m = self.m[(self.m["variant"] == variant) & self.m["lam"].isin(lams)].reset_index(drop=True)
+        return self.learned(m)
+
+    def where(self, variant: str, lams, df: pd.DataFrame | None = None, extra: str = "") -> str:
+        """``dataset, variant, λ = …, seeds …, n checkpoints`` for a row's ``measured_on``."""
+        lam_text = ", ".join(f"{float(x):g}" for x in lams if x is not None) or "none"
+        seeds = sorted({int(x) for x in df["seed"]}) if df is not None and len(df) else self.params["train"]["seeds"]
+        rows = f", {len(df)} checkpoints" if df is not None else ""
+        return f"{self.dataset}, {variant}, λ = {lam_text}, seeds {', '.join(map(str, seeds))}{rows}{extra}"
+
+    def per_seed(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None]) -> tuple[Interval, dict]:
+        """``stat`` on each seed's rows (all its runs) and the t interval over seeds."""
+        values = {int(s): stat(g) for s, g in df.groupby("seed")}
+        got = {s: v for s, v in values.items() if v is not None and np.isfinite(v)}
+        return seed_interval(list(got.values()), self.confidence), got
+
+
+def collapsed_note(excluded: tuple[str, ...]) -> str:
+    """The note's sentence about the runs left out."""
+    return f"collapsed runs left out ({RULE}): " + "; ".join(excluded) if excluded else ""
+
+
+def join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def fmt(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.3g}"
+
+
+def per_seed_text(values: Mapping[int, float]) -> str:
+    return "per seed " + ", ".join(f"{s}: {v:.3g}" for s, v in values.items()) if values else ""
+
+
+def from_units(units: list[tuple[str, Interval]], where: str, note: str = "", **kw) -> Measured:
+    """A claim tested per unit: the row's interval is the hull of the units' (estimate: their
+    median) and the verdict is per unit (:func:`villani.claims.verdict.unit_verdict`)."""
+    given = [iv for _, iv in units if iv.low is not None]
+    if not units:
+        return Measured(None, where, note or "no units", **kw)
+    est = float(np.median([iv.estimate for _, iv in units]))
+    lo = min(iv.low for iv in given) if len(given) == len(units) else None
+    hi = max(iv.high for iv in given) if len(given) == len(units) else None
+    first = units[0][1]
+    hull = Interval(est, lo, hi, first.confidence, sum(iv.n for _, iv in units), len(units), None,
+                    f"per unit ({len(units)}): {first.method}; the row's interval is their hull")
+    text = ", ".join(f"{k}: {iv.estimate:.3g} [{fmt(iv.low)}, {fmt(iv.high)}]" for k, iv in units)
+    return Measured(hull, where, join(text, note), units=tuple(units), **kw)
+
+
+def scaled(iv: Interval, factor: float, what: str = "") -> Interval:
+    """The interval of ``factor`` × the statistic (factor > 0)."""
+    f = float(factor)
+    if not f > 0:
+        raise ValueError(f"scale factor must be > 0, got {factor}")
+    s = (lambda v: None if v is None else v * f)
+    return Interval(s(iv.estimate), s(iv.low), s(iv.high), iv.confidence, iv.n, iv.units, iv.dof,
+                    iv.method + (f"; {what}" if what else ""))

@@ -1,0 +1,139 @@
+r"""Where a claim is declared: :func:`claim` next to the function that computes it.
+
+Each module of :mod:`villani.claims` (one per figure or table of the paper) declares its
+claims with the :func:`claim` decorator on their computation; :func:`claims` gives every
+claim of a parameter set in registry order (the figure modules, then declaration order), and
+:func:`catalogue` the list the docs and the tests read. A *family* (one row per λ or
+update rule, e.g. Fig 7's direction per run) is declared with :func:`claim_family`, whose
+function returns its claims for the params; its catalogue entry carries the id pattern.
+
+A claim's computation takes a :class:`~villani.claims.context.Context` and returns a
+:class:`Measured`: the interval of its statistic (``None``: no statistic, the note says
+why), where it was measured, the paper-λ match it used, and optionally one interval per
+independent *unit* (a ray): then the verdict is per unit (:func:`villani.claims.verdict.unit_verdict`).
+``testable=False`` marks a claim that this scale cannot decide (the note says what would).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from villani.claims.verdict import Region
+from villani.plan.paper_lambda import LambdaMatch
+from villani.stats import Interval
+
+__all__ = ["Measured", "Claim", "claim", "claim_family", "claims", "catalogue", "catalogue_markdown", "write_catalogue",
+           "MODULES"]
+
+#: The claim modules, in the order of the paper (their import registers their claims).
+MODULES = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "trace", "scale")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a claim's computation returns (see the module docstring)."""
+
+    interval: Interval | None
+    measured_on: str
+    note: str = ""
+    match: LambdaMatch | None = None
+    units: tuple[tuple[str, Interval], ...] = ()
+    testable: bool = True
+    excluded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A quantitative claim of the paper and how it is tested."""
+
+    id: str
+    source: str
+    statement: str
+    paper_value: str
+    statistic: str
+    region: Region
+    compute: Callable[[Any], Measured]
+    module: str = ""
+
+
+_STATIC: list[Claim] = []
+_FAMILIES: list[tuple[dict, Callable[[Mapping], list[Claim]]]] = []
+
+
+def claim(id: str, source: str, statement: str, paper_value: str, statistic: str, region: Region):
+    """Register the decorated function ``f(ctx) -> Measured`` as the computation of one claim."""
+    def register(fn):
+        if any(c.id == id for c in _STATIC):
+            raise ValueError(f"claim id {id!r} declared twice")
+        _STATIC.append(Claim(id, source, statement, paper_value, statistic, region, fn, fn.__module__))
+        return fn
+    return register
+
+
+def claim_family(id_pattern: str, source: str, statement: str, paper_value: str, statistic: str, region: Region):
+    """Register ``f(params) -> list[Claim]`` (one claim per λ, update rule…); ``id_pattern`` documents its ids."""
+    def register(fn):
+        _FAMILIES.append(({"id": id_pattern, "source": source, "statement": statement, "paper_value": paper_value,
+                           "statistic": statistic, "region": region.text, "module": fn.__module__}, fn))
+        return fn
+    return register
+
+
+def _load() -> None:
+    for name in MODULES:
+        importlib.import_module(f"villani.claims.{name}")
+
+
+def _order(module: str) -> int:
+    return MODULES.index(module.rsplit(".", 1)[-1])
+
+
+def claims(params: Mapping) -> list[Claim]:
+    """Every claim for this parameter set, in the order of the paper."""
+    _load()
+    out = [(c.module, i, c) for i, c in enumerate(_STATIC)]
+    for j, (meta, fn) in enumerate(_FAMILIES):
+        out += [(meta["module"], 10_000 + 100 * j + k, c) for k, c in enumerate(fn(params))]
+    out.sort(key=lambda t: (_order(t[0]), t[1]))
+    ids = [c.id for _, _, c in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate claim ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return [c for _, _, c in out]
+
+
+def catalogue() -> list[dict]:
+    """One entry per declared claim or family (id or id pattern, source, statement, statistic,
+    region, module): ``docs/claims.md``'s list and the tests' id list."""
+    _load()
+    rows = [{"id": c.id, "source": c.source, "statement": c.statement, "paper_value": c.paper_value,
+             "statistic": c.statistic, "region": c.region.text, "module": c.module} for c in _STATIC]
+    rows += [meta for meta, _ in _FAMILIES]
+    return sorted(rows, key=lambda r: _order(r["module"]))
+
+
+CATALOGUE_START, CATALOGUE_END = "<!-- claims-catalogue:start -->", "<!-- claims-catalogue:end -->"
+
+
+def catalogue_markdown() -> str:
+    """The claim list of ``docs/claims.md`` (a Markdown table), from :func:`catalogue`."""
+    def cell(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    lines = ["| id | paper | statistic | region (claimed) | module |", "|---|---|---|---|---|"]
+    lines += [f"| `{r['id']}` | {cell(r['source'])}: {cell(r['statement'])} | {cell(r['statistic'])} | "
+              f"{cell(r['region'])} | `{r['module'].rsplit('.', 1)[-1]}` |" for r in catalogue()]
+    return "\n".join(lines) + "\n"
+
+
+def write_catalogue(path) -> None:
+    """Put :func:`catalogue_markdown` between the catalogue markers of ``path`` (docs/claims.md)."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text()
+    if CATALOGUE_START not in text or CATALOGUE_END not in text:
+        raise ValueError(f"{p}: no '{CATALOGUE_START}' … '{CATALOGUE_END}' markers")
+    head, rest = text.split(CATALOGUE_START, 1)
+    p.write_text(head + CATALOGUE_START + "\n" + catalogue_markdown() + CATALOGUE_END + rest.split(CATALOGUE_END, 1)[1])

@@ -1,0 +1,124 @@
+r"""The paper's λ values and ours, matched by the decay budget λ·η·T — the one place for that rule.
+
+A decoupled (AdamW) or coupled (L2 in SGD / Adam-on-F) decay shrinks θ by a factor ≈ (1 − ηλ)
+per step, so over T steps at peak learning rate η the total shrinkage is governed by
+
+.. math:: B = \lambda\,\eta\,T .
+
+The paper's GPT-Neo-125M runs use η = 10⁻⁴ and T = 84,000 steps (Table I), so its
+λ ∈ {0, 10⁻⁴, 10⁻³, 10⁻²} are the budgets B ∈ {0, 8.4·10⁻⁴, 8.4·10⁻³, 8.4·10⁻²}. Our λ that
+*is* the paper's λ_p under a run's own η and T is
+
+.. math:: \lambda = \lambda_p \cdot \frac{\eta_{\text{paper}} T_{\text{paper}}}{\eta\,T},
+
+and one of our λ is matched to λ_p when its budget is within a factor :data:`TOLERANCE` of
+the paper's (λ = 0 only to λ = 0). Each update rule has its own η (Langevin's constant step
+``train.langevin.lr``), so the match is made per variant
+(:func:`villani.plan.runs.variant_params`). A claim about the paper's λ_p is tested only at
+a matched λ; where none is matched the claim says so (:func:`match`).
+
+>>> round(equivalent_lambda(1e-2, lr=3e-3, steps=240), 4)     # 1e-2 · 8.4 / 0.72
+0.1167
+>>> paper_equivalent(0.12, lr=3e-3, steps=240) == 0.12 * 0.72 / 8.4
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from villani.plan.runs import variant_lambdas, variant_params, variants
+
+__all__ = ["PAPER_LR", "PAPER_STEPS", "PAPER_LAMBDAS", "TOLERANCE", "LambdaMatch", "decay_budget",
+           "paper_equivalent", "equivalent_lambda", "match", "mapping_table"]
+
+#: The paper's peak learning rate and number of steps (Table I; PTB runs).
+PAPER_LR, PAPER_STEPS = 1e-4, 84_000
+#: The paper's λ values by name (the names the claims use).
+PAPER_LAMBDAS = {"zero": 0.0, "weak": 1e-4, "middle": 1e-3, "strong": 1e-2}
+#: Our λ matches the paper's when the decay budgets differ by less than this factor.
+TOLERANCE = 1.5
+
+
+def decay_budget(lam: float, lr: float, steps: int) -> float:
+    """B = λ·η·T."""
+    return float(lam) * float(lr) * int(steps)
+
+
+def paper_equivalent(lam: float, *, lr: float, steps: int) -> float:
+    """The paper's λ with the same budget as ours: λ·η·T / (η_paper·T_paper)."""
+    return decay_budget(lam, lr, steps) / (PAPER_LR * PAPER_STEPS)
+
+
+def equivalent_lambda(paper_lam: float, *, lr: float, steps: int) -> float:
+    """Our λ with the budget of the paper's λ_p: λ_p·η_paper·T_paper / (η·T)."""
+    return float(paper_lam) * PAPER_LR * PAPER_STEPS / (float(lr) * int(steps))
+
+
+@dataclass(frozen=True)
+class LambdaMatch:
+    """The paper's λ (``paper``) and the λ we test it at (``ours``; ``None`` when no λ of the
+    variant has its budget), with both budgets λ·η·T and the variant's η and T."""
+
+    name: str
+    paper: float
+    ours: float | None
+    paper_budget: float
+    our_budget: float | None
+    variant: str
+    lr: float
+    steps: int
+
+    def text(self) -> str:
+        """``paper λ = 1e-02 ↔ ours 0.12 (λ·η·T 0.084 vs 0.0864)`` for a claim row."""
+        if self.ours is None:
+            want = equivalent_lambda(self.paper, lr=self.lr, steps=self.steps)
+            return (f"paper λ = {self.paper:g} (λ·η·T = {self.paper_budget:.3g}) has no match among our {self.variant} "
+                    f"λ (it would be λ ≈ {want:.3g} at η = {self.lr:g}, T = {self.steps})")
+        return (f"paper λ = {self.paper:g} ↔ our λ = {self.ours:g} (λ·η·T {self.paper_budget:.3g} vs "
+                f"{self.our_budget:.3g}; η = {self.lr:g}, T = {self.steps})")
+
+    def to_dict(self) -> dict:
+        return {"paper_lambda": self.paper, "our_lambda": self.ours, "paper_budget": self.paper_budget,
+                "our_budget": self.our_budget, "variant": self.variant}
+
+
+def _lr_steps(params: Mapping, variant: str) -> tuple[float, int]:
+    t = variant_params(params, variant)["train"]
+    return float(t["lr"]), int(t["steps"])
+
+
+def match(params: Mapping, name: str, variant: str = "adamw") -> LambdaMatch:
+    """Our λ of ``variant`` for the paper's λ called ``name`` (a key of :data:`PAPER_LAMBDAS`):
+    the one whose budget λ·η·T is closest to the paper's, if within :data:`TOLERANCE`."""
+    if name not in PAPER_LAMBDAS:
+        raise ValueError(f"paper λ name {name!r}: allowed {', '.join(PAPER_LAMBDAS)}")
+    lr, steps = _lr_steps(params, variant)
+    paper = PAPER_LAMBDAS[name]
+    target = paper * PAPER_LR * PAPER_STEPS
+    best, best_dist = None, math.inf
+    for lam in variant_lambdas(params, variant):
+        b = decay_budget(lam, lr, steps)
+        if (b == 0.0) != (target == 0.0):
+            continue
+        dist = 0.0 if target == 0.0 else abs(math.log(b / target))
+        if dist < best_dist:
+            best, best_dist = float(lam), dist
+    if best_dist > math.log(TOLERANCE):
+        best = None
+    return LambdaMatch(name, paper, best, target, None if best is None else decay_budget(best, lr, steps),
+                       variant, lr, steps)
+
+
+def mapping_table(params: Mapping) -> list[dict]:
+    """Every λ of every variant with its budget and paper equivalent (for the docs and the report)."""
+    rows = []
+    for v in variants(params):
+        lr, steps = _lr_steps(params, v)
+        for lam in variant_lambdas(params, v):
+            rows.append({"variant": v, "lambda": float(lam), "lr": lr, "steps": steps,
+                         "budget": decay_budget(lam, lr, steps),
+                         "paper_equivalent": paper_equivalent(lam, lr=lr, steps=steps)})
+    return rows

@@ -1,0 +1,64 @@
+"""The paper's definitions the ledger uses: the per-sample CV of plain Hutchinson samples
+(predicted exactly from ‖∇²L‖_F² and Σ(∇²L)_ii²), Table III's relative error as its CI
+column implies, the λ match by λ·η·T, and the collapsed-run rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from tests.conftest import tiny_params
+from villani.claims.trace import TABLE3, cv_F, paper_lam_d_ratio
+from villani.collapse import is_collapsed
+from villani.plan.paper_lambda import PAPER_LR, PAPER_STEPS, equivalent_lambda, match, paper_equivalent
+
+
+def test_per_sample_cv_equals_that_of_plain_rademacher_samples_of_grad2F():
+    """vᵀ(H + λI)v over 200,000 Rademacher probes of a dense symmetric H: the sample CV is
+    what cv_F predicts from ‖H‖_F², ΣH_ii², tr H and λd."""
+    rng = np.random.default_rng(0)
+    d, lam = 40, 0.3
+    a = rng.normal(size=(d, d))
+    H = (a + a.T) / 2 + np.diag(rng.uniform(0, 3, d))
+    v = rng.choice([-1.0, 1.0], size=(200_000, d))
+    samples = np.einsum("ij,jk,ik->i", v, H + lam * np.eye(d), v)
+    row = pd.DataFrame({"trace_L_frob_sq": [np.sum(H * H)], "trace_L_diag_sq": [np.sum(np.diag(H) ** 2)],
+                        "laplacian_F": [np.trace(H) + lam * d]})
+    assert cv_F(row)[0] == pytest.approx(samples.std() / abs(samples.mean()), rel=0.01)
+
+
+def test_table3_relative_error_is_a_per_sample_cv():
+    """Table III's CI column is t₆₃·RelErr·Mean/√64 for every row (PTB): RelErr = std/mean of one sample."""
+    ci = {"zero": 0.048, "middle": 0.078, "strong": 0.73}
+    for name, (mean, rel) in TABLE3.items():
+        assert stats.t.ppf(0.975, 63) * rel * mean / 8 == pytest.approx(ci[name], rel=0.03)
+    assert paper_lam_d_ratio("strong") == pytest.approx(1e-2 * 1.25e8 / 58.4e8)
+
+
+def test_lambda_match_by_decay_budget():
+    p = tiny_params(train={"lambdas": [0.0, 0.0012, 0.012, 0.12], "lr": 3e-3, "steps": 240, "langevin": {"lambdas": []}})
+    strong = match(p, "strong")
+    assert strong.ours == 0.12 and strong.paper_budget == pytest.approx(1e-2 * PAPER_LR * PAPER_STEPS)
+    assert strong.our_budget == pytest.approx(0.12 * 3e-3 * 240)
+    assert match(p, "weak").ours == 0.0012 and match(p, "zero").ours == 0.0
+    assert equivalent_lambda(1e-3, lr=3e-3, steps=240) == pytest.approx(1e-3 * 8.4 / 0.72)
+    assert paper_equivalent(0.12, lr=3e-3, steps=240) == pytest.approx(0.12 * 0.72 / 8.4)
+    # the old rank rule mapped 10⁻² to the largest λ (here 1.0, ~9× the paper's budget): no match now
+    q = tiny_params(train={"lambdas": [0.0, 0.1, 1.0], "lr": 3e-3, "steps": 240, "langevin": {"lambdas": []}})
+    assert match(q, "strong").ours == 0.1 and match(q, "middle").ours is None and match(q, "weak").ours is None
+    assert "has no match" in match(q, "middle").text()
+    with pytest.raises(ValueError, match="paper λ name"):
+        match(q, "huge")
+
+
+def test_collapsed_rule():
+    v = 512
+    assert is_collapsed(0.5 * v, None, v) and not is_collapsed(0.5 * v - 1, None, v)
+    assert is_collapsed(None, 0.98 * math.log(v), v) and not is_collapsed(None, 0.97 * math.log(v), v)
+    assert is_collapsed(None, None, v) is None
+    with pytest.raises(ValueError, match="vocab_size"):
+        is_collapsed(1.0, 0.0, 1)
