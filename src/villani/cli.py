@@ -426,9 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     state at the step it reached, other commands left no partial output)."""
     from villani import stop
 
-    stop.install()
     try:
-        return _main(argv)
+        with stop.raising():
+            return _main(argv)
     except KeyboardInterrupt:  # before the command started (parsing, imports)
         if os.environ.get("VILLANI_TRACEBACK"):
             raise

@@ -8,7 +8,7 @@ signal is a request to stop:
 * ``villani train`` finishes the step it is in, writes its work state (atomically, as at
   every ``train.save_every``) and exits — a retry resumes at that very step, so a
   time-limit stop recomputes no step (:func:`deferred`, used by the training loop);
-* every other command stops at once (:func:`install`: the signal raises
+* every other command stops at once (:func:`raising`: the signal raises
   :class:`Stopped`, which unwinds like Ctrl-C); its outputs are written atomically, so
   none is left half-written.
 
@@ -44,11 +44,19 @@ def _raise(signum, frame) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
-def install() -> None:
-    """Make SIGTERM and SIGUSR1 raise :class:`Stopped` in the main thread (no-op elsewhere)."""
-    if _main_thread():
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, _raise)
+@contextmanager
+def raising() -> Iterator[None]:
+    """Within the block SIGTERM and SIGUSR1 raise :class:`Stopped` in the main thread (no-op
+    elsewhere); the previous handlers come back afterwards."""
+    if not _main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class StopFlag:
