@@ -22,7 +22,8 @@ from typing import Callable
 __all__ = ["Parser", "UsageError", "integer", "real", "device_name", "check_device", "common_options", "run_options",
            "MAX_PROBES", "MAX_COUNT"]
 
-# the parameter file's bound on measure.num_probes (villani/schemas/params.schema.yaml)
+# the parameter file's bound on measure.num_probes (villani/schemas/params.schema.yaml; the CLI
+# does not parse the schema at start-up, a test holds the three equal: diagnose_data's too)
 MAX_PROBES = 100_000
 # any other count of blocks, steps or eigenvalues
 MAX_COUNT = 1_000_000

@@ -236,3 +236,23 @@ def test_disk_full_names_the_file_being_written(tmp_path, monkeypatch):
         atomic.write_bytes(target, b"new figure")
     assert _one_line(e.value) == f"{target}: no space left on device; earlier results are intact (writes are atomic)"
     assert target.read_bytes() == b"old" and not list(target.parent.glob(".*.tmp"))
+
+
+def test_the_probe_bound_is_the_parameter_files():
+    from villani import cli_options
+    from villani.measure import diagnose_data
+    from villani.plan.config import load_schema
+
+    bound = load_schema()["properties"]["measure"]["properties"]["num_probes"]["maximum"]
+    assert cli_options.MAX_PROBES == diagnose_data.MAX_PROBES == bound
+
+
+def test_a_missing_file_says_which_command_writes_it(tmp_path):
+    from villani.data.blocks import load_blocks
+    from villani.io.results import REWRITE, read_stats
+
+    with pytest.raises(ValueError, match=r"stats\.json: data stats not found; run `villani tokenize`"):
+        read_stats(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"train\.parquet: blocks file not found; run `villani tokenize`"):
+        load_blocks(tmp_path / "train.parquet")
+    assert all("villani" in how or "workflow" in how for how in REWRITE.values())

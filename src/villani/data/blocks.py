@@ -65,7 +65,7 @@ def load_blocks(path: str | Path):
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: blocks file not found")
+        raise FileNotFoundError(f"{path}: blocks file not found; run `villani tokenize` (or the workflow) to write it")
     try:
         table = pq.read_table(path, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as e:

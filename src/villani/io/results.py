@@ -53,6 +53,30 @@ __all__ = [
     "rays_table", "landscape_surface", "bounds_summary", "bounds_frame", "cost_table",
 ]
 
+# --------------------------------------------------------------------------- missing files
+# what each file a stage reads is, and how to get it back when it is missing
+REWRITE = {
+    "data stats": "run `villani tokenize` (or the workflow) to write it",
+    "checkpoint metadata": "train the run: `villani train … --all` (or the workflow)",
+    "measurement": "run `villani measure` for it (or the workflow)",
+    "measurement samples": "rerun `villani measure` for it (or the workflow)",
+    "radial-ray samples": "run `villani rays` (or the workflow)",
+    "ray slopes": "rerun `villani rays` (or the workflow)",
+    "loss surface": "run `villani landscape --lam λ` (or the workflow)",
+    "surface metadata": "rerun `villani landscape --lam λ` (or the workflow)",
+    "bounds summary": "run `villani bounds` (or the workflow)",
+    "HVP cost sweep": "run `villani cost` (or the workflow)",
+    "training log": "retrain the segment: delete its segments/seg<end>.json and rerun the workflow",
+}
+
+
+def _read_json(path, what: str) -> Any:
+    """:func:`villani.io.atomic.read_json`; a missing file says which command writes it."""
+    if not Path(path).exists():
+        raise ValueError(f"{path}: {what} not found; {REWRITE[what]}")
+    return atomic.read_json(path, what)
+
+
 # --------------------------------------------------------------------------- data stats
 
 
@@ -60,7 +84,7 @@ def read_stats(data_dir: str | Path) -> dict[str, Any]:
     """The ``stats.json`` of a data folder (written by :func:`villani.data.tokenize`), checked
     (:func:`villani.io.validate.data_stats`)."""
     path = Path(data_dir) / "stats.json"
-    return validate.data_stats(atomic.read_json(path, "data stats"), path)
+    return validate.data_stats(_read_json(path, "data stats"), path)
 
 
 def data_stats(params: Mapping, root) -> dict[str, Any]:
@@ -87,7 +111,7 @@ def vocabulary(stats: Mapping) -> tuple[int, int | None]:
 def read_checkpoint_meta(path: str | Path) -> dict:
     """A checkpoint's JSON metadata (not verified against its files: see
     :func:`villani.training.checkpoint.read_meta`)."""
-    return validate.checkpoint_meta(atomic.read_json(path, "checkpoint metadata"), path)
+    return validate.checkpoint_meta(_read_json(path, "checkpoint metadata"), path)
 
 
 def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
@@ -128,7 +152,7 @@ def read_measure(path: str | Path, run: Run | None = None, step: int | None = No
     """A measure JSON, checked (:func:`villani.io.validate.measure_record`; with ``run`` and
     ``step``, its λ, seed, step and variant must be theirs): a one-line ValueError naming
     the file and field when missing, corrupt, ill-typed or NaN."""
-    rec = atomic.read_json(path, "measurement")
+    rec = _read_json(path, "measurement")
     ident = {} if run is None else dict(lam=run.lam, seed=run.seed, variant=run.variant)
     return validate.measure_record(rec, path, scalars=MEASURE_SCALARS, labels=MEASURE_LABELS,
                                    trace_fields=TRACE_FIELDS, step=step, **ident)
@@ -206,7 +230,7 @@ def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "ada
     path = layout.fmt(layout.MEASURE_PARQUET, root, dataset=params["data"]["name"], variant=variant, lam=lam,
                       seed=seed, step=step)
     if not path.exists():
-        raise ValueError(f"{path}: measurement samples not found")
+        raise ValueError(f"{path}: measurement samples not found; {REWRITE['measurement samples']}")
     try:
         df = pd.read_parquet(path)
     except Exception as e:  # pyarrow raises several classes
@@ -255,23 +279,23 @@ def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
     """``rays.csv`` and ``slopes.json`` of the dataset."""
     d = Path(layout.fmt(layout.RAYS_DIR, root, dataset=params["data"]["name"]))
     if not (d / "rays.csv").exists():
-        raise ValueError(f"{d / 'rays.csv'}: radial-ray samples not found")
-    return _read_csv(d / "rays.csv", "radial-ray samples", {}), atomic.read_json(d / "slopes.json", "ray slopes")
+        raise ValueError(f"{d / 'rays.csv'}: radial-ray samples not found; {REWRITE['radial-ray samples']}")
+    return _read_csv(d / "rays.csv", "radial-ray samples", {}), _read_json(d / "slopes.json", "ray slopes")
 
 
 def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, dict]:
     """``surface.csv`` and ``surface.json`` of one λ."""
     d = Path(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam))
     if not (d / "surface.csv").exists():
-        raise ValueError(f"{d / 'surface.csv'}: loss surface not found")
+        raise ValueError(f"{d / 'surface.csv'}: loss surface not found; {REWRITE['loss surface']}")
     return (_read_csv(d / "surface.csv", "loss surface", {}),
-            atomic.read_json(d / "surface.json", "surface metadata"))
+            _read_json(d / "surface.json", "surface metadata"))
 
 
 def bounds_summary(params: Mapping, root) -> dict:
     """``bounds.json`` of the dataset (rows and per-λ summary, see :mod:`villani.bounds.table`)."""
     path = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json"
-    return atomic.read_json(path, "bounds summary")
+    return _read_json(path, "bounds summary")
 
 
 def bounds_frame(params: Mapping, root) -> pd.DataFrame:
@@ -302,7 +326,7 @@ def cost_table(params: Mapping, root) -> pd.DataFrame:
     """``results/cost/{dataset}/hvp_cost.csv`` (the HVP cost sweep of Fig 10)."""
     path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     if not Path(path).exists():
-        raise ValueError(f"{path}: HVP cost sweep not found")
+        raise ValueError(f"{path}: HVP cost sweep not found; {REWRITE['HVP cost sweep']}")
     return _read_csv(path, "HVP cost sweep", {})
 
 
@@ -311,7 +335,7 @@ def _read_csv(path, what: str, required: Mapping[str, str]) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
     except FileNotFoundError:
-        raise ValueError(f"{path}: {what} not found") from None
+        raise ValueError(f"{path}: {what} not found; {REWRITE.get(what, 'rerun the workflow to write it')}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: {what} is corrupt ({' '.join(str(e).split())[:200]})") from None
     return validate.columns(df, path, required)

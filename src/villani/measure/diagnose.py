@@ -77,8 +77,10 @@ __all__ = ["PsiParts", "SignChange", "psi_of_lambda", "sign_changes", "describe_
            "CURVE_FILE", "JSON_FILE"]
 
 log = logging.getLogger(__name__)
-MAX_PROBES = 100_000  # as measure.num_probes (villani/schemas/params.schema.yaml)
 SCHEMA_VERSION = "villani.diagnose/1"
+NOTE = ("Ψ_s(λ) = −(tr∇²L + λd) + ‖∇L + λθ‖²/s at this θ for every λ (F_λ = L + λ/2‖θ‖², all parameters "
+        "regularised); only tr∇²L is estimated, so the band is the trace's 95% interval at every λ; "
+        "top_eigenvalues are of ∇²L (those of ∇²F_λ are λ larger)")
 JSON_FILE = "diagnosis.json"
 CURVE_FILE = "psi_of_lambda.csv"
 
@@ -307,50 +309,26 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
     ``min_distinct_tokens``: refuse a tokenizer that maps the text to fewer distinct tokens
     (:mod:`villani.measure.diagnose_data`).
     """
-    from villani.curvature import ModelHessian
     from villani.io.finite import check_finite
-    from villani.measure.diagnose_data import measurement_blocks_for
+    from villani.measure.diagnose_data import checked_counts, checked_seq_len, measurement_blocks_for
     from villani.model import describe_model, load_causal_lm, pick_device
     from villani.progress import Progress
-    from villani.stats import sample_stats
 
     t0 = time.perf_counter()
-    for name, value, least, most in (("--blocks", blocks, 1, 10**6), ("--batch-size", batch_size, 1, 10**6),
-                                     ("--probes", probes, 2, MAX_PROBES), ("--top-k", top_k, 1, 1000)):
-        if not least <= int(value) <= most:
-            raise ValueError(f"{name}: {value} is invalid (an integer ≥ {least} and ≤ {most:,})")
-    s_values = [float(s) for s in s_values]
-    if not s_values or any(not math.isfinite(s) or s <= 0 for s in s_values):
-        raise ValueError(f"--s: {s_values} is invalid (values > 0)")
-    lanczos_steps = int(lanczos_steps or max(3 * int(top_k), 20))
-    if lanczos_steps < int(top_k):
-        raise ValueError(f"--lanczos-steps: {lanczos_steps} < --top-k {top_k}")
+    s_values, lanczos_steps = checked_counts(blocks, batch_size, probes, top_k, s_values, lanczos_steps)
     dev = pick_device(device)
     model = load_causal_lm(model_ref)
-    max_pos = getattr(model.config, "max_position_embeddings", None)
-    seq_len = int(seq_len or min(256, max_pos or 256))
-    if seq_len < 2 or (max_pos is not None and seq_len > max_pos):
-        raise ValueError(f"--seq-len: {seq_len} is invalid (2 ≤ T ≤ the model's max_position_embeddings {max_pos})")
-    vocab = int(model.get_input_embeddings().num_embeddings)
+    seq_len = checked_seq_len(seq_len, getattr(model.config, "max_position_embeddings", None))
     data = measurement_blocks_for(data_cfg, tokenizer or model_ref, split=split, seq_len=seq_len, blocks=blocks,
-                                  set_seed=set_seed, vocab_size=vocab, min_distinct=min_distinct_tokens,
+                                  set_seed=set_seed, vocab_size=int(model.get_input_embeddings().num_embeddings),
+                                  min_distinct=min_distinct_tokens,
                                   model_ref=str(model_ref), key="--tokenizer" if tokenizer else "--model (its tokenizer)")
     batches = [b.to(dev) for b in data["blocks"].split(int(batch_size))]
     arch = describe_model(model)
     if sharded != "fsdp":  # fully_shard moves each unit's shards to the device itself
         model = model.to(dev)
     t1 = time.perf_counter()
-    if sharded is None:
-        op = ModelHessian(model, batches)
-        world = 1
-    else:
-        import torch.distributed as dist
-
-        world = dist.get_world_size()
-        if len(batches) < world:
-            raise ValueError(f"--blocks/--batch-size: {len(batches)} micro-batches for {world} processes; "
-                             "every process needs at least one")
-        op = _sharded_operator(model, batches, sharded, dev)
+    op, world = _operator(model, batches, sharded, dev)
     with Progress(f"diagnose {Path(str(model_ref).rstrip('/')).name}", int(probes) + lanczos_steps, unit="HVP",
                   logger=log) as bar:
         m = measure_parts(op, probes=probes, probe_seed=probe_seed, top_k=top_k, lanczos_steps=lanczos_steps,
@@ -362,45 +340,23 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
                   "theta_sq_norm": parts.theta_sq}, where)
     check_finite(est.samples, where, "trace_L samples")
     grid = np.asarray(lam_grid, dtype=float) if lam_grid is not None else default_lam_grid(parts, s_values)
-    curves, per_s = [], {}
-    for s in s_values:
-        curve = psi_of_lambda(parts, grid, s)
-        curves.append(curve.assign(s=s))
-        a, b, c = parts.coefficients(s)
-        changes = sign_changes(parts, s)
-        at_zero = psi_of_lambda(parts, [0.0], s).iloc[0]
-        per_s[psi_key(s)] = {
-            "coefficients": {"lam_sq": a, "lam": b, "const": c},
-            "psi_at_zero": float(at_zero["psi_s"]),
-            "psi_at_zero_ci95": None if parts.trace_L_ci95 is None else [float(at_zero["psi_s_lo"]),
-                                                                        float(at_zero["psi_s_hi"])],
-            "sign_changes": [sc.to_dict() for sc in changes],
-            "positive_for_large_lam": a > 0,
-        }
-    st = sample_stats(est.samples)
+    curve, per_s = _psi_curves(parts, s_values, grid)
     record = {
         "schema": SCHEMA_VERSION,
         "model": {"source": str(model_ref), **arch},
         "tokenizer": str(tokenizer or model_ref),
         "data": {"source": data["source"], "revision": data_cfg.get("revision"), "source_commit": data["source_commit"],
                  "text_column": data_cfg.get("text_column"), "split": split, "split_origin": data["origin"],
-                 "text_sha256": data["text_sha256"], "split_tokens": data["tokens"],
-                 "split_blocks": data["split_blocks"], "distinct_tokens": data["distinct_tokens"],
-                 "seq_len": seq_len, "blocks": int(blocks), "set_seed": int(set_seed), "batch_size": int(batch_size),
-                 "ids": data["ids"].tolist(), "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))},
+                 **{k: data[k] for k in ("text_sha256", "split_blocks", "distinct_tokens")},
+                 "split_tokens": data["tokens"], "seq_len": seq_len, "blocks": int(blocks), "set_seed": int(set_seed),
+                 "batch_size": int(batch_size), "ids": data["ids"].tolist(),
+                 "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))},
         "measurement": {"operator": type(op).__name__, "sharded": sharded, "world_size": world, "device": dev.type,
                         "dtype": str(next(iter(model.parameters())).dtype).replace("torch.", ""),
                         "probes": int(probes), "probe_seed": int(probe_seed), "top_k": int(top_k),
                         "lanczos_steps": lanczos_steps, "basis_device": basis_device},
-        "d": parts.d,
-        "loss": m["loss"],
-        "theta_sq_norm": parts.theta_sq,
-        "grad_L_sq_norm": parts.grad_L_sq,
-        "theta_dot_grad_L": parts.theta_dot_grad_L,
-        "trace_L": {"mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(parts.trace_L_ci95)
-                    if parts.trace_L_ci95 else None, "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p,
-                    "frob_sq": None if est.frob_sq is None else float(est.frob_sq), "num_probes": est.num_probes,
-                    "samples": [float(x) for x in est.samples], "estimator": "hutchinson (Rademacher)"},
+        "d": parts.d, "loss": m["loss"], "theta_sq_norm": parts.theta_sq, "grad_L_sq_norm": parts.grad_L_sq,
+        "theta_dot_grad_L": parts.theta_dot_grad_L, "trace_L": _trace_record(est, parts),
         "spectrum_of": "hessian_L",
         "top_eigenvalues": [float(x) for x in top.values],
         "top_residuals": [float(x) for x in top.residuals],
@@ -411,14 +367,57 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
         "seconds": {"load": round(t1 - t0, 3), "measure": round(t2 - t1, 3),
                     "total": round(time.perf_counter() - t0, 3)},
         "versions": _versions(),
-        "note": ("Ψ_s(λ) = −(tr∇²L + λd) + ‖∇L + λθ‖²/s at this θ for every λ (F_λ = L + λ/2‖θ‖², all parameters "
-                 "regularised); only tr∇²L is estimated, so the band is the trace's 95% interval at every λ; "
-                 "top_eigenvalues are of ∇²L (those of ∇²F_λ are λ larger)"),
+        "note": NOTE,
     }
-    curve = pd.concat(curves, ignore_index=True)[["s", "lam", "laplacian_F", "grad_F_sq", "psi_s", "psi_s_lo",
-                                                   "psi_s_hi"]]
     check_finite(record, where)
     return record, curve
+
+
+def _trace_record(est, parts: PsiParts) -> dict:
+    """The ``trace_L`` entry of diagnosis.json: the Hutchinson estimate, its samples and statistics."""
+    from villani.stats import sample_stats
+
+    st = sample_stats(est.samples)
+    return {"mean": st.mean, "std": st.std, "stderr": st.stderr,
+            "ci95": list(parts.trace_L_ci95) if parts.trace_L_ci95 else None, "rel_stderr": st.rel_stderr,
+            "shapiro_p": st.shapiro_p, "frob_sq": None if est.frob_sq is None else float(est.frob_sq),
+            "num_probes": est.num_probes, "samples": [float(x) for x in est.samples],
+            "estimator": "hutchinson (Rademacher)"}
+
+
+def _operator(model, batches, sharded: str | None, dev: torch.device):
+    """(Hessian operator of L, number of processes): ``ModelHessian`` on one process, else
+    :func:`_sharded_operator` under the initialised process group."""
+    from villani.curvature import ModelHessian
+
+    if sharded is None:
+        return ModelHessian(model, batches), 1
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    if len(batches) < world:
+        raise ValueError(f"--blocks/--batch-size: {len(batches)} micro-batches for {world} processes; "
+                         "every process needs at least one")
+    return _sharded_operator(model, batches, sharded, dev), world
+
+
+def _psi_curves(parts: PsiParts, s_values: Sequence[float], grid) -> tuple[pd.DataFrame, dict]:
+    """(the curve of every s on ``grid``, per s: coefficients, Ψ_s(0) with its CI, sign changes)."""
+    curves, per_s = [], {}
+    for s in s_values:
+        curves.append(psi_of_lambda(parts, grid, s).assign(s=s))
+        a, b, c = parts.coefficients(s)
+        at_zero = psi_of_lambda(parts, [0.0], s).iloc[0]
+        per_s[psi_key(s)] = {
+            "coefficients": {"lam_sq": a, "lam": b, "const": c},
+            "psi_at_zero": float(at_zero["psi_s"]),
+            "psi_at_zero_ci95": None if parts.trace_L_ci95 is None else [float(at_zero["psi_s_lo"]),
+                                                                        float(at_zero["psi_s_hi"])],
+            "sign_changes": [sc.to_dict() for sc in sign_changes(parts, s)],
+            "positive_for_large_lam": a > 0,
+        }
+    curve = pd.concat(curves, ignore_index=True)
+    return curve[["s", "lam", "laplacian_F", "grad_F_sq", "psi_s", "psi_s_lo", "psi_s_hi"]], per_s
 
 
 def _versions() -> dict[str, str]:

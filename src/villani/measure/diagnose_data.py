@@ -17,13 +17,41 @@ tokenizers like any other (:func:`villani.data.tokenizer.load_pretrained`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["measurement_blocks_for", "check_vocabulary", "check_distinct_tokens"]
+__all__ = ["measurement_blocks_for", "check_vocabulary", "check_distinct_tokens", "checked_counts",
+           "checked_seq_len", "MAX_PROBES"]
+
+MAX_PROBES = 100_000  # as measure.num_probes (villani/schemas/params.schema.yaml)
+
+
+def checked_counts(blocks, batch_size, probes, top_k, s_values, lanczos_steps) -> tuple[list[float], int]:
+    """(s values, Lanczos steps), the counts checked against their bounds (``--probes`` ≤
+    100,000 as ``measure.num_probes``); a bad one is a one-line ValueError naming its option."""
+    for name, value, least, most in (("--blocks", blocks, 1, 10**6), ("--batch-size", batch_size, 1, 10**6),
+                                     ("--probes", probes, 2, MAX_PROBES), ("--top-k", top_k, 1, 1000)):
+        if not least <= int(value) <= most:
+            raise ValueError(f"{name}: {value} is invalid (an integer ≥ {least} and ≤ {most:,})")
+    s_values = [float(s) for s in s_values]
+    if not s_values or any(not math.isfinite(s) or s <= 0 for s in s_values):
+        raise ValueError(f"--s: {s_values} is invalid (values > 0)")
+    lanczos_steps = int(lanczos_steps or max(3 * int(top_k), 20))
+    if lanczos_steps < int(top_k):
+        raise ValueError(f"--lanczos-steps: {lanczos_steps} < --top-k {top_k}")
+    return s_values, lanczos_steps
+
+
+def checked_seq_len(seq_len: int | None, max_pos: int | None) -> int:
+    """``--seq-len`` (default min(256, the model's positions)), checked against the model."""
+    seq_len = int(seq_len or min(256, max_pos or 256))
+    if seq_len < 2 or (max_pos is not None and seq_len > max_pos):
+        raise ValueError(f"--seq-len: {seq_len} is invalid (2 ≤ T ≤ the model's max_position_embeddings {max_pos})")
+    return seq_len
 
 
 def check_vocabulary(tokenizer: str, vocab: int, embedding_rows: int, model_ref: str, key: str) -> None:
