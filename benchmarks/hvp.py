@@ -20,7 +20,7 @@ product and rebuilt product, above what was live before.
     python benchmarks/hvp.py                       # CPU, tiny GPT-Neo (d ≈ 1.02M), 8×128 tokens
     python benchmarks/hvp.py --threads 1
     python benchmarks/hvp.py --device cuda --k 8   # on a GPU: batched products too
-    python benchmarks/hvp.py --mode regimes --model gpt-neo-125m --batch 1 --seq 256 --threads 1 --repeats 3
+    python benchmarks/hvp.py --mode regimes --model gpt-neo-125m --batch 1 --seq 256 --threads 1 --repeats 2
 
 Requires the test-only anchors: ``pip install --no-deps -r requirements/oracle.txt``.
 """
