@@ -3,10 +3,13 @@ measure jobs, and the preset ratio measurement/training on the shipped PTB prese
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from villani.measure import cost_model as cm
 from villani.plan.config import load_params
+from villani.plan.schedule import checkpoint_steps
 
 
 def test_token_equivalents_is_the_stated_sum():
@@ -83,3 +86,21 @@ def test_spectrum_schedule_keeps_the_ends():
     assert [s for s in steps if cm.spectrum_at(4, s, steps)] == [0, 40, 50]
     with pytest.raises(ValueError, match="measure.spectrum_every: 0"):
         cm.spectrum_at(0, 0, steps)
+
+
+def test_every_measure_json_records_its_counts(measured, micro):
+    """measure_checkpoint's ``cost``: every product on the whole set, one graph (kept on CPU),
+    the gradient-noise batches at the first and last checkpoint, the validation forward pass."""
+    p, _ = micro
+    steps = checkpoint_steps(p["train"])
+    for (lam, step), path in measured.items():
+        rec = json.loads(open(path).read())
+        c = cm.counts_from_record(rec, path)
+        tokens = rec["measurement_set"]["num_tokens"]
+        assert c.products == rec["hvp_count"] and c.graph_builds == 1 and rec["cost"]["graph_kept"]
+        assert c.product_tokens == c.products * tokens and c.build_tokens == tokens
+        assert rec["cost"]["tokens_per_product"] == tokens and c.forward_tokens == rec["val_tokens"]
+        noise = rec["grad_noise"]
+        want = 0 if noise is None else noise["num_batches"] * noise["batch_size"] * (p["data"]["seq_len"] - 1)
+        assert c.gradient_tokens == want and (noise is not None) == (step in (steps[0], steps[-1]))
+        assert rec["cost"]["training_token_equivalents"] == pytest.approx(cm.token_equivalents(c), rel=1e-12)
