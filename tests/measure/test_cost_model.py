@@ -104,3 +104,10 @@ def test_every_measure_json_records_its_counts(measured, micro):
         want = 0 if noise is None else noise["num_batches"] * noise["batch_size"] * (p["data"]["seq_len"] - 1)
         assert c.gradient_tokens == want and (noise is not None) == (step in (steps[0], steps[-1]))
         assert rec["cost"]["training_token_equivalents"] == pytest.approx(cm.token_equivalents(c), rel=1e-12)
+
+
+def test_sweep_arms_at_the_ends_drop_their_inner_checkpoints():
+    p = load_params(["configs/ptb.yaml"])
+    plan = cm.preset_plan(p, probes=16, memory_bytes=80e9, sweep_at_ends=True)
+    counts = [n for n, _ in plan["jobs"]]
+    assert counts[0] == counts[-1] == plan["runs"] and set(counts[1:-1]) == {plan["runs"] - 2 * 12}  # 2 lr × 4 λ × 3 seeds

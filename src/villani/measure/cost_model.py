@@ -203,18 +203,22 @@ def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
 
 
 def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,
-                trace_probes: int | None = None, d: int = 125_198_592, val_tokens: int = 0) -> dict:
+                trace_probes: int | None = None, d: int = 125_198_592, val_tokens: int = 0,
+                sweep_at_ends: bool = False) -> dict:
     """Every measure job of a preset (every run × checkpoint) as (count, :class:`Counts`),
     with ``probes`` Hutchinson probes at spectrum checkpoints and ``trace_probes`` (default
     the same) elsewhere; the graph kept if it fits ``memory_bytes`` (:func:`graph_fits`);
     the gradient-noise batches at the first and last checkpoint; ``val_tokens`` forward
-    tokens per job. Training tokens: runs × steps × batch × sequence length."""
+    tokens per job. Training tokens: runs × steps × batch × sequence length. With
+    ``sweep_at_ends`` the lr/warm-up sweep arms are measured at their first and last
+    checkpoint only (a DAG change: today every run is measured at every checkpoint)."""
     from villani.measure.checkpoint import slq_starts
-    from villani.plan.runs import runs
+    from villani.plan.runs import runs, sweep_variants
     from villani.plan.schedule import checkpoint_steps
 
     t, me, T = params["train"], params["measure"], int(params["data"]["seq_len"])
     n_runs, steps = len(list(runs(params))), checkpoint_steps(t)
+    n_sweep = len(list(runs(params, sweep_variants(params)))) if sweep_at_ends else 0
     block_tokens = T - 1
     tokens = int(me["blocks"]) * block_tokens
     keeps = graph_fits(tokens, memory_bytes)
@@ -227,6 +231,6 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
                            slq_starts=slq_starts(me, d, step, steps)[0], keeps_graph=keeps, spectrum=spectrum,
                            schedule=schedule, noise_tokens=noise if step in (steps[0], steps[-1]) else 0,
                            val_tokens=val_tokens)
-        jobs.append((n_runs, c))
+        jobs.append((n_runs - (0 if step in (steps[0], steps[-1]) else n_sweep), c))
     return {"runs": n_runs, "steps": steps, "jobs": jobs, "keeps_graph": keeps, "tokens_per_product": tokens,
             "train_tokens": n_runs * int(t["steps"]) * int(t["batch_size"]) * T}
