@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import asdict
 from typing import Any, Mapping
 
 import numpy as np
@@ -59,6 +60,7 @@ from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
 from villani.io.results import data_stats, vocabulary
+from villani.measure.cost_model import Counts, token_equivalents
 from villani.measure.grad_noise import gradient_noise
 from villani.measure.measurement_set import (
     mean_token_loss,
@@ -75,11 +77,11 @@ from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["measure_checkpoint", "ci_target", "slq_starts", "SCHEMA_VERSION", "NOTE", "PRECISION"]
+__all__ = ["measure_checkpoint", "ci_target", "slq_starts", "cost_counts", "SCHEMA_VERSION", "NOTE", "PRECISION"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "villani.measure/1"
+SCHEMA_VERSION = "villani.measure/2"  # /2: the `cost` object (counts of products, graph builds, tokens)
 NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson with Rademacher probes, deflated: "
         "tr(QᵀHQ) exact from the top-k Lanczos basis plus Hutchinson on the remainder); "
         "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
@@ -186,43 +188,46 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device, bar=bar)
 
 
-def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
-    t_start = time.perf_counter()
-    bar.phase("load")
-    me, ds = params["measure"], params["data"]["name"]
-    lam, seed, step = float(lam), int(seed), int(step)
-    run = Run(ds, variant, lam, seed)
-    ident = dict(dataset=ds, variant=variant, lam=lam, seed=seed)
-    steps = checkpoint_steps(params["train"])
-    if step not in steps:
-        raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
-    ckpt = run.path(layout.CKPT_DIR, root, step=step)
-    where = f"{ckpt}"
-    timing: dict[str, float] = {}
+class _Clock:
+    """Seconds per phase (``seconds_breakdown``), and the progress bar's phase names."""
 
-    def lap(name: str, t0: float) -> float:
+    def __init__(self, bar: Progress):
+        self.bar, self.t0, self.t = bar, time.perf_counter(), time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def start(self, name: str, **kw) -> None:
+        self.bar.phase(name, **kw)
+
+    def lap(self, name: str) -> None:
         t1 = time.perf_counter()
-        timing[name] = round(t1 - t0, 4)
-        return t1
+        self.laps[name] = round(t1 - self.t, 4)
+        self.t = t1
 
-    t = time.perf_counter()
+    def total(self) -> float:
+        self.laps["total_before_write"] = round(time.perf_counter() - self.t0, 4)
+        return self.laps["total_before_write"]
+
+
+def _load(params: Mapping, run: Run, step: int, root, device, clock: _Clock) -> dict:
+    """Model, measurement batches and the validation loss of one checkpoint."""
+    me = params["measure"]
+    clock.start("load")
     model, meta = load_run_model(params, root, run, step, device)
     dev = next(model.parameters()).device
     train = train_blocks(params, root)
     ids, batches = measurement_batches(params, root, dev, train=train)
-    t = lap("load", t)
-
-    bar.phase("validation")
+    clock.lap("load")
+    clock.start("validation")
     val = load_split(params, root, "validation")
     val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
-    check_finite(val_loss, where, "val_loss")
-    t = lap("validation", t)
+    clock.lap("validation")
+    return dict(model=model, meta=meta, dev=dev, train=train, ids=ids, batches=batches, val_loss=val_loss,
+                val_tokens=int(val_tokens), root=root)
 
-    bar.phase("gradient")
-    H = ModelHessian(model, batches, lam=0.0, method=me["hvp_method"])
-    d = H.dim
+
+def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
+    """‖θ‖² and the exact first-order quantities (loss, ‖∇L‖², ‖∇F‖², θ·∇L), in float64."""
     theta = H.flat_params().double()
-    theta_sq = float(theta.square().sum())
     loss = H.data_loss()
     check_finite(loss, where, "loss")
     gL = H.data_grad().double()
@@ -230,89 +235,111 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     first = {"loss": loss, "grad_L_sq_norm": float(gL.square().sum()), "grad_F_sq_norm": float(gF.square().sum()),
              "theta_dot_grad_L": float(theta @ gL)}
     check_finite(first, where)
-    t = lap("gradient", t)
+    return float(theta.square().sum()), first
 
-    seed_p, estimator = int(me["probe_seed"]), me.get("trace_estimator", "hutchinson")
-    deflate = estimator == "deflated"
-    hessian_F = ShiftedOperator(H, lam)
+
+def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[int], grad_F_sq: float,
+               clock: _Clock, where: str) -> dict:
+    """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F."""
+    bar = clock.bar
+    seed_p, deflate = int(me["probe_seed"]), me.get("trace_estimator", "hutchinson") == "deflated"
+    hessian_F, d = ShiftedOperator(H, lam), H.dim
     n_starts, full_density = slq_starts(me, d, step, steps)
     m_max, slq_rest = int(me["num_probes"]), (n_starts - 1) * int(me["slq_steps"])
-    bar.phase("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
+    clock.start("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
     top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
                           keep_basis=deflate, tol=me.get("lanczos_tol"),
                           callback=bar.counter(0, running_top_eigenvalue))
-    t = lap("lanczos", t)
+    clock.lap("lanczos")
     deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
-    bar.phase("hutchinson", total=top.num_matvecs + m_max + slq_rest)
+    clock.start("hutchinson", total=top.num_matvecs + m_max + slq_rest)
     est = hutchinson(H, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
-                     deflation=deflation, target=ci_target(me, first["grad_F_sq_norm"], lam, d),
+                     deflation=deflation, target=ci_target(me, grad_F_sq, lam, d),
                      callback=bar.counter(top.num_matvecs, running_trace))
     check_finite(est.samples, where, "trace_L samples")
     del deflation
-    t = lap("hutchinson", t)
-    bar.phase("slq", total=top.num_matvecs + est.num_matvecs + slq_rest)
+    clock.lap("hutchinson")
+    clock.start("slq", total=top.num_matvecs + est.num_matvecs + slq_rest)
     density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
                   callback=bar.counter(top.num_matvecs + est.num_matvecs))
-    t = lap("slq", t)
+    clock.lap("slq")
+    kept = H._reuse is not False  # ModelHessian keeps the graph unless it found it does not fit (CUDA)
     H.release()
-    timing["of_which_hvp_graph_build"] = round(H.build_seconds, 4)  # forward + first backward, in the phases above
+    return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
+                graph_kept=kept, build_seconds=H.build_seconds)
 
+
+def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int) -> dict:
+    """The ``cost`` object of a measure JSON (:class:`villani.measure.cost_model.Counts` and
+    its token-equivalents): every product on the whole measurement set; one graph build
+    when ModelHessian kept the graph, else one per product plus ∇L by a plain gradient."""
+    c = Counts(products, 1 if graph_kept else products, products * tokens, tokens if graph_kept else products * tokens,
+               noise_tokens + (0 if graph_kept else tokens), val_tokens)
+    return {**asdict(c), "graph_kept": bool(graph_kept), "tokens_per_product": int(tokens),
+            "training_token_equivalents": token_equivalents(c)}
+
+
+def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
+    clock = _Clock(bar)
+    ds, lam, seed, step = params["data"]["name"], float(lam), int(seed), int(step)
+    run, steps = Run(ds, variant, lam, seed), checkpoint_steps(params["train"])
+    if step not in steps:
+        raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
+    ckpt = run.path(layout.CKPT_DIR, root, step=step)
+    where = f"{ckpt}"
+    job = _load(params, run, step, root, device, clock)
+    check_finite(job["val_loss"], where, "val_loss")
+    clock.start("gradient")
+    H = ModelHessian(job["model"], job["batches"], lam=0.0, method=params["measure"]["hvp_method"])
+    theta_sq, first = _first_order(H, lam, where)
+    clock.lap("gradient")
+    cur = _curvature(params["measure"], H, lam, step, steps, first["grad_F_sq_norm"], clock, where)
     noise = None
     if step in (steps[0], steps[-1]):
-        bar.phase("grad_noise")
-        noise = gradient_noise(model, train, params, dev)
-        t = lap("grad_noise", t)
+        clock.start("grad_noise")
+        noise = gradient_noise(job["model"], job["train"], params, job["dev"])
+        clock.lap("grad_noise")
+    rec = _record(params, run, step, str(ckpt), job, H, theta_sq, first, cur, noise)
+    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(cur["est"], H.names, job["model"].config.model_type)
+    rec.update(block_traces=group_tr, block_traces_stderr=group_err, tensor_traces=tensor_tr)
+    frame = _samples_frame(cur["est"], gs, gnames, cur["top"], cur["density"], rec["lam_d"], noise)
+    check_finite(rec, where)
+    check_finite(frame["value"].to_numpy(), where, "samples")
+    rec["seconds"] = clock.total()
+    # forward + first backward of every graph build, inside the phases above
+    rec["seconds_breakdown"] = {**clock.laps, "of_which_hvp_graph_build": round(cur["build_seconds"], 4)}
+    ident = dict(dataset=ds, variant=variant, lam=lam, seed=seed)
+    out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
+    out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
+    atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic.write_json(out_json, rec)
+    return str(out_json)
 
-    st = sample_stats(est.samples)
-    ci = est.ci95 if est.num_probes >= 2 else None  # t-based, or Stein's with a CI target
-    lam_d = lam * d
-    lap_F = st.mean + lam_d
-    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(est, H.names, model.config.model_type)
-    lam_max = float(top.values[0])
-    lam_med = float(density.quantile(0.5))
+
+def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
+    """The ``trace_L`` object: the estimate of tr ∇²L, its CI, and how it was made."""
+    est, deflate = cur["est"], cur["deflate"]
+    return {
+        "mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(ci) if ci else None,
+        "cv": st.cv, "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p,
+        "frob_sq": float(est.frob_sq), "diag_sq": None if est.diag_sq is None else float(est.diag_sq),
+        "num_probes": est.num_probes, "probe_seed": cur["seed_p"], "first_probe": 1 if deflate else 0,
+        "estimator": ESTIMATOR_NAMES["deflated" if deflate else "hutchinson"],
+        "deflation_rank": est.deflation_rank, "exact_part": est.exact_part,
+        "remainder_frob_sq": est.remainder_frob_sq, "remainder_diag_sq": est.remainder_diag_sq,
+        "max_probes": est.max_probes,
+        "min_probes": int(me.get("min_probes", 8)) if est.target_half_width is not None else None,
+        "target_half_width": est.target_half_width,
+        "ci_rule": "t" if est.target_half_width is None else "stein two-stage",
+    }
+
+
+def _spectrum_fields(me: Mapping, cur: dict) -> dict:
+    """Top-k Ritz values and residuals, λ_median with its interval, the Lanczos and SLQ settings."""
+    top, density = cur["top"], cur["density"]
+    lam_max, lam_med = float(top.values[0]), float(density.quantile(0.5))
     med_lo, med_hi = density.quantile_interval(0.5)
-    vocab, _ = vocabulary(data_stats(params, root))
-    gF_sq = first["grad_F_sq_norm"]
-    rec: dict[str, Any] = {
-        "schema": SCHEMA_VERSION,
-        "dataset": ds, "variant": variant, "lam": lam, "seed": seed, "step": step,
-        "checkpoint": str(ckpt), "weights_sha256": meta["weights_sha256"],
-        "tokens_seen": int(meta["tokens_seen"]), "wall_clock_s": float(meta["wall_clock_s"]),
-        "train_loss": meta.get("train_loss"), "decay_mode": meta.get("decay_mode"),
-        "decay_params": meta.get("decay_params"),
-        "d": int(d), "d_check": int(num_params(model)), "vocab_size": vocab,
-        "measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "num_tokens": int(H.num_tokens),
-                            "batch_size": int(me["batch_size"]), "ids": ids.tolist()},
-        "theta_sq_norm": theta_sq,
-        "loss": loss, "F": loss + 0.5 * lam * theta_sq,
-        "val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_tokens": int(val_tokens),
-        **{k: first[k] for k in ("grad_L_sq_norm", "grad_F_sq_norm", "theta_dot_grad_L")},
-        "s_values": [float(s) for s in me["s_values"]],
-        "trace_L": {
-            "mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(ci) if ci else None,
-            "cv": st.cv, "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p,
-            "frob_sq": float(est.frob_sq), "diag_sq": None if est.diag_sq is None else float(est.diag_sq),
-            "num_probes": est.num_probes, "probe_seed": seed_p, "first_probe": 1 if deflate else 0,
-            "estimator": ESTIMATOR_NAMES[estimator],
-            "deflation_rank": est.deflation_rank, "exact_part": est.exact_part,
-            "remainder_frob_sq": est.remainder_frob_sq, "remainder_diag_sq": est.remainder_diag_sq,
-            "max_probes": est.max_probes, "min_probes": int(me.get("min_probes", 8)) if est.target_half_width
-            is not None else None, "target_half_width": est.target_half_width,
-            "ci_rule": "t" if est.target_half_width is None else "stein two-stage",
-        },
-        "lam_d": lam_d,
-        "laplacian_F": lap_F,
-        "laplacian_F_ci95": None if ci is None else [ci[0] + lam_d, ci[1] + lam_d],
-        "psi_s": {psi_key(s): psi_s(st.mean, gF_sq, lam, d, s) for s in me["s_values"]},
-        "psi_s_ci95": None if ci is None else {
-            psi_key(s): psi_s_interval(ci, gF_sq, lam, d, s) for s in me["s_values"]},
-        "block_traces": group_tr,
-        "block_traces_stderr": group_err,
-        "tensor_traces": tensor_tr,
-        "predicted_cv": _predicted_cv(est, st.mean),
-        "predicted_cv_plain": predicted_cv(est.frob_sq, st.mean, est.num_probes,
-                                           None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
-        "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
+    return {
         "spectrum_of": "hessian_F",
         "top_eigenvalues": top.values.tolist(),
         "top_residuals": top.residuals.tolist(),
@@ -324,27 +351,58 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
                     "tol": me.get("lanczos_tol"),
                     "max_rel_residual": float(np.max(top.residuals / np.maximum(np.abs(top.values), 1e-300)))},
         "slq": {"num_probes": int(density.num_probes), "max_probes": int(me["slq_probes"]),
-                "cdf_tol": me.get("slq_cdf_tol"), "full_density": full_density,
+                "cdf_tol": me.get("slq_cdf_tol"), "full_density": cur["full_density"],
                 "steps_first": int(top.lanczos.num_steps), "steps": int(me["slq_steps"]),
                 "trace_F_samples": density.trace_samples.tolist(), "breakdown": bool(density.breakdown)},
-        "hvp_count": int(est.num_matvecs + top.num_matvecs + density.num_matvecs),
+    }
+
+
+def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: ModelHessian, theta_sq: float,
+            first: dict, cur: dict, noise: dict | None) -> dict[str, Any]:
+    """The measure JSON (keys: docs/measurements.md), without the per-block traces and timings."""
+    me, meta, est = params["measure"], job["meta"], cur["est"]
+    lam, d = run.lam, int(H.dim)
+    st = sample_stats(est.samples)
+    ci = est.ci95 if est.num_probes >= 2 else None  # t-based, or Stein's with a CI target
+    lam_d, gF_sq = lam * d, first["grad_F_sq_norm"]
+    products = int(est.num_matvecs + cur["top"].num_matvecs + cur["density"].num_matvecs)
+    noise_tokens = 0 if noise is None else int(noise["num_batches"]) * int(noise["batch_size"]) * (
+        int(job["batches"][0].shape[1]) - 1)
+    return {
+        "schema": SCHEMA_VERSION,
+        "dataset": run.dataset, "variant": run.variant, "lam": lam, "seed": run.seed, "step": step,
+        "checkpoint": ckpt, "weights_sha256": meta["weights_sha256"],
+        "tokens_seen": int(meta["tokens_seen"]), "wall_clock_s": float(meta["wall_clock_s"]),
+        "train_loss": meta.get("train_loss"), "decay_mode": meta.get("decay_mode"),
+        "decay_params": meta.get("decay_params"),
+        "d": d, "d_check": int(num_params(job["model"])), "vocab_size": vocabulary(data_stats(params, job["root"]))[0],
+        "measurement_set": {"blocks": len(job["ids"]), "set_seed": int(me["set_seed"]), "num_tokens": int(H.num_tokens),
+                            "batch_size": int(me["batch_size"]), "ids": job["ids"].tolist()},
+        "theta_sq_norm": theta_sq,
+        "loss": first["loss"], "F": first["loss"] + 0.5 * lam * theta_sq,
+        "val_loss": job["val_loss"], "val_ppl": math.exp(job["val_loss"]), "val_tokens": job["val_tokens"],
+        **{k: first[k] for k in ("grad_L_sq_norm", "grad_F_sq_norm", "theta_dot_grad_L")},
+        "s_values": [float(s) for s in me["s_values"]],
+        "trace_L": _trace_fields(me, cur, st, ci),
+        "lam_d": lam_d,
+        "laplacian_F": st.mean + lam_d,
+        "laplacian_F_ci95": None if ci is None else [ci[0] + lam_d, ci[1] + lam_d],
+        "psi_s": {psi_key(s): psi_s(st.mean, gF_sq, lam, d, s) for s in me["s_values"]},
+        "psi_s_ci95": None if ci is None else {
+            psi_key(s): psi_s_interval(ci, gF_sq, lam, d, s) for s in me["s_values"]},
+        "predicted_cv": _predicted_cv(est, st.mean),
+        "predicted_cv_plain": predicted_cv(est.frob_sq, st.mean, est.num_probes,
+                                           None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
+        "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
+        **_spectrum_fields(me, cur),
+        "hvp_count": products,
+        "cost": cost_counts(products, int(H.num_tokens), graph_kept=cur["graph_kept"], noise_tokens=noise_tokens,
+                            val_tokens=job["val_tokens"]),
         "hvp_method": me["hvp_method"],
         "precision": PRECISION,
         "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],
         "grad_noise": None if noise is None else {k: noise[k] for k in ("num_batches", "batch_size", "mean_grad_sq_norm")},
-        "device": dev.type,
+        "device": job["dev"].type,
         "torch_version": torch.__version__,
         "note": NOTE,
     }
-    frame = _samples_frame(est, gs, gnames, top, density, lam_d, noise)
-    check_finite(rec, where)
-    check_finite(frame["value"].to_numpy(), where, "samples")
-    timing["total_before_write"] = round(time.perf_counter() - t_start, 4)
-    rec["seconds"] = timing["total_before_write"]
-    rec["seconds_breakdown"] = timing
-    out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
-    out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
-    atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
-    atomic.write_json(out_json, rec)
-    return str(out_json)
-

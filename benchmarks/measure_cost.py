@@ -1,0 +1,147 @@
+"""Measurement at the price of its training (issue 24): today's and the new preset ratio.
+
+    python benchmarks/measure_cost.py --results results --params params.yaml --run adamw,1.0,0,240 --threads 1
+
+1. On one trained checkpoint of the default run (``--run variant,λ,seed,step``) it measures
+   the doubly stochastic trace's variance components (:mod:`villani.curvature.doubly_stochastic`:
+   ``--groups`` groups of ``--ds-probes`` probes on one measurement block each): the
+   between-block variance of one block's trace σ²_B,1 and the probe variance σ²_v, both
+   relative to tr². The plain and deflated probes' relative variances come from that
+   checkpoint's measure JSON (``predicted_cv_plain``, ``predicted_cv``, × √M).
+2. With those, the cost model (:mod:`villani.measure.cost_model`, the rehearsal's 3.41 /
+   3.59 training token passes per token) prints the preset ratio measurement/training of
+   ``--preset`` (default ``configs/ptb.yaml``) today — every checkpoint: 60 Lanczos steps +
+   Stein's 8–64 deflated probes + 1 SLQ start, the graph rebuilt for every product — and
+   under the new schedule: the spectrum (top-k, density, deflated trace with its probes
+   applied ``--block`` per graph build) at every ``--spectrum-every``-th checkpoint and the
+   last; elsewhere ‖∇F‖² from one gradient and tr ∇²L by the doubly stochastic estimator
+   with the (blocks, probes) per group that is cheapest for a ±``--rel-ci`` 95 % CI.
+
+What transfers and what is assumed is printed with the numbers. Timings are not taken:
+this prints counts and token-equivalents. A benchmark, never a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+import torch
+
+from villani.measure import cost_model as cm
+
+Z = 1.959963984540054
+
+
+def variance_components(params: dict, root: str, variant: str, lam: float, seed: int, step: int, *, groups: int,
+                        probes: int) -> dict:
+    """Relative (÷ tr²) variances at one checkpoint: DS between-block (one block) and probe, plain, deflated."""
+    from villani.curvature import ModelHessian
+    from villani.curvature.doubly_stochastic import doubly_stochastic_trace
+    from villani.io.results import read_measure
+    from villani.measure.measurement_set import measurement_batches
+    from villani.plan import layout
+    from villani.plan.runs import Run
+    from villani.training.checkpoint import load_run_model
+
+    run = Run(params["data"]["name"], variant, lam, seed)
+    rec = read_measure(run.path(layout.MEASURE_JSON, root, step=step), run, step)
+    model, _ = load_run_model(params, root, run, step, "cpu")
+    _, batches = measurement_batches(params, root, torch.device("cpu"))
+    rows = torch.cat(batches)
+    est = doubly_stochastic_trace(lambda idx: ModelHessian(model, [rows[idx]]), rows.shape[0], groups=groups,
+                                  blocks=1, probes=probes, seed=0)
+    tr = rec["trace_L"]
+    M, mean = tr["num_probes"], tr["mean"]
+    return {"trace": mean, "ds_mean": est.mean, "ds_ci95": est.ci95, "n_blocks": int(rows.shape[0]),
+            "block_tokens": int(rows.shape[1] - 1), "between_one": est.between_var / mean**2,
+            "probe": est.within_var / mean**2, "plain": (rec["predicted_cv_plain"] * math.sqrt(M)) ** 2,
+            "deflated": (rec["predicted_cv"] * math.sqrt(M)) ** 2 if rec.get("predicted_cv") else None}
+
+
+def probes_for(rel_var: float, rel_ci: float, lo: int = 2, hi: int = 10_000) -> int:
+    """Samples whose mean has a 95 % half-width ≤ rel_ci (normal approximation)."""
+    return int(min(hi, max(lo, math.ceil((Z / rel_ci) ** 2 * rel_var))))
+
+
+def best_ds(comp: dict, n_blocks: int, block_tokens: int, rel_ci: float, scale_between: float) -> tuple:
+    """The (blocks b, probes k, groups J, token-equivalents) of the cheapest DS design reaching rel_ci."""
+    best = None
+    for b in sorted({1, 2, 4, 8, 16, 32, n_blocks} & set(range(1, n_blocks + 1))):
+        for k in (1, 2, 4, 8, 16):
+            var = cm.ds_group_variance(scale_between * comp["between_one"], comp["probe"], b, n_blocks, k)
+            J = probes_for(var, rel_ci)
+            c = cm.Counts(J * k, J, J * k * b * block_tokens, J * b * block_tokens)
+            cost = cm.token_equivalents(c)
+            if best is None or cost < best[3]:
+                best = (b, k, J, cost)
+    return best
+
+
+def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, float, str]]:
+    me, T = preset["measure"], int(preset["data"]["seq_len"])
+    n_blocks = int(me["blocks"])
+    out = []
+    for m in (int(me.get("min_probes", 8)), 16, int(me["num_probes"])):
+        plan = cm.preset_plan(preset, probes=m, memory_bytes=args.memory_gb * 1e9, val_tokens=args.val_tokens)
+        out.append((f"today, M = {m}", cm.preset_ratio(plan["jobs"], plan["train_tokens"]),
+                    f"{60 + m} products/checkpoint, graph kept: {plan['keeps_graph']}"))
+    m_defl = probes_for(comp["deflated"], args.rel_ci, lo=int(me.get("min_probes", 8)), hi=int(me["num_probes"]))
+    scales = (("σ²_B unscaled", 1.0), ("σ²_B scaled by tokens", comp["block_tokens"] / (T - 1)))
+    for every, sweep in ((args.spectrum_every, False), (10**6, False), (args.spectrum_every, True)):
+        for label, scale in scales:
+            b, k, J, _ = best_ds(comp, n_blocks, T - 1, args.rel_ci, scale)
+            sched = cm.Schedule(spectrum_every=every, block=args.block, ds_blocks=b, ds_probes=k)
+            plan = cm.preset_plan(preset, probes=m_defl, trace_probes=J * k, memory_bytes=args.memory_gb * 1e9,
+                                  schedule=sched, val_tokens=args.val_tokens, sweep_at_ends=sweep)
+            n_spec = sum(cm.spectrum_at(every, s, plan["steps"]) for s in plan["steps"])
+            out.append((f"new, {label}" + (", sweep arms at the ends" if sweep else ""),
+                        cm.preset_ratio(plan["jobs"], plan["train_tokens"]),
+                        f"spectrum at {n_spec}/{len(plan['steps'])} checkpoints (M = {m_defl} deflated, {args.block} "
+                        f"per build); elsewhere DS b = {b}, k = {k}, J = {J}"))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="results")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--run", default="adamw,1.0,0,240", help="variant,λ,seed,step of a measured default checkpoint")
+    ap.add_argument("--preset", default="configs/ptb.yaml")
+    ap.add_argument("--groups", type=int, default=24)
+    ap.add_argument("--ds-probes", type=int, default=2)
+    ap.add_argument("--rel-ci", type=float, default=0.02)
+    ap.add_argument("--spectrum-every", type=int, default=30)
+    ap.add_argument("--block", type=int, default=8, help="deflated probes per graph build at spectrum checkpoints")
+    ap.add_argument("--memory-gb", type=float, default=80.0)
+    ap.add_argument("--val-tokens", type=int, default=86_500,
+                    help="forward tokens per job (PTB validation: 3,370 sentences × ≈ 25.7 GPT-2 tokens)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from villani.plan.config import load_params
+
+    variant, lam, seed, step = args.run.split(",")
+    comp = variance_components(load_params([args.params]), args.results, variant, float(lam), int(seed), int(step),
+                               groups=args.groups, probes=args.ds_probes)
+    print(f"default checkpoint {args.run}: tr ∇²L = {comp['trace']:.6g} (measure JSON); doubly stochastic "
+          f"(1 block of {comp['block_tokens']} tokens, {args.ds_probes} probes, {args.groups} groups) "
+          f"{comp['ds_mean']:.6g}, 95% CI [{comp['ds_ci95'][0]:.6g}, {comp['ds_ci95'][1]:.6g}]")
+    print("relative variances (÷ tr²): " + ", ".join(
+        f"{k} {comp[k]:.4g}" for k in ("between_one", "probe", "plain", "deflated") if comp[k] is not None))
+    rows = ratio_rows(load_params([args.preset]), comp, args)
+    print(f"\n{args.preset}: measurement / training, training-token-equivalents (±{args.rel_ci:.0%} trace CI)")
+    for label, r, what in rows:
+        print(f"| {label} | {r:.2f} | {what} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"components": {k: (list(v) if isinstance(v, tuple) else v) for k, v in comp.items()},
+                       "rows": rows}, f, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

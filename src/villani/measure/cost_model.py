@@ -1,0 +1,236 @@
+r"""What a measurement costs, in training-token-equivalents (issue 24).
+
+The unit is one *training token pass*: what training spends per token (forward, backward
+and optimiser step of one predicted token). The 125M rehearsal (``benchmarks/rehearsal.py``,
+``benchmarks/README.md``) measured on one CPU core, both in fp32, at d = 1.25·10⁸:
+
+- a Hessian-vector product with the gradient graph kept costs :data:`HVP_TOKEN_COST`
+  = 3.41 training token passes per token of its batch;
+- building that graph (forward + ``create_graph`` backward) costs :data:`GRAPH_TOKEN_COST`
+  = 3.59 per token.
+
+Two further constants are FLOP ratios, not measurements: a plain gradient (forward +
+backward, no optimiser step; the step is O(d) per batch, not per token) is
+:data:`GRADIENT_TOKEN_COST` = 1, and a forward pass alone (validation loss) is
+:data:`FORWARD_TOKEN_COST` = 1/3 (2d of the 6d FLOPs per token).
+
+A measure job's cost is then
+
+.. math::  C = c_{hvp} \sum_{\text{products}} n_p + c_{graph} \sum_{\text{builds}} n_b
+             + c_{grad}\, n_{grad} + c_{fwd}\, n_{fwd}
+
+with :math:`n_p` the tokens one product covers, :math:`n_b` those one graph build covers
+(a build serves every product applied to it: all of them when the graph is kept, one
+block of k vectors when it is rebuilt per ``matmat``), :math:`n_{grad}` the tokens of
+plain gradients (gradient noise; ∇L when the graph is not kept) and :math:`n_{fwd}` the
+validation tokens. The counts are recorded by every measure JSON (``cost``,
+:func:`counts_from_record`); :func:`preset_ratio` sums the planned counts of a preset's
+measure jobs (:func:`planned_counts`) over its training tokens. All functions are pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+__all__ = [
+    "HVP_TOKEN_COST", "GRAPH_TOKEN_COST", "GRADIENT_TOKEN_COST", "FORWARD_TOKEN_COST", "Constants", "REHEARSAL",
+    "Counts", "token_equivalents", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
+    "preset_ratio", "preset_plan", "spectrum_at", "ds_groups", "ds_group_variance",
+]
+
+HVP_TOKEN_COST = 3.41
+GRAPH_TOKEN_COST = 3.59
+GRADIENT_TOKEN_COST = 1.0
+FORWARD_TOKEN_COST = 1.0 / 3.0
+
+#: The measured peak of the graph and one product at 125M (benchmarks/README.md, memory probe):
+#: 2.96 GiB + 3.95 MiB per token of the batch.
+GRAPH_FIXED_BYTES, GRAPH_BYTES_PER_TOKEN = 2.96 * 2**30, 3.95 * 2**20
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Per-token costs in training token passes (defaults: :data:`REHEARSAL`)."""
+
+    hvp: float = HVP_TOKEN_COST
+    graph: float = GRAPH_TOKEN_COST
+    gradient: float = GRADIENT_TOKEN_COST
+    forward: float = FORWARD_TOKEN_COST
+
+
+REHEARSAL = Constants()
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What one measure job spent: products and graph builds, and the tokens each covered.
+
+    ``product_tokens`` = Σ over products of the tokens of each; ``build_tokens`` the same
+    over graph builds; ``gradient_tokens`` and ``forward_tokens`` those of plain gradients
+    and of forward-only passes.
+    """
+
+    products: int
+    graph_builds: int
+    product_tokens: int
+    build_tokens: int
+    gradient_tokens: int = 0
+    forward_tokens: int = 0
+
+    def __post_init__(self):
+        for k, v in asdict(self).items():
+            if int(v) != v or v < 0:
+                raise ValueError(f"Counts.{k}: {v!r} is invalid (expected a non-negative integer)")
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(**{k: getattr(self, k) + getattr(other, k) for k in asdict(self)})
+
+    def scaled(self, n: int) -> "Counts":
+        """n jobs of these counts."""
+        return Counts(**{k: n * v for k, v in asdict(self).items()})
+
+    @property
+    def tokens_per_product(self) -> float:
+        return self.product_tokens / self.products if self.products else 0.0
+
+
+def token_equivalents(c: Counts, k: Constants = REHEARSAL) -> float:
+    """C = c_hvp·Σn_p + c_graph·Σn_b + c_grad·n_grad + c_fwd·n_fwd, in training token passes."""
+    return (k.hvp * c.product_tokens + k.graph * c.build_tokens + k.gradient * c.gradient_tokens
+            + k.forward * c.forward_tokens)
+
+
+def counts_from_record(rec: Mapping[str, Any], path="measure JSON") -> Counts:
+    """The :class:`Counts` a measure JSON recorded in its ``cost`` object (one-line error if absent)."""
+    cost = rec.get("cost")
+    if not isinstance(cost, Mapping):
+        raise ValueError(f"{path}: cost: missing (a measure JSON of schema villani.measure/2 records its counts)")
+    try:
+        return Counts(**{k: int(cost[k]) for k in Counts.__dataclass_fields__})
+    except KeyError as e:
+        raise ValueError(f"{path}: cost.{e.args[0]}: missing (expected a non-negative integer)") from None
+
+
+def graph_fits(tokens: int, memory_bytes: float, *, fraction: float = 0.7) -> bool:
+    """Whether the gradient graph of ``tokens`` tokens and one product fit in ``fraction`` of
+    ``memory_bytes`` (the 125M memory model; ModelHessian keeps the graph within 70 % of free memory)."""
+    return GRAPH_FIXED_BYTES + GRAPH_BYTES_PER_TOKEN * tokens < fraction * memory_bytes
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a preset's measure jobs spend their products (issue 24's levers).
+
+    ``spectrum_every``: the top-k Lanczos run and the SLQ density at every n-th checkpoint
+    and the last (:func:`spectrum_at`; 1 = every checkpoint, today), the trace elsewhere
+    without a Lanczos basis. ``block``: probes applied per graph build when the graph is
+    not kept (1 = one build per product, today). ``ds_blocks``: measurement blocks per
+    doubly stochastic group at the checkpoints without a spectrum (0: every probe covers
+    the whole measurement set, today); ``ds_probes`` probes per group.
+    """
+
+    spectrum_every: int = 1
+    block: int = 1
+    ds_blocks: int = 0
+    ds_probes: int = 1
+
+
+TODAY = Schedule()
+
+
+def planned_counts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, slq_starts: int, keeps_graph: bool,
+                   spectrum: bool = True, schedule: Schedule = TODAY, noise_tokens: int = 0,
+                   val_tokens: int = 0) -> Counts:
+    """The counts of one measure job of ``measure`` settings ``me`` on ``tokens`` measurement
+    tokens (blocks of ``block_tokens`` predicted tokens): ``probes`` Hutchinson probes
+    (doubly stochastic: groups × probes per group), ``slq_starts`` SLQ starts; a graph kept
+    for the whole job (one build) or rebuilt for every product (every ``schedule.block``
+    Hutchinson probes)."""
+    lanczos = int(me["lanczos_steps"]) + (slq_starts - 1) * int(me["slq_steps"]) if spectrum else 0
+    ds = bool(schedule.ds_blocks) and not spectrum  # the spectrum checkpoints keep the fixed set (deflated)
+    full_set = lanczos > 0 or not ds  # products on the whole measurement set
+    if keeps_graph and full_set:  # one build, kept: it gives ∇L and serves every full-set product
+        base = Counts(0, 1, 0, tokens)
+    else:  # ∇L by a plain gradient; every full-set product rebuilds the graph (in blocks of `block`)
+        base = Counts(0, lanczos, 0, lanczos * tokens, tokens)
+    spec = Counts(lanczos, 0, lanczos * tokens, 0)
+    if ds:
+        ds_tokens = schedule.ds_blocks * block_tokens
+        groups = ds_groups(probes, schedule.ds_probes)
+        hutch = Counts(groups * schedule.ds_probes, groups, groups * schedule.ds_probes * ds_tokens, groups * ds_tokens)
+    elif keeps_graph:
+        hutch = Counts(probes, 0, probes * tokens, 0)
+    else:
+        builds = math.ceil(probes / max(1, schedule.block))
+        hutch = Counts(probes, builds, probes * tokens, builds * tokens)
+    return base + spec + hutch + Counts(0, 0, 0, 0, noise_tokens, val_tokens)
+
+
+def ds_groups(probes: int, per_group: int) -> int:
+    """Groups of ``per_group`` probes that hold ``probes`` probes (rounded up)."""
+    return max(2, math.ceil(probes / max(1, per_group)))
+
+
+def ds_group_variance(var_between_one: float, var_probe: float, blocks: int, n_blocks: int, per_group: int) -> float:
+    r"""Variance of one doubly stochastic group mean :math:`g = \frac1k\sum_i v_iᵀ H_B v_i`
+    with B a uniform sample of b of the n measurement blocks (without replacement) and
+    k probes: :math:`\operatorname{Var} g = \frac{n-b}{(n-1)\,b}\,\sigma^2_{B,1} + \sigma^2_v/k`,
+    :math:`\sigma^2_{B,1}` the variance of one block's trace over blocks and
+    :math:`\sigma^2_v` a probe's variance on B (taken as that on the whole set, a lower
+    bound: ‖H_B‖_F² ≥ ‖H‖_F² on average)."""
+    if not 1 <= blocks <= n_blocks:
+        raise ValueError(f"blocks: {blocks} is invalid (expected 1..{n_blocks})")
+    fpc = (n_blocks - blocks) / (n_blocks - 1) if n_blocks > 1 else 0.0
+    return fpc * var_between_one / blocks + var_probe / max(1, per_group)
+
+
+def preset_ratio(jobs: list[tuple[int, Counts]], train_tokens: int, k: Constants = REHEARSAL) -> float:
+    """Σ over (number of jobs, counts per job) of token-equivalents, over the training tokens."""
+    if train_tokens <= 0:
+        raise ValueError(f"train_tokens: {train_tokens} is invalid (expected > 0)")
+    return sum(n * token_equivalents(c, k) for n, c in jobs) / train_tokens
+
+
+def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
+    """Whether checkpoint ``step`` of ``steps`` gets the top-k run and the density: every
+    ``every``-th checkpoint counted from the first, and the last."""
+    if int(every) < 1:
+        raise ValueError(f"measure.spectrum_every: {every!r} is invalid (expected an integer ≥ 1)")
+    i = steps.index(step)
+    return i % int(every) == 0 or i == len(steps) - 1
+
+
+def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,
+                trace_probes: int | None = None, d: int = 125_198_592, val_tokens: int = 0,
+                sweep_at_ends: bool = False) -> dict:
+    """Every measure job of a preset (every run × checkpoint) as (count, :class:`Counts`),
+    with ``probes`` Hutchinson probes at spectrum checkpoints and ``trace_probes`` (default
+    the same) elsewhere; the graph kept if it fits ``memory_bytes`` (:func:`graph_fits`);
+    the gradient-noise batches at the first and last checkpoint; ``val_tokens`` forward
+    tokens per job. Training tokens: runs × steps × batch × sequence length. With
+    ``sweep_at_ends`` the lr/warm-up sweep arms are measured at their first and last
+    checkpoint only (a DAG change: today every run is measured at every checkpoint)."""
+    from villani.measure.checkpoint import slq_starts
+    from villani.plan.runs import runs, sweep_variants
+    from villani.plan.schedule import checkpoint_steps
+
+    t, me, T = params["train"], params["measure"], int(params["data"]["seq_len"])
+    n_runs, steps = len(list(runs(params))), checkpoint_steps(t)
+    n_sweep = len(list(runs(params, sweep_variants(params)))) if sweep_at_ends else 0
+    block_tokens = T - 1
+    tokens = int(me["blocks"]) * block_tokens
+    keeps = graph_fits(tokens, memory_bytes)
+    noise = int(me["noise_sigma_batches"]) * int(t["batch_size"]) * block_tokens
+    jobs = []
+    for step in steps:
+        spectrum = spectrum_at(schedule.spectrum_every, step, steps)
+        c = planned_counts(me, tokens=tokens, block_tokens=block_tokens,
+                           probes=probes if spectrum or trace_probes is None else trace_probes,
+                           slq_starts=slq_starts(me, d, step, steps)[0], keeps_graph=keeps, spectrum=spectrum,
+                           schedule=schedule, noise_tokens=noise if step in (steps[0], steps[-1]) else 0,
+                           val_tokens=val_tokens)
+        jobs.append((n_runs - (0 if step in (steps[0], steps[-1]) else n_sweep), c))
+    return {"runs": n_runs, "steps": steps, "jobs": jobs, "keeps_graph": keeps, "tokens_per_product": tokens,
+            "train_tokens": n_runs * int(t["steps"]) * int(t["batch_size"]) * T}

@@ -1,0 +1,138 @@
+"""Doubly stochastic Hutchinson: exact identities on dense float64 blocks, unbiasedness and
+95 % CI coverage over seeds, and on a tiny GPT-Neo whose per-block Hessians (hence the
+full-set trace) are exact; ModelHessian's per-batch builds equal one build."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from villani.curvature import DenseOperator, ModelHessian
+from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
+from villani.curvature.probes import ProbeStream
+from villani.measure.cost_model import ds_group_variance
+
+from .cases import reference_loss, tiny_gpt_neo
+
+
+def _blocks(n=8, dim=12, seed=0):
+    """n symmetric float64 blocks with different traces (a between-block spread) and a common part."""
+    gen = torch.Generator().manual_seed(seed)
+    common = torch.randn(dim, dim, generator=gen, dtype=torch.float64)
+    out = []
+    for b in range(n):
+        A = torch.randn(dim, dim, generator=gen, dtype=torch.float64)
+        out.append(common + common.T + 0.5 * (A + A.T) + torch.eye(dim, dtype=torch.float64) * (b - n / 2) * 0.3)
+    return out
+
+
+def _for(blocks):
+    """H_B = the mean of the blocks in B, one dense operator per subset (cached: few subsets)."""
+
+    @functools.lru_cache(maxsize=None)
+    def op(idx: tuple[int, ...]) -> DenseOperator:
+        return DenseOperator(sum(blocks[i] for i in idx) / len(idx))
+
+    return lambda idx: op(tuple(idx))
+
+
+def test_all_blocks_is_plain_hutchinson_with_the_same_probes():
+    blocks = _blocks()
+    H = torch.stack(blocks).mean(0)
+    est = doubly_stochastic_trace(_for(blocks), 8, groups=3, blocks=8, probes=4, seed=5)
+    for j in range(3):
+        from villani.curvature.doubly_stochastic import _probe_seed
+        V = ProbeStream(12, _probe_seed(5, j), dtype=torch.float64, device="cpu").next(4)
+        np.testing.assert_allclose(est.samples[j], ((V @ H) * V).sum(1).numpy(), rtol=1e-12)
+    assert est.blocks.shape == (3, 8)
+
+
+def test_group_blocks_are_distinct_and_reproducible():
+    a = group_blocks(64, 4, 0, 3)
+    assert len(set(a.tolist())) == 4 and a.tolist() == group_blocks(64, 4, 0, 3).tolist()
+    assert group_blocks(64, 4, 0, 4).tolist() != a.tolist() or group_blocks(64, 4, 0, 5).tolist() != a.tolist()
+    with pytest.raises(ValueError, match="blocks per group: 65"):
+        group_blocks(64, 65, 0, 0)
+
+
+def test_between_block_variance_formula_is_exact():
+    """Var tr H_B over all C(n, b) subsets = (n−b)/((n−1)b)·σ²_{B,1} (finite-population correction)."""
+    blocks = _blocks(n=7)
+    tr = np.array([float(torch.trace(B)) for B in blocks])
+    var_one = tr.var(ddof=0)
+    for b in (1, 2, 3, 5, 7):
+        subset_tr = [tr[list(c)].mean() for c in itertools.combinations(range(7), b)]
+        assert np.var(subset_tr) == pytest.approx(ds_group_variance(var_one, 0.0, b, 7, 1), rel=1e-12, abs=1e-12)
+
+
+def _coverage(blocks, exact, *, seeds, groups, b, k):
+    n = len(blocks)
+    hits, means = 0, []
+    for s in range(seeds):
+        est = doubly_stochastic_trace(_for(blocks), n, groups=groups, blocks=b, probes=k, seed=s)
+        lo, hi = est.ci95
+        hits += lo <= exact <= hi
+        means.append(est.mean)
+    return hits / seeds, np.array(means)
+
+
+def test_unbiased_and_ci_covers_on_dense_blocks():
+    blocks = _blocks()
+    exact = float(torch.trace(torch.stack(blocks).mean(0)))
+    cover, means = _coverage(blocks, exact, seeds=400, groups=12, b=2, k=2)
+    z = (means.mean() - exact) / (means.std(ddof=1) / np.sqrt(len(means)))
+    assert abs(z) < 4, z
+    lo, hi = stats.binomtest(int(round(cover * 400)), 400).proportion_ci(0.999)
+    assert lo <= 0.95 <= hi, cover
+
+
+@pytest.fixture(scope="module")
+def model_blocks():
+    """Tiny GPT-Neo (hidden 4, vocab 16: d = 600), 6 blocks of 7 tokens: each block's exact
+    float64 Hessian (autograd)."""
+    model = tiny_gpt_neo(vocab=16, hidden=4)
+    gen = torch.Generator().manual_seed(11)
+    rows = torch.randint(0, 16, (6, 8), generator=gen)
+    op = ModelHessian(model, [rows])
+    shapes = [p.shape for _, p in model.named_parameters()]
+    theta = op.flat_params()
+    hs = []
+    for r in rows:
+        h = torch.autograd.functional.hessian(reference_loss(model, op.names, shapes, [r[None]]), theta,
+                                              vectorize=True).detach()
+        hs.append(0.5 * (h + h.T))
+    return model, rows, hs
+
+
+def test_model_hessian_of_blocks_is_their_mean_and_per_batch_builds_equal_one(model_blocks):
+    model, rows, hs = model_blocks
+    V = ProbeStream(hs[0].shape[0], 3, dtype=torch.float64, device="cpu").next(3)
+    one = ModelHessian(model, [rows]).matmat(V)
+    split = ModelHessian(model, [rows[:2], rows[2:5], rows[5:]], reuse_graph=False).matmat(V)
+    torch.testing.assert_close(split, one, rtol=1e-10, atol=1e-10 * float(one.abs().max()))
+    sub = ModelHessian(model, [rows[[1, 4]]]).matmat(V)
+    torch.testing.assert_close(sub, V @ (0.5 * (hs[1] + hs[4])), rtol=1e-6, atol=1e-6 * float(sub.abs().max()))
+
+
+def test_coverage_on_a_model_with_an_exact_full_set_trace(model_blocks):
+    _, _, hs = model_blocks
+    exact = float(torch.trace(torch.stack(hs).mean(0)))
+    cover, means = _coverage(hs, exact, seeds=200, groups=8, b=2, k=2)
+    lo, hi = stats.binomtest(int(round(cover * 200)), 200).proportion_ci(0.999)
+    assert lo <= 0.95 <= hi, cover
+    z = (means.mean() - exact) / (means.std(ddof=1) / np.sqrt(len(means)))
+    assert abs(z) < 4, z
+
+
+def test_model_operator_per_group(model_blocks):
+    """With ModelHessian per group (one matmat = one build for k products) the samples are vᵀH_Bv."""
+    model, rows, hs = model_blocks
+    est = doubly_stochastic_trace(lambda idx: ModelHessian(model, [rows[idx]]), 6, groups=2, blocks=3, probes=2, seed=1)
+    dense = doubly_stochastic_trace(_for(hs), 6, groups=2, blocks=3, probes=2, seed=1)
+    np.testing.assert_allclose(est.samples, dense.samples, rtol=1e-6)
+    assert (est.blocks == dense.blocks).all()

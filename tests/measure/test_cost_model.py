@@ -1,0 +1,113 @@
+"""The cost model (issue 24): token-equivalents from counts, planned counts of a preset's
+measure jobs, and the preset ratio measurement/training on the shipped PTB preset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from villani.measure import cost_model as cm
+from villani.plan.config import load_params
+from villani.plan.schedule import checkpoint_steps
+
+
+def test_token_equivalents_is_the_stated_sum():
+    c = cm.Counts(products=3, graph_builds=2, product_tokens=300, build_tokens=200, gradient_tokens=50,
+                  forward_tokens=30)
+    k = cm.Constants(hvp=2.0, graph=5.0, gradient=1.0, forward=0.5)
+    assert cm.token_equivalents(c, k) == 2.0 * 300 + 5.0 * 200 + 50 + 15
+    assert cm.token_equivalents(c) == pytest.approx(3.41 * 300 + 3.59 * 200 + 50 + 10)
+    assert (c + c).products == 6 and c.scaled(3).build_tokens == 600 and c.tokens_per_product == 100
+
+
+def test_counts_refuse_bad_values_and_records_without_counts():
+    with pytest.raises(ValueError, match=r"Counts.products: -1"):
+        cm.Counts(-1, 0, 0, 0)
+    with pytest.raises(ValueError, match=r"x.json: cost: missing"):
+        cm.counts_from_record({"hvp_count": 3}, "x.json")
+    with pytest.raises(ValueError, match=r"x.json: cost.build_tokens: missing"):
+        cm.counts_from_record({"cost": {"products": 1, "graph_builds": 1, "product_tokens": 1}}, "x.json")
+    rec = {"cost": {"products": 2, "graph_builds": 1, "product_tokens": 20, "build_tokens": 10,
+                    "gradient_tokens": 0, "forward_tokens": 5, "tokens_per_product": 10}}
+    assert cm.counts_from_record(rec) == cm.Counts(2, 1, 20, 10, 0, 5)
+
+
+ME = {"lanczos_steps": 60, "slq_steps": 80}
+
+
+def test_planned_counts_graph_kept_or_rebuilt():
+    kept = cm.planned_counts(ME, tokens=1000, block_tokens=100, probes=16, slq_starts=2, keeps_graph=True)
+    assert kept == cm.Counts(60 + 80 + 16, 1, (60 + 80 + 16) * 1000, 1000)
+    rebuilt = cm.planned_counts(ME, tokens=1000, block_tokens=100, probes=16, slq_starts=1, keeps_graph=False)
+    assert rebuilt == cm.Counts(76, 76, 76_000, 76_000, 1000)
+    blocked = cm.planned_counts(ME, tokens=1000, block_tokens=100, probes=16, slq_starts=1, keeps_graph=False,
+                                schedule=cm.Schedule(block=4))
+    assert blocked.graph_builds == 60 + 4 and blocked.products == 76
+
+
+def test_planned_counts_doubly_stochastic_without_spectrum():
+    s = cm.Schedule(ds_blocks=4, ds_probes=2)
+    c = cm.planned_counts(ME, tokens=6400, block_tokens=100, probes=16, slq_starts=1, keeps_graph=False, schedule=s,
+                          spectrum=False, noise_tokens=7, val_tokens=9)
+    assert c == cm.Counts(16, 8, 16 * 400, 8 * 400, 6400 + 7, 9)
+    kept = cm.planned_counts(ME, tokens=6400, block_tokens=100, probes=16, slq_starts=1, keeps_graph=True, schedule=s,
+                             spectrum=False)
+    assert kept == cm.Counts(16, 8, 16 * 400, 8 * 400, 6400)  # ∇L by a plain gradient: no full-set graph
+    spec = cm.planned_counts(ME, tokens=6400, block_tokens=100, probes=16, slq_starts=1, keeps_graph=True, schedule=s)
+    assert spec == cm.Counts(76, 1, 76 * 6400, 6400)  # spectrum checkpoints keep the fixed set
+
+
+def test_graph_fits_follows_the_memory_model():
+    assert cm.graph_fits(511, 24e9) and not cm.graph_fits(32_704, 80e9)
+    n = (0.7 * 80e9 - cm.GRAPH_FIXED_BYTES) / cm.GRAPH_BYTES_PER_TOKEN
+    assert cm.graph_fits(int(n) - 1, 80e9) and not cm.graph_fits(int(n) + 1, 80e9)
+
+
+def test_ptb_preset_today_is_the_issues_25x():
+    """configs/ptb.yaml as shipped: every checkpoint of every run, 60 Lanczos steps + 1 SLQ start +
+    M = 16 probes (76 products, the issue's count), the graph rebuilt for every product (7 per token)."""
+    p = load_params(["configs/ptb.yaml"])
+    plan = cm.preset_plan(p, probes=16, memory_bytes=80e9)
+    tokens = 64 * 511
+    assert plan["tokens_per_product"] == tokens and not plan["keeps_graph"]
+    assert plan["train_tokens"] == plan["runs"] * 84_000 * 512
+    n_jobs = plan["runs"] * len(plan["steps"])
+    assert sum(n for n, _ in plan["jobs"]) == n_jobs
+    noise = 2 * plan["runs"] * 32 * 1 * 511  # first and last checkpoint, 32 batches of 1 block
+    expected = (n_jobs * ((60 + 16) * tokens * (3.41 + 3.59) + tokens) + noise) / plan["train_tokens"]
+    assert cm.preset_ratio(plan["jobs"], plan["train_tokens"]) == pytest.approx(expected, rel=1e-12)
+    assert 23 < expected < 27  # the issue's ≈ 25×
+
+
+def test_spectrum_schedule_keeps_the_ends():
+    steps = [0, 10, 20, 30, 40, 50]
+    assert [cm.spectrum_at(1, s, steps) for s in steps] == [True] * 6
+    assert [s for s in steps if cm.spectrum_at(4, s, steps)] == [0, 40, 50]
+    with pytest.raises(ValueError, match="measure.spectrum_every: 0"):
+        cm.spectrum_at(0, 0, steps)
+
+
+def test_every_measure_json_records_its_counts(measured, micro):
+    """measure_checkpoint's ``cost``: every product on the whole set, one graph (kept on CPU),
+    the gradient-noise batches at the first and last checkpoint, the validation forward pass."""
+    p, _ = micro
+    steps = checkpoint_steps(p["train"])
+    for (lam, step), path in measured.items():
+        rec = json.loads(open(path).read())
+        c = cm.counts_from_record(rec, path)
+        tokens = rec["measurement_set"]["num_tokens"]
+        assert c.products == rec["hvp_count"] and c.graph_builds == 1 and rec["cost"]["graph_kept"]
+        assert c.product_tokens == c.products * tokens and c.build_tokens == tokens
+        assert rec["cost"]["tokens_per_product"] == tokens and c.forward_tokens == rec["val_tokens"]
+        noise = rec["grad_noise"]
+        want = 0 if noise is None else noise["num_batches"] * noise["batch_size"] * (p["data"]["seq_len"] - 1)
+        assert c.gradient_tokens == want and (noise is not None) == (step in (steps[0], steps[-1]))
+        assert rec["cost"]["training_token_equivalents"] == pytest.approx(cm.token_equivalents(c), rel=1e-12)
+
+
+def test_sweep_arms_at_the_ends_drop_their_inner_checkpoints():
+    p = load_params(["configs/ptb.yaml"])
+    plan = cm.preset_plan(p, probes=16, memory_bytes=80e9, sweep_at_ends=True)
+    counts = [n for n, _ in plan["jobs"]]
+    assert counts[0] == counts[-1] == plan["runs"] and set(counts[1:-1]) == {plan["runs"] - 2 * 12}  # 2 lr × 4 λ × 3 seeds
