@@ -1,0 +1,92 @@
+"""The floors of docs/ARCHITECTURE.md hold in the code.
+
+The test reads the floors from the document itself — its bullets "- **`unit`** —" under
+"The folders of `src/villani/`, bottom to top", in order; units named in one bullet share a
+floor — and checks every import statement of the package (AST, lazy imports inside
+functions included): a unit imports only units on its own floor or below. Every module of
+the package must have its place in the document, and the units form no import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "villani"
+DOC = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def floors() -> dict[str, int]:
+    """``{unit: floor}`` from the document's bullets, bottom (0) to top."""
+    text = DOC.read_text().split("## The folders of `src/villani/`, bottom to top", 1)[1].split("\n## ", 1)[0]
+    out: dict[str, int] = {}
+    for i, bold in enumerate(re.findall(r"^- \*\*(.+?)\*\*", text, flags=re.M)):
+        for name in re.findall(r"`([\w.]+?)(?:/|\.py)?`", bold):
+            out[name] = i
+    return out
+
+
+def unit(path: Path) -> str:
+    """The unit a module belongs to: its top folder under villani/, or the leaf module's name."""
+    parts = path.relative_to(SRC).parts
+    return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+
+
+def imports() -> dict[str, set[str]]:
+    """``{unit: units it imports}`` over every module (absolute imports of ``villani.*``)."""
+    edges: dict[str, set[str]] = {}
+    for f in sorted(SRC.rglob("*.py")):
+        u = unit(f)
+        if u == "__init__":
+            continue
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            edges.setdefault(u, set()).update(n.split(".")[1] for n in names
+                                              if n.startswith("villani.") and n.split(".")[1] != u)
+    return edges
+
+
+def test_every_unit_has_its_floor_in_the_document():
+    units = {unit(f) for f in SRC.rglob("*.py")} - {"__init__"}
+    missing = sorted(units - set(floors()))
+    assert not missing, f"docs/ARCHITECTURE.md names no floor for: {missing}"
+
+
+def test_the_document_parses_into_floors():
+    f = floors()
+    assert f["curvature"] == 0 and f["cli"] == max(f.values())
+    assert f["plan"] < f["io"] < f["measure"] < f["figures"] < f["claims"] < f["tracking"] < f["dag"]
+
+
+def test_no_import_runs_up_a_floor():
+    f = floors()
+    up = {u: sorted(v for v in vs if f.get(v, -1) > f.get(u, -1)) for u, vs in imports().items()}
+    assert not {u: vs for u, vs in up.items() if vs}, f"imports that run up a floor: {up}"
+
+
+def test_the_engine_imports_nothing_of_the_project():
+    assert not imports().get("curvature")
+
+
+def test_no_import_cycle_between_units():
+    edges = imports()
+    seen: dict[str, int] = {}  # 1 on the stack, 2 done
+
+    def visit(u: str, path: list[str]) -> None:
+        seen[u] = 1
+        for v in edges.get(u, ()):
+            assert seen.get(v) != 1, f"import cycle: {' → '.join(path + [u, v])}"
+            if v not in seen:
+                visit(v, path + [u])
+        seen[u] = 2
+
+    for u in list(edges):
+        if u not in seen:
+            visit(u, [])
