@@ -141,3 +141,19 @@ def test_spectrum_schedule_in_the_measure_job(micro, tmp_path):
     m = measurements(pc, r2, missing_ok=True).set_index("step")  # only the λ = 0.01 run is measured here
     assert np.isnan(m.loc[steps[1], "lambda_max"]) and np.isfinite(m.loc[steps[-1], "lambda_max"])
     assert np.isfinite(m.loc[steps[1], "trace_L_mean"])
+
+
+def test_the_reader_refuses_a_bad_cost_object(measured, tmp_path):
+    from villani.io.results import read_measure
+
+    rec = json.loads(open(next(iter(measured.values()))).read())
+    assert read_measure(next(iter(measured.values())))["cost"]["products"] == rec["hvp_count"]
+    for change, msg in (({"graph_builds": -1}, r"cost.graph_builds"), ({"products": 1.5}, r"cost.products")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**rec, "cost": {**rec["cost"], **change}}))
+        with pytest.raises(ValueError, match=msg):
+            read_measure(bad)
+    del rec["cost"]["build_tokens"]
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match=r"cost.build_tokens"):
+        read_measure(bad)
