@@ -259,3 +259,20 @@ def test_print_size_check_refuses_wrong_width_small_and_clipped_text():
     with pytest.raises(ValueError, match="clipped"):
         check_print_size(fig)
     plt.close(fig)
+
+
+def test_fig4_draws_the_spectrum_checkpoints_only(tmp_path):
+    """measure.spectrum_every: checkpoints without a spectrum (null fields) are left out of Fig 4's
+    lines and table, not counted as μ_median ≤ 0."""
+    p = figure_params()
+    root = build_results(tmp_path, p, rays=False, landscape=False, cost=False)
+    steps = checkpoint_steps(p["train"])
+    inner = steps[1]
+    for path in Path(root).glob(f"runs/*/*/*/*/measure/step{inner:07d}.json"):
+        m = json.loads(path.read_text())
+        m.update(dict.fromkeys(("top_eigenvalues", "top_residuals", "lambda_max", "lambda_median",
+                                "lambda_median_ci95", "spectral_ratio", "lanczos", "slq"), None))
+        path.write_text(json.dumps(m))
+    render_all(p, root, names=["fig4_spectrum"])
+    df = _csv(root, "fig4_spectrum")
+    assert inner not in set(df["step"]) and steps[-1] in set(df["step"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from villani.measure import cost_model as cm
@@ -111,3 +112,48 @@ def test_sweep_arms_at_the_ends_drop_their_inner_checkpoints():
     plan = cm.preset_plan(p, probes=16, memory_bytes=80e9, sweep_at_ends=True)
     counts = [n for n, _ in plan["jobs"]]
     assert counts[0] == counts[-1] == plan["runs"] and set(counts[1:-1]) == {plan["runs"] - 2 * 12}  # 2 lr × 4 λ × 3 seeds
+
+
+def test_spectrum_schedule_in_the_measure_job(micro, tmp_path):
+    """measure.spectrum_every: the inner checkpoints get Ψ_s and a plain trace only, their
+    spectrum fields are null, and the validating reader takes them (the spectrum ones keep theirs)."""
+    import shutil
+
+    from tests.measure.conftest import micro_params
+    from villani.io.results import measurements
+    from villani.measure import measure_checkpoint
+
+    p, root = micro
+    r2 = tmp_path / "results"
+    shutil.copytree(root / "data", r2 / "data")
+    shutil.copytree(root / "runs", r2 / "runs", ignore=shutil.ignore_patterns("measure"))
+    pc = micro_params(measure={"trace_estimator": "deflated", "spectrum_every": 10})
+    steps = checkpoint_steps(pc["train"])
+    assert len(steps) >= 3
+    recs = {s: json.loads(open(measure_checkpoint(pc, variant="adamw", lam=0.01, seed=0, step=s, root=r2,
+                                                  device="cpu")).read()) for s in steps}
+    inner, last = recs[steps[1]], recs[steps[-1]]
+    assert inner["top_eigenvalues"] is None and inner["lanczos"] is None and inner["lambda_median"] is None
+    assert inner["trace_L"]["estimator"] == "hutchinson (Rademacher)" and inner["trace_L"]["first_probe"] == 0
+    assert inner["hvp_count"] == inner["trace_L"]["num_probes"] == inner["cost"]["products"]
+    assert last["top_eigenvalues"] and last["trace_L"]["deflation_rank"] > 0
+    assert last["hvp_count"] > last["trace_L"]["num_probes"]
+    m = measurements(pc, r2, missing_ok=True).set_index("step")  # only the λ = 0.01 run is measured here
+    assert np.isnan(m.loc[steps[1], "lambda_max"]) and np.isfinite(m.loc[steps[-1], "lambda_max"])
+    assert np.isfinite(m.loc[steps[1], "trace_L_mean"])
+
+
+def test_the_reader_refuses_a_bad_cost_object(measured, tmp_path):
+    from villani.io.results import read_measure
+
+    rec = json.loads(open(next(iter(measured.values()))).read())
+    assert read_measure(next(iter(measured.values())))["cost"]["products"] == rec["hvp_count"]
+    for change, msg in (({"graph_builds": -1}, r"cost.graph_builds"), ({"products": 1.5}, r"cost.products")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**rec, "cost": {**rec["cost"], **change}}))
+        with pytest.raises(ValueError, match=msg):
+            read_measure(bad)
+    del rec["cost"]["build_tokens"]
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match=r"cost.build_tokens"):
+        read_measure(bad)

@@ -44,7 +44,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         e = eigen_frame(g)
         a1.scatter(e["theta_sq_norm"], e["eigenvalue"], s=5, color=c, marker=st["marker"], alpha=0.3, lw=0)
         for k, (_, d) in enumerate(g.groupby("seed")):
-            d = d.sort_values("step")
+            d = d.sort_values("step").dropna(subset=["lambda_max"])  # measure.spectrum_every: spectrum checkpoints only
             label = run_label(variant, lam) if k == 0 else None
             a1.errorbar(d["theta_sq_norm"], d["lambda_max"], yerr=d["lambda_max_residual"], color=c,
                         marker=st["marker"], ls=st["ls"], ms=3.5, lw=1.0, label=label)
@@ -60,7 +60,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     k = int(m["top_k"].max())
     a1.set(xlabel="‖θ‖² at the checkpoint", ylabel="eigenvalue μ of ∇²F",
            title=f"top-{k} eigenvalues μ (points); μ_max ± Ritz residual (lines)")
-    undefined = int(m["spectral_ratio"].isna().sum())
+    undefined = int((m["spectral_ratio"].isna() & m["lambda_max"].notna()).sum())
     a2.set(xlabel="‖θ‖² at the checkpoint", ylabel="μ_max / μ_median",
            title="spectral ratio (SLQ median), one line per run"
                  + (f"\n{undefined} checkpoint(s) with μ_median ≤ 0: not drawn" if undefined else ""))

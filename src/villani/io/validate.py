@@ -170,7 +170,17 @@ def measure_record(rec: Any, path, *, scalars: Iterable[str], labels: Iterable[s
         for k in fields:
             if (m.get(group) or {}).get(k) is not None:
                 integer(_mapping(m[group], path, group)[k], path, f"{group}.{k}", lo=0)
+    if m.get("cost") is not None:  # villani.measure/2 and later: the counts of villani.measure.cost_model
+        cost = _mapping(m["cost"], path, "cost")
+        for k in COST_COUNTS:
+            if k not in cost:
+                raise missing(path, f"cost.{k}", "a non-negative integer")
+            integer(cost[k], path, f"cost.{k}", lo=0)
     return dict(m)
+
+
+COST_COUNTS = ("products", "graph_builds", "product_tokens", "build_tokens", "gradient_tokens", "forward_tokens",
+               "tokens_per_product")
 
 
 def _float_key(s: str, path, field: str) -> float:

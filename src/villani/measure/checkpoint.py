@@ -25,6 +25,10 @@ measurement set (:mod:`villani.measure.measurement_set`):
   Σ(∇²L)_ii² (and, deflated, the remainder's, which predict this estimator's variance;
   SPEC §5);
 - Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
+- with ``measure.spectrum_every`` = n > 1 (:func:`villani.measure.cost_model.spectrum_at`)
+  the top-k run, the SLQ density and the deflation only at every n-th checkpoint and the
+  last; elsewhere plain Hutchinson for the trace and null spectrum fields;
+- ``cost``: the products, graph builds and tokens spent (:mod:`villani.measure.cost_model`);
 - at the first and the last checkpoint only: the minibatch gradient-noise σ²
   (:mod:`villani.measure.grad_noise`).
 
@@ -60,7 +64,7 @@ from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
 from villani.io.results import data_stats, vocabulary
-from villani.measure.cost_model import Counts, token_equivalents
+from villani.measure.cost_model import Counts, spectrum_at, token_equivalents
 from villani.measure.grad_noise import gradient_noise
 from villani.measure.measurement_set import (
     mean_token_loss,
@@ -158,11 +162,13 @@ def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | No
     tn = list(est.block_names)
     add("tensor_trace", est.block_samples.ravel(), probe=np.repeat(np.arange(M), len(tn)),
         block=np.tile(np.asarray(tn, dtype=object), M))
-    for j, (nodes, w) in enumerate(zip(density.nodes, density.weights)):
-        add("slq_node", nodes, probe=np.full(len(nodes), j), index=np.arange(len(nodes)), weight=w)
-    add("slq_trace_F", density.trace_samples)
-    add("top_eigenvalue", top.values, probe=np.zeros(len(top.values), dtype=np.int64),
-        index=np.arange(len(top.values)), weight=top.residuals)
+    if density is not None:
+        for j, (nodes, w) in enumerate(zip(density.nodes, density.weights)):
+            add("slq_node", nodes, probe=np.full(len(nodes), j), index=np.arange(len(nodes)), weight=w)
+        add("slq_trace_F", density.trace_samples)
+    if top is not None:
+        add("top_eigenvalue", top.values, probe=np.zeros(len(top.values), dtype=np.int64),
+            index=np.arange(len(top.values)), weight=top.residuals)
     if noise is not None:
         add("grad_noise_batch_sq_norm", noise["grad_sq_norms"])
     df = pd.concat(rows, ignore_index=True)
@@ -240,33 +246,41 @@ def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
 
 def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[int], grad_F_sq: float,
                clock: _Clock, where: str) -> dict:
-    """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F."""
-    bar = clock.bar
-    seed_p, deflate = int(me["probe_seed"]), me.get("trace_estimator", "hutchinson") == "deflated"
+    """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F; at a
+    checkpoint without a spectrum (``measure.spectrum_every``) plain Hutchinson only."""
+    bar, spectrum = clock.bar, spectrum_at(int(me.get("spectrum_every", 1)), step, steps)
+    seed_p = int(me["probe_seed"])
+    deflate = spectrum and me.get("trace_estimator", "hutchinson") == "deflated"
     hessian_F, d = ShiftedOperator(H, lam), H.dim
     n_starts, full_density = slq_starts(me, d, step, steps)
-    m_max, slq_rest = int(me["num_probes"]), (n_starts - 1) * int(me["slq_steps"])
-    clock.start("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
-    top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
-                          keep_basis=deflate, tol=me.get("lanczos_tol"),
-                          callback=bar.counter(0, running_top_eigenvalue))
-    clock.lap("lanczos")
+    m_max = int(me["num_probes"])
+    slq_rest = (n_starts - 1) * int(me["slq_steps"]) if spectrum else 0
+    top = density = None
+    if spectrum:
+        clock.start("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
+        top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
+                              keep_basis=deflate, tol=me.get("lanczos_tol"),
+                              callback=bar.counter(0, running_top_eigenvalue))
+        clock.lap("lanczos")
+    done = top.num_matvecs if spectrum else 0
     deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
-    clock.start("hutchinson", total=top.num_matvecs + m_max + slq_rest)
+    clock.start("hutchinson", total=done + m_max + slq_rest)
     est = hutchinson(H, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
                      deflation=deflation, target=ci_target(me, grad_F_sq, lam, d),
-                     callback=bar.counter(top.num_matvecs, running_trace))
+                     callback=bar.counter(done, running_trace))
     check_finite(est.samples, where, "trace_L samples")
     del deflation
     clock.lap("hutchinson")
-    clock.start("slq", total=top.num_matvecs + est.num_matvecs + slq_rest)
-    density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
-                  callback=bar.counter(top.num_matvecs + est.num_matvecs))
-    clock.lap("slq")
+    if spectrum:
+        clock.start("slq", total=done + est.num_matvecs + slq_rest)
+        density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
+                      callback=bar.counter(done + est.num_matvecs))
+        clock.lap("slq")
     kept = H._reuse is not False  # ModelHessian keeps the graph unless it found it does not fit (CUDA)
     H.release()
+    products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
     return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
-                graph_kept=kept, build_seconds=H.build_seconds)
+                graph_kept=kept, products=int(products), build_seconds=H.build_seconds)
 
 
 def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int) -> dict:
@@ -335,8 +349,12 @@ def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
 
 
 def _spectrum_fields(me: Mapping, cur: dict) -> dict:
-    """Top-k Ritz values and residuals, λ_median with its interval, the Lanczos and SLQ settings."""
+    """Top-k Ritz values and residuals, λ_median with its interval, the Lanczos and SLQ settings
+    (all null at a checkpoint without a spectrum)."""
     top, density = cur["top"], cur["density"]
+    if top is None:
+        return dict.fromkeys(("top_eigenvalues", "top_residuals", "lambda_max", "lambda_median", "lambda_median_ci95",
+                              "spectral_ratio", "lanczos", "slq"), None) | {"spectrum_of": "hessian_F"}
     lam_max, lam_med = float(top.values[0]), float(density.quantile(0.5))
     med_lo, med_hi = density.quantile_interval(0.5)
     return {
@@ -365,7 +383,7 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
     st = sample_stats(est.samples)
     ci = est.ci95 if est.num_probes >= 2 else None  # t-based, or Stein's with a CI target
     lam_d, gF_sq = lam * d, first["grad_F_sq_norm"]
-    products = int(est.num_matvecs + cur["top"].num_matvecs + cur["density"].num_matvecs)
+    products = cur["products"]
     noise_tokens = 0 if noise is None else int(noise["num_batches"]) * int(noise["batch_size"]) * (
         int(job["batches"][0].shape[1]) - 1)
     return {
