@@ -1,4 +1,8 @@
-"""A temp copy of the repository with the tiny parameters, shared by the workflow tests."""
+"""A temp copy of the repository with the tiny parameters, shared by the workflow tests.
+
+The copy's ``params.yaml`` is the shipped one with the values of ``tests/configs/tiny.yaml``
+written over it — as a user edits values — never a document expanded with the schema's
+defaults: DVC reads only what the file says, so the tests see what a user's DVC sees."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_repo, tiny_params
+from tests.conftest import REPO, TINY, copy_repo, tiny_params
 
 BIN = Path(sys.executable).parent
 
@@ -28,13 +32,33 @@ def run(cmd, cwd, check=True, timeout=1200) -> subprocess.CompletedProcess:
     return p
 
 
-def write_params(path: Path, **overrides) -> dict:
-    """Write a complete params.yaml: the tiny set plus overrides (DVC reads only this file)."""
-    from villani.plan.config import dump_yaml
+def _write_over(doc, values) -> None:
+    """Set ``values`` (nested) in a round-trip YAML document in place: mappings key by key,
+    lists and values replaced, comments, order and flow style kept."""
+    for key, value in values.items():
+        if isinstance(value, dict) and isinstance(doc.get(key), dict):
+            _write_over(doc[key], value)
+        elif isinstance(value, list) and isinstance(doc.get(key), list):
+            doc[key][:] = value
+        else:
+            doc[key] = value
 
-    p = tiny_params(**overrides)
-    dump_yaml(p, path)
-    return p
+
+def write_params(path: Path, **overrides) -> dict:
+    """Write params.yaml: the shipped file with the tiny values and ``overrides`` (group →
+    dict) written over it as a user edits it — its comments and layout kept, no key added
+    from the schema; return the resolved parameters."""
+    from ruamel.yaml import YAML
+
+    from villani.plan.config import read_yaml
+
+    yaml = YAML()
+    doc = yaml.load((REPO / "params.yaml").read_text())
+    _write_over(doc, read_yaml(TINY))
+    _write_over(doc, overrides)
+    with open(path, "w") as f:
+        yaml.dump(doc, f)
+    return tiny_params(**overrides)
 
 
 def git_repo(work: Path) -> Path:

@@ -1,10 +1,20 @@
-"""The same DAG through real DVC: repro, per-λ status, experiments with -S, metrics diff."""
+"""DVC driven as a user drives it, on a clean clone with the committed files: `make run`
+(Snakemake) records dvc.lock → `dvc status` clean → `dvc repro` does nothing → edit one λ
+→ `dvc repro` reruns only its branch → a commit → `dvc metrics diff HEAD~1`, `dvc plots
+diff HEAD~1` show both versions → `dvc exp run -S …` → `dvc exp show` has both; a failing
+stage (repro and exp run) loses nothing; `dvc push` and a fresh clone's `dvc pull`
+restore results/; every preset copied to params.yaml passes `dvc repro --dry`. One
+workflow run (the module fixture) serves the whole file; every test leaves the repository
+as it found it (HEAD, workspace and results/)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -12,30 +22,49 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_repo, tiny_params
-from tests.workflow.conftest import BIN, env, run, write_params
+from tests.conftest import REPO, copy_repo, tiny_params
+from tests.workflow.conftest import BIN, env, git_repo, run, write_params
 from villani.dag import dvc_sync
 from villani.plan import layout
 from villani.plan.runs import runs
 
 pytestmark = pytest.mark.slow
 
+# The DVC commands of the README's DVC section, run below exactly as printed there.
+README_COMMANDS = {
+    "status": "dvc status",
+    "repro": "dvc repro",
+    "metrics_diff": "dvc metrics diff HEAD~1",
+    "plots_diff": "dvc plots diff HEAD~1",
+    "exp_run": "dvc exp run -S 'claims.confidence=0.9'",
+    "exp_show": "dvc exp show",
+    "push": "dvc push",
+    "pull": "dvc pull",
+    "preset": "cp configs/ptb.yaml params.yaml && dvc repro --dry --force",
+}
+
 
 def _git(work, *args):
     return run(["git", *args], cwd=work)
 
 
+def _sh(cmd: str, work, check=True) -> subprocess.CompletedProcess:
+    """A README command line, through the shell as a user types it."""
+    return run(["bash", "-c", cmd], cwd=work, check=check)
+
+
 @pytest.fixture(scope="module")
 def dvc_repo(tmp_path_factory):
-    work = copy_repo(tmp_path_factory.mktemp("dvc"))
-    write_params(work / "params.yaml")
-    _git(work, "init", "-q")
+    """A clean clone with the committed files (params.yaml: the tiny values written over
+    the shipped file), after `make run`'s command, its dvc.lock committed."""
+    work = git_repo(copy_repo(tmp_path_factory.mktemp("dvc")))
     assert (work / ".dvc" / "config").exists(), "the repository ships its DVC setup"
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", "tiny")
-    run([BIN / "dvc", "repro"], cwd=work)
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", "repro")
+    write_params(work / "params.yaml")
+    _git(work, "commit", "-qam", "tiny values")
+    run([BIN / "villani", "run-lock", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"],
+        cwd=work, timeout=2400)
+    _git(work, "add", "dvc.lock")
+    _git(work, "commit", "-qm", "make run")
     return work
 
 
@@ -43,10 +72,26 @@ def _status(work) -> dict:
     return json.loads(run([BIN / "dvc", "status", "--json"], cwd=work).stdout or "{}")
 
 
-def test_repro_produces_metrics_and_is_then_up_to_date(dvc_repo):
+def _tree(work: Path) -> dict:
+    """sha256 of every file under results/ (job logs aside)."""
+    root = work / "results"
+    return {str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest() for f in root.rglob("*")
+            if f.is_file() and f.relative_to(root).parts[0] != "logs"}
+
+
+def _ran(text: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", text))
+
+
+def test_make_run_is_recorded_status_is_clean_and_repro_does_nothing(dvc_repo):
+    assert _status(dvc_repo) == {}
+    assert _sh(README_COMMANDS["status"], dvc_repo).stdout.strip().endswith("Data and pipelines are up to date.")
+    before = _tree(dvc_repo)
+    out = _sh(README_COMMANDS["repro"], dvc_repo)
+    assert _ran(out.stdout + out.stderr) == set(), out.stdout[-3000:]
+    assert _tree(dvc_repo) == before
     metrics = json.loads((dvc_repo / "results/metrics/tiny.json").read_text())
     assert "training_adamw_lam0p01_train_loss" in metrics
-    assert _status(dvc_repo) == {}
 
 
 def _plot_specs(work) -> dict:
@@ -102,29 +147,113 @@ def test_snakemake_has_nothing_to_do_after_dvc_repro(dvc_repo):
     assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
 
 
-def test_push_and_pull_through_the_local_remote(dvc_repo):
-    run([BIN / "dvc", "push", "-q"], cwd=dvc_repo)
-    measured = dvc_repo / "results/runs/tiny/adamw/lam0.01/seed0/measure"
-    before = {f.name: f.read_bytes() for f in measured.iterdir()}
-    import shutil
+def test_push_then_a_fresh_clone_pulls_every_result(dvc_repo, tmp_path):
+    """The committed remote (.dvc/config: `local`, the folder ../dvc-remote beside the
+    clone): `dvc push`, then `git clone` + `dvc pull` restore results/ bit for bit."""
+    _sh(README_COMMANDS["push"], dvc_repo)
+    clone = dvc_repo.parent / (dvc_repo.name + "-clone")
+    _git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))
+    try:
+        _sh(README_COMMANDS["pull"], clone)
+        theirs = _tree(clone)
+        ours = {k: v for k, v in _tree(dvc_repo).items() if k != ".villani.lock"}
+        assert theirs == ours, sorted(set(ours) ^ set(theirs))[:20]
+        assert _status(clone) == {}
+    finally:
+        shutil.rmtree(clone)
 
-    shutil.rmtree(measured)
-    shutil.rmtree(dvc_repo / ".dvc" / "cache")
-    assert "measure@0.01-0" in _status(dvc_repo)
-    run([BIN / "dvc", "pull", "-q"], cwd=dvc_repo)
-    assert {f.name: f.read_bytes() for f in measured.iterdir()} == before
+
+def _set(work: Path, old: str, new: str) -> None:
+    """Edit params.yaml as a user does: one value, the rest of the text unchanged."""
+    text = (work / "params.yaml").read_text()
+    assert text.count(old) == 1, old
+    (work / "params.yaml").write_text(text.replace(old, new))
+
+
+def test_a_failing_stage_loses_nothing_under_repro_and_exp_run(dvc_repo):
+    """A measurement set larger than the train split passes the schema but stops
+    `villani measure` (the first stage it changes): under `dvc repro` and under
+    `dvc exp run -S` every file of results/ is still there, byte for byte."""
+    before = _tree(dvc_repo)
+    _set(dvc_repo, "  blocks: 8\n", "  blocks: 100000\n")
+    try:
+        p = _sh("dvc repro", dvc_repo, check=False)
+        assert p.returncode != 0 and "measure.blocks" in p.stdout + p.stderr, (p.stdout + p.stderr)[-3000:]
+        assert _tree(dvc_repo) == before
+    finally:
+        _git(dvc_repo, "checkout", "params.yaml")
+    p = _sh("dvc exp run -S 'measure.blocks=100000'", dvc_repo, check=False)
+    assert p.returncode != 0 and "measure.blocks" in p.stdout + p.stderr, (p.stdout + p.stderr)[-3000:]
+    assert _tree(dvc_repo) == before
+    _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")  # a failed experiment leaves its -S values there
     assert _status(dvc_repo) == {}
 
 
-def test_changing_one_lambda_marks_only_its_stages(dvc_repo):
-    write_params(dvc_repo / "params.yaml", train={"lambdas": [0.0, 0.02], "langevin": {"lambdas": [0.02]}})
+def _lams(metrics: dict) -> set[str]:
+    return {m.group(1) for k in metrics for m in [re.match(r"training_adamw_lam(\w+?)_", k)] if m}
+
+
+def test_one_lambda_reruns_its_branch_and_two_versions_show_side_by_side(dvc_repo):
+    """Add one λ → `dvc repro` runs its run and what reads every run, nothing else → a
+    commit → metrics and plots of both versions → back to the first version
+    (`git checkout HEAD~1 -- …` + `dvc checkout`, from the cache) → clean again."""
+    _set(dvc_repo, "lambdas: [0.0, 0.01]\n  seeds", "lambdas: [0.0, 0.01, 0.02]\n  seeds")
+    out = _sh(README_COMMANDS["repro"], dvc_repo)
+    ran = _ran(out.stdout)
+    assert {"train@0.02-0", "measure@0.02-0", "metrics"} <= ran, ran
+    assert not ran & {"fetch", "pretrained", "tokenize", "rays", "train@0.0-0", "measure@0.0-0",
+                      "train_langevin@0.01-0", "measure_langevin@0.01-0", "cost"}, ran
+    _git(dvc_repo, "commit", "-qam", "λ = 0.02")
     try:
-        changed = set(_status(dvc_repo))
-        assert "train@0.02-0" in changed and "measure@0.02-0" in changed
-        assert "train@0.0-0" not in changed and "measure@0.0-0" not in changed
-        assert "tokenize" not in changed and "rays" not in changed
+        diff = json.loads(_sh(README_COMMANDS["metrics_diff"] + " --json", dvc_repo).stdout)
+        entries = diff["results/metrics/tiny.json"]
+        assert any("lam0p02" in k and v.get("old") is None and v.get("new") is not None for k, v in entries.items())
+        plots = json.loads(_sh(README_COMMANDS["plots_diff"] + " --json", dvc_repo).stdout)
+        assert not plots.get("errors"), plots["errors"]
+        for name, spec in plots["data"].items():
+            assert {r["rev"] for r in spec[0]["content"]["data"]["values"]} == {"HEAD~1", "workspace"}, name
+        assert "index.html" in _sh(README_COMMANDS["plots_diff"], dvc_repo).stdout
     finally:
-        _git(dvc_repo, "checkout", "params.yaml")
+        _git(dvc_repo, "checkout", "HEAD~1", "--", "params.yaml", "dvc.lock")
+        _git(dvc_repo, "commit", "-qam", "back to λ = 0.01")
+        shutil.rmtree(dvc_repo / "results/runs/tiny/adamw/lam0.02")
+        run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
+    assert _status(dvc_repo) == {}
+    assert _lams(json.loads((dvc_repo / "results/metrics/tiny.json").read_text())) == {"0p0", "0p01"}
+
+
+def test_an_experiment_and_its_baseline_show_side_by_side(dvc_repo):
+    out = _sh(README_COMMANDS["exp_run"], dvc_repo)
+    assert _ran(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
+    try:
+        show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
+        baseline = next(e for e in show if e.get("experiments"))  # the commit; beside it "workspace"
+        exps = [e for x in baseline["experiments"] for e in x["revs"]]
+        assert len(exps) == 1, show
+        for rev in (baseline, exps[0]):
+            data = rev["data"]
+            assert data["params"]["params.yaml"]["data"]["claims"]["confidence"] == (0.9 if rev is exps[0] else 0.95)
+            assert data["metrics"]["results/metrics/tiny.json"]["data"], rev  # not `!`: the version is in the cache
+        text = _sh(README_COMMANDS["exp_show"], dvc_repo).stdout
+        assert "!" not in text.replace("!=", ""), text[-3000:]
+    finally:
+        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
+    assert _status(dvc_repo) == {}
+
+
+@pytest.mark.parametrize("preset", ["configs/ptb.yaml", "configs/wikitext103.yaml"])
+def test_each_single_dataset_preset_copied_to_params_yaml_passes_dvc_repro_dry(preset, tmp_path):
+    work = git_repo(copy_repo(tmp_path))
+    out = _sh(README_COMMANDS["preset"].replace("configs/ptb.yaml", preset), work)
+    ran = _ran(out.stdout)
+    assert {"fetch", "tokenize", "rays", "metrics", "paper"} <= ran and any(s.startswith("train@") for s in ran), (
+        out.stdout[-2000:])
+
+
+def test_the_readme_prints_these_dvc_commands():
+    readme = (REPO / "README.md").read_text()
+    assert not [c for c in README_COMMANDS.values() if c not in readme]
 
 
 # --------------------------------------------------------------------------- one tree, two engines at once
@@ -201,17 +330,3 @@ def test_snakemake_refuses_in_one_line_while_dvc_runs(dvc_repo):
         out = dvc.communicate(timeout=600)[0]
     assert dvc.returncode == 0, out[-3000:]
     assert _status(dvc_repo) == {}
-
-
-def test_experiment_with_set_param_differs(dvc_repo):
-    run([BIN / "dvc", "exp", "run", "-n", "bigger-lambda", "-S", "train.lambdas=[0.0,0.02]",
-         "-S", "train.langevin.lambdas=[0.02]"], cwd=dvc_repo)
-    show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
-    text = json.dumps(show)
-    assert "bigger-lambda" in text
-    diff = json.loads(run([BIN / "dvc", "metrics", "diff", "--json", "HEAD"], cwd=dvc_repo).stdout)
-    entries = diff["results/metrics/tiny.json"]
-    # the new λ's headline numbers appear in the diff: new values where HEAD had none
-    added = [k for k, v in entries.items() if "lam0p02" in k and v.get("old") is None and v.get("new") is not None]
-    assert added, entries
-    assert all("." not in k and "=" not in k for k in entries), entries
