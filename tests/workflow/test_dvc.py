@@ -163,6 +163,24 @@ def test_push_then_a_fresh_clone_pulls_every_result(dvc_repo, tmp_path):
         shutil.rmtree(clone)
 
 
+def test_files_beside_the_outputs_change_no_stage(dvc_repo):
+    """.dvcignore: a TensorBoard event file, an unfinished segment's work/, a job log and an
+    atomic-write temporary inside the folders DVC hashes mark no stage changed."""
+    run_dir = dvc_repo / "results/runs/tiny/adamw/lam0.0/seed0"
+    extra = [run_dir / "tensorboard/events.out.tfevents.1.host", run_dir / "work/seg0000012.csv",
+             dvc_repo / "results/bounds/tiny/.bounds.csv.0123456789ab.tmp", run_dir / "ckpt/train.log"]
+    try:
+        for f in extra:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text("x")
+        assert _status(dvc_repo) == {}
+    finally:
+        for f in extra:
+            f.unlink()
+        for d in (run_dir / "tensorboard", run_dir / "work"):
+            d.rmdir()
+
+
 def _set(work: Path, old: str, new: str) -> None:
     """Edit params.yaml as a user does: one value, the rest of the text unchanged."""
     text = (work / "params.yaml").read_text()
