@@ -157,3 +157,40 @@ def test_the_reader_refuses_a_bad_cost_object(measured, tmp_path):
     bad.write_text(json.dumps(rec))
     with pytest.raises(ValueError, match=r"cost.build_tokens"):
         read_measure(bad)
+
+
+def test_cost_counts_with_the_graph_rebuilt_per_call():
+    """20 Lanczos/SLQ products + 10 probes in blocks of 4 (3 calls): 23 builds when the graph
+    does not fit; hutchinson calls its callback once per operator call."""
+    import torch
+
+    from villani.curvature import DenseOperator, hutchinson
+    from villani.measure.checkpoint import cost_counts
+
+    calls = []
+    hutchinson(DenseOperator(torch.eye(5, dtype=torch.float64)), 10, batch_size=4, callback=lambda *a: calls.append(a))
+    assert len(calls) == 3
+    c = cost_counts(30, 100, graph_kept=False, noise_tokens=0, val_tokens=0, hutchinson_products=10,
+                    hutchinson_calls=len(calls))
+    assert (c["products"], c["graph_builds"], c["build_tokens"], c["gradient_tokens"]) == (30, 23, 2300, 100)
+    kept = cost_counts(30, 100, graph_kept=True, noise_tokens=0, val_tokens=0, hutchinson_products=10,
+                       hutchinson_calls=3)
+    assert (kept["graph_builds"], kept["build_tokens"], kept["gradient_tokens"]) == (1, 100, 0)
+
+
+def test_probe_blocks_change_nothing_where_the_graph_is_kept(micro, measured, tmp_path):
+    import shutil
+
+    from tests.measure.conftest import micro_params
+    from villani.measure import measure_checkpoint
+
+    p, root = micro
+    r2 = tmp_path / "results"
+    shutil.copytree(root / "data", r2 / "data")
+    shutil.copytree(root / "runs", r2 / "runs", ignore=shutil.ignore_patterns("measure"))
+    (lam, step), path = next(iter(measured.items()))
+    base = json.loads(open(path).read())
+    blocked = json.loads(open(measure_checkpoint({**p, "measure": {**p["measure"], "probe_block": 4}}, variant="adamw",
+                                                 lam=lam, seed=0, step=step, root=r2, device="cpu")).read())
+    assert blocked["trace_L"]["mean"] == pytest.approx(base["trace_L"]["mean"], rel=1e-12)
+    assert blocked["cost"]["graph_builds"] == 1 and blocked["cost"]["products"] == base["cost"]["products"]

@@ -265,9 +265,15 @@ def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[
     done = top.num_matvecs if spectrum else 0
     deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
     clock.start("hutchinson", total=done + m_max + slq_rest)
+    calls, progress = [0], bar.counter(done, running_trace)
+
+    def counted(*a):  # one call per operator call: one graph build each where the graph is not kept
+        calls[0] += 1
+        return progress(*a)
+
     est = hutchinson(H, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
-                     deflation=deflation, target=ci_target(me, grad_F_sq, lam, d),
-                     callback=bar.counter(done, running_trace))
+                     batch_size=int(me.get("probe_block", 1)), deflation=deflation,
+                     target=ci_target(me, grad_F_sq, lam, d), callback=counted)
     check_finite(est.samples, where, "trace_L samples")
     del deflation
     clock.lap("hutchinson")
@@ -280,15 +286,19 @@ def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[
     H.release()
     products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
     return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
-                graph_kept=kept, products=int(products), build_seconds=H.build_seconds)
+                graph_kept=kept, products=int(products), hutchinson_calls=calls[0],
+                build_seconds=H.build_seconds)
 
 
-def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int) -> dict:
+def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int,
+                hutchinson_products: int = 0, hutchinson_calls: int = 0) -> dict:
     """The ``cost`` object of a measure JSON (:class:`villani.measure.cost_model.Counts` and
     its token-equivalents): every product on the whole measurement set; one graph build
-    when ModelHessian kept the graph, else one per product plus ∇L by a plain gradient."""
-    c = Counts(products, 1 if graph_kept else products, products * tokens, tokens if graph_kept else products * tokens,
-               noise_tokens + (0 if graph_kept else tokens), val_tokens)
+    when ModelHessian kept the graph, else one per Lanczos/SLQ product and one per
+    Hutchinson operator call (``measure.probe_block`` probes each), ∇L then by a plain gradient."""
+    builds = 1 if graph_kept else products - hutchinson_products + hutchinson_calls
+    c = Counts(products, builds, products * tokens, builds * tokens, noise_tokens + (0 if graph_kept else tokens),
+               val_tokens)
     return {**asdict(c), "graph_kept": bool(graph_kept), "tokens_per_product": int(tokens),
             "training_token_equivalents": token_equivalents(c)}
 
@@ -415,7 +425,8 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
         **_spectrum_fields(me, cur),
         "hvp_count": products,
         "cost": cost_counts(products, int(H.num_tokens), graph_kept=cur["graph_kept"], noise_tokens=noise_tokens,
-                            val_tokens=job["val_tokens"]),
+                            val_tokens=job["val_tokens"], hutchinson_products=int(est.num_matvecs),
+                            hutchinson_calls=cur["hutchinson_calls"]),
         "hvp_method": me["hvp_method"],
         "precision": PRECISION,
         "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],
