@@ -215,13 +215,15 @@ def correlation_interval(x: Any, y: Any, clusters: Any, *, kind: str = "pearson"
         return Interval(None, None, None, float(confidence), n, int(r.size), None,
                         "Spearman ρ within runs needs ≥ 10 checkpoints per run for a covering interval")
     iv = seed_interval(np.arctanh(np.clip(r, -R_CLIP, R_CLIP)), confidence, unit="run")
-    method = f"{name} within each run, Fisher z = atanh r, " + iv.method + ", back-transformed by tanh"
+    base, _, why = iv.method.partition(" — no interval: ")
+    method = f"{name} within each run, Fisher z = atanh r, {base}, back-transformed by tanh"
     lo, hi, est = (None if v is None else float(np.tanh(v)) for v in (iv.low, iv.high, iv.estimate))
     if kind == "r2" and est is not None:
         est = est * est
         if lo is not None:
             lo, hi = (0.0, max(lo * lo, hi * hi)) if lo < 0 < hi else tuple(sorted((lo * lo, hi * hi)))
         method += ", squared"
+    method += f" — no interval: {why}" if why else ""
     return Interval(est, lo, hi, iv.confidence, n, iv.units, iv.dof, method)
 
 

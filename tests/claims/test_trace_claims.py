@@ -62,3 +62,13 @@ def test_collapsed_rule():
     assert is_collapsed(None, None, v) is None
     with pytest.raises(ValueError, match="vocab_size"):
         is_collapsed(1.0, 0.0, 1)
+
+
+def test_stable_step_is_where_the_cv_stays_within_10_percent_of_its_last_value():
+    from villani.claims.trace import stable_step
+
+    # per-sample CVs √(2‖H‖_F²)/|tr| = 1.41, 1.0, 0.72, 0.71: stable from step 160
+    g = pd.DataFrame({"step": [240, 0, 160, 80], "trace_L_frob_sq": [25.0, 100.0, 26.0, 50.0],
+                      "trace_L_diag_sq": [0.0] * 4, "laplacian_F": [10.0] * 4})
+    assert stable_step(g) == 160.0
+    assert stable_step(g.assign(trace_L_frob_sq=25.0)) == 0.0  # never off: the first step
