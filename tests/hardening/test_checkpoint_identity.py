@@ -204,3 +204,18 @@ def test_diagnose_of_a_truncated_safetensors_is_one_line(trained, tmp_path, caps
     rc, _, err = _diagnose(capsys, folder, tmp_path / "o")
     assert rc == 2 and "\n" not in err, err
     assert f"--model: '{folder}': model.safetensors is truncated or corrupt" in err
+
+
+def test_a_key_added_since_training_reads_not_set_there(trained):
+    """A checkpoint written before a parameter existed (here model.revision, issue 22):
+    the line says the key was not set there, not `null there, null here`."""
+    from villani.training.provenance import check_trained_under
+
+    p, _, root = trained
+    meta = read_meta(root, step=24, **RUN.wildcards)
+    meta = dict(meta, digest="older", train_params={k: ({kk: vv for kk, vv in v.items() if kk != "revision"}
+                                                        if k == "model" else v)
+                                                    for k, v in meta["train_params"].items()})
+    with pytest.raises(ValueError) as e:
+        check_trained_under(p, RUN, meta, "ckpt.json")
+    assert "model.revision: (not set) there, null here" in str(e.value)

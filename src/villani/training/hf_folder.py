@@ -85,7 +85,7 @@ tags: [villani, weight-decay, hessian-curvature]
 
 A checkpoint of a `villani` training run (a small causal LM trained with weight decay λ
 to measure the Hessian curvature of its loss). `checkpoint.json` holds the full record
-(the training parameters, the sha256 of every file of this folder).
+(the training parameters, the sha256 of every other file of this folder but this card).
 
 | | |
 |---|---|

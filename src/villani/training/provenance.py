@@ -42,14 +42,23 @@ def _show(v: Any) -> str:
     return t if len(t) <= 40 else t[:30] + "…"
 
 
+_ABSENT = object()
+
+
 def _get(d: Mapping, dotted: str, top: list[str]) -> Any:
     """The value of a dotted key of :func:`differing_keys` in a stage_inputs dict, whose own
-    keys are dotted too (``train.lr``, ``model``)."""
+    keys are dotted too (``train.lr``, ``model``); ``_ABSENT`` where the dict lacks it."""
     head = next((k for k in top if dotted == k or dotted.startswith(k + ".")), None)
-    node: Any = d.get(head) if head else None
+    node: Any = d.get(head, _ABSENT) if head else _ABSENT
     for part in dotted[len(head) + 1:].split(".") if head and dotted != head else []:
-        node = node.get(part) if isinstance(node, Mapping) else None
+        node = node.get(part, _ABSENT) if isinstance(node, Mapping) else _ABSENT
     return node
+
+
+def _show_value(v: Any) -> str:
+    """A recorded or current value; a key one side lacks reads ``(not set)`` — e.g. a key
+    added to the parameters after the checkpoint was written."""
+    return "(not set)" if v is _ABSENT else _show(v)
 
 
 def check_trained_under(params: Mapping, run: Run, meta: Mapping, meta_path) -> None:
@@ -72,7 +81,7 @@ def check_trained_under(params: Mapping, run: Run, meta: Mapping, meta_path) -> 
         raise ValueError(f"{meta_path}: trained under other parameters ({_run_difference(meta, run, got, want)}): "
                          "retrain the run (villani train / make run), or use the params it was trained with")
     top = list(current) + [k for k in recorded if k not in current]
-    shown = "; ".join(f"{k}: {_show(_get(recorded, k, top))} there, {_show(_get(current, k, top))} here"
+    shown = "; ".join(f"{k}: {_show_value(_get(recorded, k, top))} there, {_show_value(_get(current, k, top))} here"
                       for k in keys[:4]) + (f"; and {len(keys) - 4} more" if len(keys) > 4 else "")
     raise ValueError(f"{meta_path}: trained under other parameters ({shown}): retrain the run "
                      "(villani train / make run), or use the params it was trained with")
