@@ -57,4 +57,8 @@ def copy_repo(dest: Path) -> Path:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             (dest / f).write_bytes(src.read_bytes())
             (dest / f).chmod(src.stat().st_mode)
+    page = REPO / "vega" / "page.html"  # built by `make install` (git-ignored): DVC's plots template
+    if page.is_file():
+        (dest / "vega").mkdir(exist_ok=True)
+        (dest / "vega" / "page.html").write_bytes(page.read_bytes())
     return dest

@@ -307,7 +307,11 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
     assert cancelled_at in resumed, (cancelled_at, resumed)
     # ... and ends exactly where the uninterrupted run ends: weights, manifests, step logs
     assert weights_digests(wd / "results") == weights_digests(ref / "results")
-    assert json.loads((wd / final).read_text())["checkpoints"] == json.loads((ref / final).read_text())["checkpoints"]
+    # (checkpoint.json records wall-clock seconds, so its own sha256 differs between runs)
+    def steps_and_weights(f):
+        return [(c["step"], c["weights_sha256"]) for c in json.loads(f.read_text())["checkpoints"]]
+
+    assert steps_and_weights(wd / final) == steps_and_weights(ref / final)
     csvs = sorted(f.relative_to(ref) for f in (ref / "results").glob("runs/**/logs/seg*.csv"))
     assert len(csvs) == PREEMPT["train"]["segments"]
     for rel in csvs:

@@ -306,8 +306,9 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     dataset = params["data"]["name"]
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
+    # the segment's start checkpoint is verified too: a damaged input is refused, never skipped
     done = _restore_finished(root, dict(dataset=dataset, variant=variant, lam=lam, seed=seed), end,
-                             run_digest(params, variant, lam, seed), wanted)
+                             run_digest(params, variant, lam, seed), ([start] if start else []) + wanted)
     if done is not None:
         log.info(f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}: "
                  "trained earlier with these parameters; outputs restored from work/done/")
@@ -406,9 +407,11 @@ def _keep_finished(root, ident, end: int, digest: str) -> None:
         _link(out, copy)
 
 
-def _restore_finished(root, ident, end: int, digest: str, wanted: list[int]) -> dict | None:
+def _restore_finished(root, ident, end: int, digest: str, steps: list[int]) -> dict | None:
     """The manifest of this segment trained earlier with the same parameters, its outputs
-    restored, if its copies exist and its checkpoints verify against the manifest; else None."""
+    restored, if its copies exist, every checkpoint of ``steps`` (its start and its own)
+    verifies, and its own match the manifest; else None (the segment then trains, and a
+    damaged checkpoint is refused there in one line)."""
     import json
 
     from villani.training.checkpoint import read_meta
@@ -418,10 +421,11 @@ def _restore_finished(root, ident, end: int, digest: str, wanted: list[int]) -> 
         return None
     try:
         manifest = json.loads(pairs[0][1].read_text())
-        shas = [read_meta(root, step=s, verify=True, **ident)["weights_sha256"] for s in wanted]
+        shas = {s: read_meta(root, step=s, verify=True, **ident)["weights_sha256"] for s in steps}
     except (ValueError, OSError):
         return None
-    if manifest.get("digest") != digest or [c.get("weights_sha256") for c in manifest["checkpoints"]] != shas:
+    if manifest.get("digest") != digest or any(c.get("weights_sha256") != shas.get(c.get("step"))
+                                                for c in manifest["checkpoints"]):
         return None
     for out, copy in reversed(pairs):  # the manifest last: it says the segment is done
         _link(copy, out)
