@@ -16,12 +16,10 @@ import pytest
 import torch
 
 from tests.conftest import tiny_params
+from tests.hardening.runs import train_tiny_run
 from villani.cli import main
 from villani.plan import layout
-from villani.plan.config import dump_yaml
 from villani.plan.runs import Run
-from villani.plan.schedule import segment_ends
-from villani.training import train_segment
 from villani.training.checkpoint import read_meta
 
 RUN = Run("tiny", "adamw", 0.01, 0)
@@ -31,13 +29,7 @@ SENTENCE = "Return the sum of x and y, or None if either is missing."
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_data_root):
     p = tiny_params()
-    base = tmp_path_factory.mktemp("identity")
-    root = base / "results"
-    shutil.copytree(tiny_data_root / "data", root / "data")
-    for end in segment_ends(p["train"]):
-        train_segment(p, end=end, root=root, device="cpu", progress=False, variant="adamw", lam=0.01, seed=0)
-    params = base / "p.yaml"
-    dump_yaml(p, params)
+    params, root = train_tiny_run(p, tmp_path_factory.mktemp("identity"), tiny_data_root)
     return p, params, root
 
 

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_params
+from tests.hardening.runs import train_tiny_run
 from villani.dag.prune import prunable
 from villani.plan import layout
-from villani.plan.config import dump_yaml
 from villani.plan.runs import Run
-from villani.plan.schedule import checkpoint_steps, segment_ends
+from villani.plan.schedule import checkpoint_steps
 
 RUN = Run("tiny", "adamw", 0.01, 0)
 
@@ -43,18 +43,11 @@ def _villani(*args) -> list[str]:
 def measured(tmp_path_factory, tiny_data_root):
     """Params (one run) and a results folder with that run trained and every checkpoint measured."""
     from villani.measure import measure_checkpoint
-    from villani.training import train_segment
 
     p = tiny_params(train={"lambdas": [0.01], "langevin": {"lambdas": []}})
-    base = tmp_path_factory.mktemp("faults")
-    root = base / "results"
-    shutil.copytree(tiny_data_root / "data", root / "data")
-    for end in segment_ends(p["train"]):
-        train_segment(p, end=end, root=root, device="cpu", progress=False, variant="adamw", lam=0.01, seed=0)
+    params, root = train_tiny_run(p, tmp_path_factory.mktemp("faults"), tiny_data_root)
     for step in checkpoint_steps(p["train"]):
         measure_checkpoint(p, variant="adamw", lam=0.01, seed=0, step=step, root=root, device="cpu")
-    params = base / "p.yaml"
-    dump_yaml(p, params)
     return p, params, root
 
 

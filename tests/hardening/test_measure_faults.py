@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -12,10 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_repo, tiny_params
+from tests.hardening.runs import train_tiny_run
 from villani.plan import layout
-from villani.plan.config import dump_yaml
-from villani.plan.schedule import segment_ends
-from villani.training import train_segment
 
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
 BIN = Path(sys.executable).parent
@@ -23,14 +20,8 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_data_root):
-    tmp = tmp_path_factory.mktemp("measure-faults")
     p = tiny_params()
-    root = tmp / "results"
-    shutil.copytree(tiny_data_root / "data", root / "data")
-    for end in segment_ends(p["train"]):
-        train_segment(p, end=end, root=root, device="cpu", progress=False, variant="adamw", lam=0.01, seed=0)
-    params = tmp / "p.yaml"
-    dump_yaml(p, params)
+    params, root = train_tiny_run(p, tmp_path_factory.mktemp("measure-faults"), tiny_data_root)
     return p, params, root
 
 
