@@ -114,6 +114,15 @@ class Context:
         got = {s: v for s, v in values.items() if v is not None and np.isfinite(v)}
         return seed_interval(list(got.values()), self.confidence), got
 
+    def seed_measured(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None], where: str, *,
+                      match: LambdaMatch | None, excluded: tuple[str, ...], why: str | None = None) -> Measured:
+        """:meth:`per_seed` as a claim's result: the t interval over seeds, the per-seed values
+        and the collapsed runs left out in its note; not testable at this scale when ``why``
+        says why (the reason leads the note)."""
+        iv, vals = self.per_seed(df, stat)
+        return Measured(iv, where, join(why or "", per_seed_text(vals), collapsed_note(excluded)), match=match,
+                        excluded=excluded, testable=why is None)
+
 
 def collapsed_note(excluded: tuple[str, ...]) -> str:
     """The note's sentence about the runs left out."""

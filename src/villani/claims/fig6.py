@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from villani.claims.context import Context, collapsed_note, join, none, per_seed_text
+from villani.claims.context import Context, collapsed_note, join, none
 from villani.claims.registry import Measured, claim
 from villani.claims.verdict import Region
 from villani.stats import correlation_interval, exact_value
@@ -34,8 +34,8 @@ def _ratio(ctx: Context, name: str) -> Measured:
     if len(ok) < 2:
         return none(join(f"the bound's hypotheses hold at {len(ok)} of {len(b)} checkpoints ({_failed(b)}): no bound "
                          "to compare", collapsed_note(excl)), where, match_=mt, excluded=excl)
-    iv, vals = ctx.per_seed(ok, lambda g: float(np.mean(g["pb_ppl_bound"] / g["val_ppl"])))
-    return Measured(iv, where, join(per_seed_text(vals), collapsed_note(excl)), match=mt, excluded=excl)
+    return ctx.seed_measured(ok, lambda g: float(np.mean(g["pb_ppl_bound"] / g["val_ppl"])), where, match=mt,
+                             excluded=excl)
 
 
 @claim("fig6_ratio_weak", "Fig 6, Sec. VI-F", "Bound/perplexity ratio 1.43× under weak regularisation", "1.43",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from villani.claims.context import Context, collapsed_note, join, none, per_seed_text, run_codes
+from villani.claims.context import Context, collapsed_note, join, none, run_codes
 from villani.claims.registry import Claim, Measured, claim, claim_family
 from villani.claims.verdict import Region
 from villani.plan.paper_lambda import paper_equivalent
@@ -92,8 +92,7 @@ def fig7_r2_increases(ctx: Context) -> Measured:
         r = {lam: run_correlations(h[ctx.psi], h["val_ppl"], np.zeros(len(h)))[0] for lam, h in g.groupby("lam")}
         return float(r[mt.ours] ** 2 - r[0.0] ** 2) if len(r) == 2 else None
 
-    iv, vals = ctx.per_seed(m, diff)
-    return Measured(iv, where, join(per_seed_text(vals), collapsed_note(excl)), match=mt, excluded=excl)
+    return ctx.seed_measured(m, diff, where, match=mt, excluded=excl)
 
 
 @claim("fig7_pooled_direction", "Fig 7, Sec. VI-G", "Across λ, higher Ψ_s goes with lower perplexity",

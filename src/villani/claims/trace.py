@@ -128,11 +128,9 @@ def _difference(ctx: Context, a: str, b: str, phase: str) -> Measured:
         x, y = g[g["lam"] == ma.ours]["cv"], g[g["lam"] == mb.ours]["cv"]
         return float(x.mean() - y.mean()) if len(x) and len(y) else None
 
-    iv, vals = ctx.per_seed(m, diff)
     why = next((w for w in (_transfer(ctx, m[m["lam"] == lam], n) for lam, n in ((ma.ours, a), (mb.ours, b))) if w),
                None)
-    return Measured(iv, where, join(why or "", per_seed_text(vals), collapsed_note(excl)), match=ma, excluded=excl,
-                    testable=why is None)
+    return ctx.seed_measured(m, diff, where, match=ma, excluded=excl, why=why)
 
 
 @claim("table3_error_falls_with_lam", "Table III", "The relative error falls with λ (0.109 at 0, 0.050 at 10⁻²)",
@@ -175,11 +173,9 @@ def fig9_stabilises(ctx: Context) -> Measured:
         a, b = (stable_step(g[g["lam"] == lam]) if (g["lam"] == lam).any() else None for lam in (ma.ours, mb.ours))
         return None if a is None or b is None else a - b
 
-    iv, vals = ctx.per_seed(m, diff)
     why = next((w for w in (_transfer(ctx, m[m["lam"] == lam], n) for lam, n in ((ma.ours, "strong"),
                                                                               (mb.ours, "middle"))) if w), None)
-    return Measured(iv, where, join(why or "", per_seed_text(vals), collapsed_note(excl)), match=ma, excluded=excl,
-                    testable=why is None)
+    return ctx.seed_measured(m, diff, where, match=ma, excluded=excl, why=why)
 
 
 @claim("fig9_cv_sqrt_2d_over_M", "Fig 9, Sec. VI-H", "The CV stabilises around the prediction √(2d/M) ≈ 4.9%",
@@ -206,10 +202,8 @@ def _ratio_claim(ctx: Context, num: str, den: str | None) -> Measured:
         b = g[g["lam"] == md.ours]["laplacian_F"] if md else g[g["lam"] == mn.ours]["lam_d"]
         return float(a.mean() / b.mean()) if len(a) and len(b) and b.mean() != 0 else None
 
-    iv, vals = ctx.per_seed(m, ratio)
     why = _transfer(ctx, m[m["lam"] == mn.ours], num) if len(m) else "no learned run"
-    return Measured(iv, where, join(why or "", per_seed_text(vals), collapsed_note(excl)), match=mn, excluded=excl,
-                    testable=why is None)
+    return ctx.seed_measured(m, ratio, where, match=mn, excluded=excl, why=why)
 
 
 @claim("table3_trace_over_lam_d", "Table III", "Mean trace 58.4×10⁸ at λ = 10⁻², d = 1.25×10⁸",
