@@ -357,6 +357,11 @@ class ModelHessian:
         self._grads = [[None if g is None else g.detach() for g in grads] for grads in graph]
         self._reuse = True
 
+    @property
+    def graph_kept(self) -> bool:
+        """Products reuse one gradient graph; False: it did not fit (CUDA) or ``reuse_graph=False``."""
+        return self._reuse is not False
+
     def _graph_fits(self, before: int) -> bool:
         if self.device.type != "cuda":
             return True

@@ -282,7 +282,7 @@ def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[
         density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
                       callback=bar.counter(done + est.num_matvecs))
         clock.lap("slq")
-    kept = H._reuse is not False  # ModelHessian keeps the graph unless it found it does not fit (CUDA)
+    kept = H.graph_kept
     H.release()
     products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
     return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
