@@ -1,9 +1,11 @@
 """Graceful stop on SIGTERM and SIGUSR1: what a cluster sends before it kills a job.
 
 SLURM sends SIGTERM at a job's time limit, on preemption and on ``scancel`` (SIGKILL
-follows ``KillWait`` seconds later, 30 s by default), and the signal a job asked for with
-``sbatch --signal=USR1@<s>`` ``s`` seconds before the limit (``profiles/slurm``). Either
-signal is a request to stop:
+follows ``KillWait`` seconds later, 30 s by default), and again ``s`` seconds before the
+limit when the job asked with ``sbatch --signal=TERM@<s>`` (``profiles/slurm``). SIGUSR1, a
+common choice for that early warning, is honoured the same way when it reaches villani, but
+the profile does not ask for it: it ends the job-side Snakemake at once (docs/slurm.md).
+Either signal is a request to stop:
 
 * ``villani train`` finishes the step it is in, writes its work state (atomically, as at
   every ``train.save_every``) and exits — a retry resumes at that very step, so a

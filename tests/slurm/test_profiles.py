@@ -94,10 +94,11 @@ def test_ci_overlay_restates_what_it_must():
 
 
 def test_stop_signal_ahead_of_the_limit():
-    """Every job asks for SIGUSR1 ahead of its time limit (villani train saves and exits 75)."""
+    """Every job asks for SIGTERM ahead of its time limit (villani train saves and exits 75; the
+    job-side Snakemake waits for it: SIGUSR1 would end that Snakemake, and the job step with it)."""
     for profile, lead in ((REAL_PROFILE, 300), (CI_PROFILE, 30)):
         p = load(profile)
-        assert p["default-resources"]["slurm_extra"].strip("'") == f"--signal=USR1@{lead}"
+        assert p["default-resources"]["slurm_extra"].strip("'") == f"--signal=TERM@{lead}"
         assert all("slurm_extra" not in r for r in p["set-resources"].values())  # set-resources would replace it
 
 

@@ -206,10 +206,29 @@ def _log_rows(csv: Path) -> list[dict]:
     return df[[c for c in df.columns if not VOLATILE.search(c)]].to_dict("records")
 
 
+def _pending_stop_signal(pid: int) -> bool:
+    """Whether SIGTERM or SIGUSR1 is pending on process ``pid`` (/proc: its SigPnd and
+    ShdPnd masks; a stopped process keeps what was sent to it pending until SIGCONT)."""
+    import signal
+
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    pending = 0
+    for key in ("SigPnd", "ShdPnd"):
+        m = re.search(rf"^{key}:\s*([0-9a-fA-F]+)$", status, re.M)
+        pending |= int(m.group(1), 16) if m else 0
+    return any(pending >> (int(sig) - 1) & 1 for sig in (signal.SIGTERM, signal.SIGUSR1))
+
+
 def _stop_mid_training(jobid: str, trained, stop: list[str], timeout: float = 300) -> None:
     """Freeze the job's `villani train` once it has trained a few steps (so the stop falls
     mid-segment however fast the machine), run ``stop`` (a SLURM command), and let the
-    process go on once SLURM is ending the job: the signals SLURM sent are delivered then."""
+    process go on as soon as SLURM's signal (SIGTERM ahead of the limit, at it, or on
+    scancel) is pending on it, or SLURM has resumed it itself (it sends SIGCONT with
+    SIGTERM): it handles the signal at once, well inside KillWait. (Waiting instead for the
+    job to leave RUNNING let SLURM's SIGKILL reach the frozen process on a slow machine.)"""
     import os
     import signal
 
@@ -222,10 +241,14 @@ def _stop_mid_training(jobid: str, trained, stop: list[str], timeout: float = 30
     os.kill(pid, signal.SIGSTOP)
     try:
         assert bounded([*stop]).returncode == 0, stop
-        while time.monotonic() < deadline and _train_job(("RUNNING",)) == jobid:
-            time.sleep(0.5)
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _pending_stop_signal(pid):
+            time.sleep(0.05)
     finally:
-        os.kill(pid, signal.SIGCONT)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass  # SLURM sends SIGCONT with its SIGTERM: the process may have saved and exited;
+            # whether it saved its work state at the step it reached is what the caller checks
     while time.monotonic() < deadline and _train_job(("RUNNING", "COMPLETING")) == jobid:
         time.sleep(0.5)
 
@@ -241,7 +264,7 @@ def _saved_step(state: Path, partial) -> int:
 
 def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
     """A run's training (one group job: its two segments) reaches its time limit
-    mid-segment (SIGUSR1 ahead of it, SIGTERM at it), its retry is scancelled mid-segment,
+    mid-segment (SIGTERM ahead of it and at it), its retry is scancelled mid-segment,
     the third attempt finishes: each stop wrote the work state at the step it reached, each
     retry resumed there, and the final weights and per-step logs are an uninterrupted run's."""
     from villani.plan import layout
@@ -282,7 +305,7 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
     _stop_mid_training(first, trained, ["scontrol", "update", f"JobId={first}", "TimeLimit=1"])
     limited_at = _saved_step(state, partial)
     assert job_info(first)["TimeLimit"] == "00:01:00"
-    assert job_info(first)["JobState"] in ("TIMEOUT", "FAILED")  # FAILED: SIGUSR1 ahead of the limit ended it
+    assert job_info(first)["JobState"] in ("TIMEOUT", "FAILED")  # FAILED: SIGTERM ahead of the limit ended it
     second = next_train_job({first})  # attempt 2: scancelled once past the first stop
     _stop_mid_training(second, lambda: trained() - limited_at, ["scancel", second])
     cancelled_at = _saved_step(state, partial)

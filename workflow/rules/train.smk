@@ -26,5 +26,8 @@ rule train:
         digest=digest("train"),
         step=lambda wc: int(wc.step),
     shell:
-        "villani train --threads {threads} {params.files} --dataset {wildcards.dataset} --variant {wildcards.variant} "
+        # exec: `villani train` replaces the shell, so a stop signal (SLURM: the job-side
+        # Snakemake, a shell, villani) reaches a process that saves its work state, and no
+        # shell dies first and takes the job step down with it (docs/slurm.md, "Time limits").
+        "exec villani train --threads {threads} {params.files} --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--lam {wildcards.lam} --seed {wildcards.seed} --until {params.step} > {log} 2>&1"
