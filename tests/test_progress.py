@@ -82,6 +82,41 @@ def test_bar_only_on_a_terminal(monkeypatch):
         assert ("0/3 [" in stream.getvalue()) is drawn, stream.getvalue()  # tqdm drew its bar
 
 
+def test_log_lines_go_above_a_drawn_bar_through_tqdm_write(monkeypatch):
+    """While a bar is drawn, tqdm's logging_redirect_tqdm sends the console handler's lines
+    through ``tqdm.write`` (the bar is cleared and redrawn below the line); afterwards the
+    handlers are as configured. Without a bar nothing is redirected."""
+    import tqdm as tqdm_pkg
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    written = []
+    original = tqdm_pkg.tqdm.write.__func__
+    monkeypatch.setattr(tqdm_pkg.tqdm, "write", classmethod(lambda cls, s, **kw: (written.append(s),
+                                                                                  original(cls, s, **kw))))
+    stream = Tty()
+    monkeypatch.setattr(sys, "stderr", stream)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        configure_logging("INFO", "30")
+        configured = list(root.handlers)
+        for bar in (True, False):
+            written.clear()
+            with Progress("job", 3, logger=logging.getLogger(LOGGER), bar=bar) as p:
+                p.phase("work")
+                redirected = [h for h in root.handlers if h not in configured]
+            assert bool(redirected) is bar and root.handlers == configured
+            assert any("job | work | step 0/3" in w for w in written) is bar, written
+        assert "job | work | step 0/3" in stream.getvalue() and "0/3 [" in stream.getvalue()
+    finally:
+        root.handlers = before
+        progress_mod._configured_interval = None
+        logging.getLogger("villani").setLevel(logging.NOTSET)
+
+
 def test_no_thread_when_info_is_off():
     logging.getLogger("villani.silent").setLevel(logging.WARNING)
     p = Progress("job", 3, logger=logging.getLogger("villani.silent"), interval_s=0.01, bar=False)
@@ -132,7 +167,7 @@ def test_configure_logging_levels_interval_and_bad_values(monkeypatch):
         monkeypatch.setenv(progress_mod.ENV_INTERVAL, "2.5")
         configure_logging("debug")
         configure_logging("DEBUG")
-        ours = [h for h in root.handlers if isinstance(h, progress_mod._TqdmStreamHandler)]
+        ours = [h for h in root.handlers if isinstance(h, progress_mod._StderrHandler)]
         assert len(ours) == 1
         assert progress_mod.progress_interval() == 2.5
         assert logging.getLogger("villani").level == logging.DEBUG

@@ -16,7 +16,8 @@ points). The rate is the time from the current phase's start to its latest unit 
 units it has done (the units of one phase cost alike; before a phase's first unit, the
 previous phase's rate); the ETA is the units left times that rate, less the time the unit
 under way has already run. On a terminal (stderr is a TTY) a tqdm
-bar is drawn as well and the lines are written above it.
+bar is drawn as well and, while it is, tqdm's :func:`~tqdm.contrib.logging.logging_redirect_tqdm`
+writes the console's log lines above it (``tqdm.write``: the bar is cleared and redrawn, never torn).
 
 Configuration, once per process (the CLI): :func:`configure_logging` — the level of the
 ``villani`` loggers (``--log-level`` / ``VILLANI_LOG_LEVEL``, default INFO; other
@@ -28,6 +29,7 @@ shown and no thread is started.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -37,6 +39,7 @@ import time
 from typing import Any
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 __all__ = ["Progress", "configure_logging", "progress_interval", "format_seconds", "running_trace",
            "running_top_eigenvalue", "DEFAULT_INTERVAL_S"]
@@ -51,17 +54,10 @@ _DATEFMT = "%Y-%m-%d %H:%M:%S"
 _configured_interval: float | None = None
 
 
-class _TqdmStreamHandler(logging.StreamHandler):
-    """A stderr handler that writes through ``tqdm.write``: a live bar is cleared and redrawn
-    below the line instead of being torn. Flushes after every record (a job log is read
-    while the job runs)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            tqdm.write(self.format(record), file=self.stream)
-            self.flush()
-        except Exception:  # pragma: no cover - logging must never raise
-            self.handleError(record)
+class _StderrHandler(logging.StreamHandler):
+    """The one handler :func:`configure_logging` installs: stderr, flushed after every record
+    (``StreamHandler`` does; a job log is read while the job runs). A plain console handler,
+    so a :class:`Progress` bar's :func:`~tqdm.contrib.logging.logging_redirect_tqdm` finds it."""
 
 
 def _parse_interval(value: Any, where: str) -> float:
@@ -94,9 +90,9 @@ def configure_logging(level: str | None = None, interval_s: float | str | None =
     else:
         _configured_interval = None
     root = logging.getLogger()
-    for h in [h for h in root.handlers if isinstance(h, _TqdmStreamHandler)]:
+    for h in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
         root.removeHandler(h)
-    handler = _TqdmStreamHandler(sys.stderr)
+    handler = _StderrHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(_FORMAT, datefmt=_DATEFMT))
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
@@ -160,6 +156,9 @@ class Progress:
         show_bar = sys.stderr.isatty() if bar is None else bar
         self._bar = tqdm(total=total, initial=self.done, desc=what, unit=unit, leave=False, disable=not show_bar,
                          file=sys.stderr)
+        self._redirect = contextlib.ExitStack()  # console log lines through tqdm.write while the bar is drawn
+        if show_bar:
+            self._redirect.enter_context(logging_redirect_tqdm())
         self._thread = None
         self.log.info(self.line())
         if self.log.isEnabledFor(logging.INFO):
@@ -267,6 +266,7 @@ class Progress:
         if self._thread is not None:
             self._thread.join()
         self._bar.close()
+        self._redirect.close()
         self.log.info(self.line(message))
 
     def __enter__(self) -> "Progress":
