@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tests.conftest import copy_repo
-from villani.dag.run_lock import LOCK_NAME, stale_snakemake_locks
+from villani.dag.run_lock import LOCK_NAME, RunBusy, run_locked, stale_snakemake_locks
 from villani.plan import layout
 
 BIN = Path(sys.executable).parent
@@ -83,3 +84,15 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     out = subprocess.run(_run_lock(sys.executable, "-c", "print('ran')"), cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ran", out.stderr
+
+
+def test_the_lock_is_filelocks_a_filelock_holder_is_a_live_run(tmp_path):
+    """run-lock takes filelock's lock (lock_descriptor): a ``FileLock`` on the same file contends with it."""
+    results = tmp_path / "results"
+    results.mkdir()
+    with FileLock(results / LOCK_NAME, timeout=0):
+        with pytest.raises(RunBusy, match=f"^{results / LOCK_NAME}: a workflow run is using"):
+            run_locked(["true"], root=results, workdir=tmp_path)
+    assert run_locked(["true"], root=results, workdir=tmp_path) == 0
+    with FileLock(results / LOCK_NAME, timeout=0):  # and released when the run ends
+        pass

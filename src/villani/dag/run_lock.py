@@ -7,25 +7,27 @@ an out-of-memory kill), after which every later run stops with "Directory cannot
 locked" until someone runs ``snakemake --unlock``. Snakemake cannot tell a stale lock from
 a live run's, so it never removes one itself.
 
-Our own lock can tell: :func:`run_locked` takes ``fcntl.flock`` on ``results/.villani.lock``
-before starting Snakemake and hands the descriptor to it, so the lock is held exactly as
-long as the wrapper or Snakemake lives — the kernel drops it when both are gone, however
-they died. Holding it therefore proves that no run started this way is alive; when no
-other Snakemake process runs in the working directory either (checked in ``/proc`` where
-there is one), a Snakemake lock left in ``.snakemake/locks/`` is stale, and ``snakemake
---unlock`` (same arguments) removes it before the run starts. When a live process holds
-our lock, :class:`RunBusy` names its pid in one line and nothing is unlocked.
+Our own lock can tell: :func:`run_locked` locks ``results/.villani.lock`` (filelock's
+:func:`~filelock.lock_descriptor`: ``fcntl.flock`` on Unix) before starting Snakemake and
+hands the descriptor to it, so the lock is held exactly as long as the wrapper or Snakemake
+lives — the kernel drops it when both are gone, however they died. Holding it therefore
+proves that no run started this way is alive; when no other Snakemake process runs in the
+working directory either (checked in ``/proc`` where there is one), a Snakemake lock left
+in ``.snakemake/locks/`` is stale, and ``snakemake --unlock`` (same arguments) removes it
+before the run starts. When a live process holds our lock, :class:`RunBusy` names its pid
+in one line and nothing is unlocked.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
 import subprocess
 from pathlib import Path
 from typing import Sequence
+
+from filelock import lock_descriptor
 
 __all__ = ["LOCK_NAME", "RunBusy", "run_locked", "stale_snakemake_locks", "live_snakemake"]
 
@@ -76,13 +78,14 @@ def run_locked(cmd: Sequence[str], root: str | Path = "results", workdir: str | 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     lock = root / LOCK_NAME
+    # filelock's lock on a descriptor we own, not a FileLock: Snakemake inherits the descriptor
+    # (pass_fds) so the lock outlives the wrapper, and the holder's pids are written into the
+    # file — a FileLock keeps its descriptor private and its lock ends with the process.
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not lock_descriptor(fd, blocking=False):
             raise RunBusy(f"{lock}: a workflow run is using {root} ({_holder(lock)}); wait for it to end "
-                          "or stop it, then run again") from None
+                          "or stop it, then run again")
         _write_holder(fd, f"pid {os.getpid()}")
         if stale_snakemake_locks(workdir):
             live = live_snakemake(workdir)
