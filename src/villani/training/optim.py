@@ -15,6 +15,7 @@ import math
 from typing import Mapping
 
 import torch
+from transformers import get_constant_schedule
 
 
 def norm_parameter_names(model: torch.nn.Module) -> set[str]:
@@ -62,7 +63,16 @@ def make_optimizer(model: torch.nn.Module, train: Mapping, lam: float, kind: str
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
-    """Multiplier of the peak lr at optimizer step ``step`` (0-based)."""
+    """Multiplier of the peak lr at optimizer step ``step`` (0-based).
+
+    Kept by hand: ``transformers.get_cosine_schedule_with_warmup`` is not the same schedule
+    (``tests/training/test_lr_schedule.py`` measures it). Its warm-up is ``step/w``, ours
+    ``(step+1)/w`` — its first step runs at lr 0 and every warm-up step's factor is 1/w lower
+    (0.01 at w = 100); after the warm-up the factors are equal bit for bit, and with w = 0 over
+    all T steps. Past T its cosine wraps and rises again (ours stays 0); with T ≤ w it
+    alternates 1, 0, 1 after the warm-up (ours holds 1). Replacing it would change every
+    trained run with a warm-up.
+    """
     if warmup > 0 and step < warmup:
         return (step + 1) / warmup
     if total <= warmup:
@@ -73,9 +83,10 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
 
 def make_scheduler(opt: torch.optim.Optimizer, train: Mapping, *, constant: bool = False
                    ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Warm-up + cosine (:func:`lr_factor`), or a constant factor 1 (``constant``)."""
+    """Warm-up + cosine (:func:`lr_factor`), or a constant factor 1 (``constant``:
+    ``transformers.get_constant_schedule``)."""
     if constant:
-        return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        return get_constant_schedule(opt)
     w, total = int(train["warmup_steps"]), int(train["steps"])
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, w, total))
 
