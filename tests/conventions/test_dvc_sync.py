@@ -3,13 +3,16 @@ are exercised in tests/workflow: test_dvc.py, test_snakemake.py)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import villani
 from villani.dag import dvc_sync
 
 
@@ -51,6 +54,38 @@ def test_a_live_holder_is_refused_in_one_line_and_kept(project):
     c = dvc_sync.claim(project, cmd="snakemake")
     assert not dvc_sync.holders(project).get("read")
     dvc_sync.release(c)
+
+
+def test_dvc_write_lock_is_the_one_use_of_dvcs_private_rwlock(project):
+    """The private ``dvc.rwlock`` is called from one function: it enters and leaves an entry
+    of this process, and names a live overlapping holder."""
+    tmp = project / ".dvc" / "tmp"
+    tmp.mkdir()
+    leave = dvc_sync.dvc_write_lock(tmp, project / "results", "snakemake -n", False)
+    assert dvc_sync.holders(project)["write"] == {str(project / "results"): {"pid": os.getpid(), "cmd": "snakemake -n"}}
+    leave()
+    leave()  # a second leave (or an entry removed by hand) is harmless
+    assert not dvc_sync.holders(project).get("write")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp / "rwlock").write_text(json.dumps({"write": {str(project / "results/x"): {"pid": holder.pid,
+                                                                                       "cmd": "dvc repro"}}}))
+        with pytest.raises(dvc_sync.TreeBusy, match=rf"^\(PID {holder.pid}\): dvc repro$"):
+            dvc_sync.dvc_write_lock(tmp, project / "results", "snakemake", False)
+    finally:
+        holder.kill()
+        holder.wait()
+    users = []  # every import of dvc.rwlock in the package, by the function around it
+    for f in Path(villani.__file__).parent.rglob("*.py"):
+        tree = ast.parse(f.read_text())
+        funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "dvc.rwlock" or n.startswith("dvc.rwlock.") for n in names):
+                around = [fn.name for fn in funcs if fn.lineno <= node.lineno <= fn.end_lineno]
+                users.append(f"{f.name}:{around[-1] if around else '<module>'}")
+    assert users == ["dvc_sync.py:dvc_write_lock"]
 
 
 def test_only_a_run_of_params_yaml_alone_is_recorded(tmp_path):

@@ -10,7 +10,7 @@ DVC's message naming the Snakemake PID and command, before deleting anything; an
 DVC stage runs, Snakemake refuses to start with one line naming the DVC process. An entry
 is only ever removed by its owner or, once its process has died, as stale — never under a
 live run. The rwlock file is edited under DVC's own guard (``rwlock.lock``), with DVC's
-own functions.
+own functions — private ones, called in one place (:func:`dvc_write_lock`).
 
 **The record.** After a successful Snakemake run of the committed parameters, the outputs
 are recorded in ``dvc.lock`` (:func:`record`, ``dvc commit --force``): ``dvc status``
@@ -28,7 +28,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from villani.plan import layout
 
@@ -41,9 +41,7 @@ class TreeBusy(RuntimeError):
 class Claim:
     """Snakemake's entry in DVC's rwlock (:func:`claim`); hand it to :func:`release`."""
 
-    tmp_dir: str
-    hardlink: bool
-    lock: Any  # the entered dvc.rwlock.rwlock context
+    leave: Callable[[], None]  # from dvc_write_lock
 
 
 def _dvc_tmp_dir(workdir: Path) -> Path | None:
@@ -60,8 +58,39 @@ def _hardlink_lock(workdir: Path) -> bool:
         return False
 
 
+def dvc_write_lock(tmp_dir: Path, path: Path, cmd: str, hardlink: bool) -> Callable[[], None]:
+    """Enter DVC's rwlock (``tmp_dir/rwlock``) as the writer of ``path`` for this process and
+    ``cmd``; return the function that leaves it. :class:`TreeBusy` (message: the live
+    holders, ``(PID n): cmd; …``) when a live process holds an overlapping path.
+
+    The project's one use of DVC's private ``dvc.rwlock`` (with ``dvc.lock.LockError`` and
+    ``dvc.fs.localfs``): a DVC release that changes them breaks here and in
+    ``tests/conventions/test_dvc_sync.py``, nowhere else. No public route exists: DVC's Python
+    API (``dvc.api``) only reads (``open``, ``read``, ``params_show``, …); its repository lock
+    (``.dvc/tmp/lock``) is released while a stage's command runs (DVC pull request #2584:
+    "release locks when running a command"), so during a stage the rwlock alone guards its
+    outputs, and only DVC's own code edits that file safely (under ``rwlock.lock``).
+    """
+    from dvc.fs import localfs
+    from dvc.lock import LockError
+    from dvc.rwlock import rwlock
+
+    cm = rwlock(str(tmp_dir), localfs, cmd, [], [str(path)], hardlink)
+    try:
+        cm.__enter__()
+    except LockError as e:
+        raise TreeBusy("; ".join(re.findall(r"\(PID \d+\): [^\n]*", str(e))) or str(e).splitlines()[0]) from None
+
+    def leave() -> None:
+        with contextlib.suppress(AssertionError, KeyError):  # the entry was removed by hand
+            cm.__exit__(None, None, None)
+
+    return leave
+
+
 def claim(workdir: str | Path = ".", root: str = layout.RESULTS, cmd: str | None = None) -> Claim | None:
-    """Register this process as the writer of ``<workdir>/<root>`` in DVC's rwlock.
+    """Register this process as the writer of ``<workdir>/<root>`` in DVC's rwlock
+    (:func:`dvc_write_lock`).
 
     Returns None when ``workdir`` is no DVC project (nothing to coordinate with). Raises
     :class:`TreeBusy` (one line, naming the PID and command) when a live process holds a
@@ -71,27 +100,19 @@ def claim(workdir: str | Path = ".", root: str = layout.RESULTS, cmd: str | None
     tmp_dir = _dvc_tmp_dir(workdir)
     if tmp_dir is None:
         return None
-    from dvc.fs import localfs
-    from dvc.lock import LockError
-    from dvc.rwlock import rwlock
-
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    hardlink = _hardlink_lock(workdir)
-    cm = rwlock(str(tmp_dir), localfs, cmd or " ".join(sys.argv), [], [str(workdir / root)], hardlink)
     try:
-        cm.__enter__()
-    except LockError as e:
-        holders = "; ".join(re.findall(r"\(PID \d+\): [^\n]*", str(e))) or str(e).splitlines()[0]
-        raise TreeBusy(f"{root}/ is being written by another process ({holders}); "
-                       f"start again when it has finished") from None
-    return Claim(str(tmp_dir), hardlink, cm)
+        leave = dvc_write_lock(tmp_dir, workdir / root, cmd or " ".join(sys.argv), _hardlink_lock(workdir))
+    except TreeBusy as e:
+        raise TreeBusy(f"{root}/ is being written by another process ({e}); "
+                       "start again when it has finished") from None
+    return Claim(leave)
 
 
 def release(c: Claim | None) -> None:
     """Remove the entry :func:`claim` made (no-op for None)."""
     if c is not None:
-        with contextlib.suppress(AssertionError, KeyError):  # the entry was removed by hand
-            c.lock.__exit__(None, None, None)
+        c.leave()
 
 
 def holders(workdir: str | Path = ".") -> dict[str, Any]:
