@@ -178,3 +178,37 @@ def test_fit_cost_model_keeps_both_terms_non_negative():
 def test_fit_cost_model_needs_two_distinct_sizes():
     with pytest.raises(ValueError, match="at least 2 distinct"):
         S.fit_cost_model([5.0, 5.0], [1.0, 2.0])
+
+
+def test_run_correlations_by_hand_equal_scipy_per_run_and_are_faster():
+    """``intervals.run_correlations`` is kept by hand (grouped sums): it gives scipy's
+    ``pearsonr`` / ``spearmanr`` of every run (not bit for bit: ≤ 1e-12 apart) at a fraction
+    of the cost of one scipy call per run, which the coverage test makes 10⁴ times."""
+    import time
+
+    from villani.intervals import run_correlations
+
+    rng = np.random.default_rng(7)
+    runs, per = 300, 12
+    x = rng.lognormal(size=runs * per)
+    y = x * rng.uniform(-2, 2, size=runs).repeat(per) + rng.normal(size=runs * per)
+    y[::5] = np.round(y[::5])  # ties for the ranks
+    g = np.arange(runs).repeat(per)
+
+    def by_scipy(rank: bool) -> np.ndarray:
+        f = sps.spearmanr if rank else sps.pearsonr
+        return np.array([f(x[g == j], y[g == j]).statistic for j in range(runs)])
+
+    for rank in (False, True):
+        np.testing.assert_allclose(run_correlations(x, y, g, rank=rank), by_scipy(rank), rtol=0, atol=1e-12)
+
+    def best_of(f, n=3):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t0)
+        return min(out)
+
+    ours, theirs = best_of(lambda: run_correlations(x, y, g)), best_of(lambda: by_scipy(False))
+    assert ours * 5 < theirs, (ours, theirs)

@@ -161,8 +161,10 @@ def run_correlations(x: Any, y: Any, clusters: Any, *, rank: bool = False) -> np
     """Pearson r (``rank``: Spearman ρ, the Pearson r of within-run ranks) of x and y within each
     cluster, in order of first appearance; NaN where undefined (< 3 finite pairs, a constant side).
 
-    Grouped sums (:func:`numpy.bincount`) compute every run at once: :func:`scipy.stats.pearsonr`
-    costs ≈ 1 ms a call, and the coverage test makes 10⁴ of them.
+    Kept by hand: grouped sums (:func:`numpy.bincount`) compute every run at once, ≈ 200× faster
+    than one :func:`scipy.stats.pearsonr` call per run (300 runs: 0.3 ms vs 80 ms), and the
+    coverage test makes 10⁴ of them; equal to scipy's r and ρ within 1e-15
+    (``tests/test_stats.py::test_run_correlations_by_hand_equal_scipy_per_run_and_are_faster``).
 
     >>> run_correlations([1, 2, 3, 1, 2, 3], [1, 2, 3, 3, 2, 1], [7, 7, 7, 8, 8, 8]).round(12).tolist()
     [1.0, -1.0]

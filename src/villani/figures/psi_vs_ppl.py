@@ -6,7 +6,7 @@ groups sit at Ψ_s values orders of magnitude apart: each gets its own panel on 
 axis, where the direction within the group is visible. One point per checkpoint and seed,
 marker area growing with the step, a thin line joining each seed's checkpoints in step
 order. Each panel's title gives the signed association — Spearman ρ with its
-bootstrap interval (two-stage: seeds, then checkpoints within a seed;
+interval (ρ within each seed's run, a t interval over the seeds on Fisher's z scale;
 :func:`villani.stats.correlation_interval`, the same numbers as the claims ledger) and
 Pearson r — where the paper reports R² alone. The paper claims higher Ψ_s goes with lower
 perplexity (ρ < 0).
