@@ -1,0 +1,270 @@
+"""The stage commands of ``villani``: one ``cmd_<command>(args)`` per subcommand (rule name =
+command name; ``diagnose`` is :mod:`villani.cli_diagnose`), each a thin call into the package
+of its stage, imported when the command runs; and the parameters a command works on — the
+document of ``--params`` and its dataset (``--dataset``, or the only one, or every one).
+
+The parser, the table from name to command (:data:`villani.cli.COMMANDS`) and the error
+policy are :mod:`villani.cli`.
+"""
+
+from __future__ import annotations
+
+
+# --------------------------------------------------------------------------- the parameters of a command
+def _document(args) -> dict:
+    from villani.plan.config import load_params
+
+    return load_params(args.params or ["params.yaml"])
+
+
+def _datasets(args, doc: dict, *, every: bool) -> list[str]:
+    """``--dataset``; without it the document's only dataset, or with ``every`` all of them."""
+    from villani.plan.config import ParamsError, dataset_names
+
+    names = dataset_names(doc)
+    if args.dataset is not None:
+        if args.dataset not in names:
+            raise ParamsError(f"--dataset: {args.dataset!r} is not in the parameters (datasets: {', '.join(names)})")
+        return [args.dataset]
+    if len(names) > 1 and not every:
+        raise ParamsError(f"--dataset: required, the parameters name several datasets ({', '.join(names)}); the DVC "
+                          "mirror runs one dataset per parameter file (docs/ARCHITECTURE.md)")
+    return names
+
+
+def _params(args) -> dict:
+    """The parameters of the one dataset this command works on."""
+    from villani.plan.config import dataset_params
+
+    doc = _document(args)
+    return dataset_params(doc, _datasets(args, doc, every=False)[0])
+
+
+def _every_params(args) -> list[dict]:
+    """The parameters of ``--dataset``, or of every dataset of the document."""
+    from villani.plan.config import dataset_params
+
+    doc = _document(args)
+    return [dataset_params(doc, name) for name in _datasets(args, doc, every=True)]
+
+
+# --------------------------------------------------------------------------- the commands
+def cmd_validate(args) -> None:
+    import json
+
+    from villani.io.results import data_stats
+    from villani.plan import layout
+    from villani.plan.runs import runs
+    from villani.plan.schedule import checkpoint_steps, segment_ends
+
+    for p in _every_params(args):
+        rs = list(runs(p))
+        print(f"ok: {p['data']['name']}: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
+              f"{len(checkpoint_steps(p['train']))} checkpoints per run")
+        if layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"]).exists():
+            blocks = data_stats(p, args.results)["splits"]["train"]["blocks"]
+            t = p["train"]
+            print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
+                  f"of {blocks} train blocks (batch {t['batch_size']})")
+        if args.print:
+            print(json.dumps(p, indent=2))
+
+
+def cmd_fetch(args) -> None:
+    from villani.data.fetch import describe, fetch, write_record
+    from villani.plan import layout
+
+    ps = _every_params(args)
+    for p in ps:
+        record = fetch(p)
+        out = layout.fmt(layout.FETCH_RECORD, args.results, dataset=p["data"]["name"])
+        write_record(record, out)
+        head = [f"dataset {p['data']['name']}:"] if len(ps) > 1 else []
+        print("\n".join(head + describe(record) + [f"wrote {out}"]))
+
+
+def cmd_pretrained(args) -> None:
+    from villani.model import write_pretrained
+    from villani.plan import layout
+
+    p = _params(args)
+    record = write_pretrained(p, args.results)
+    out = layout.fmt(layout.PRETRAINED_DIR, args.results, dataset=p["data"]["name"])
+    what = "config and weights" if record["weights_sha256"] else "config"
+    print(f"wrote {out}: {record['name']} ({what})")
+
+
+def cmd_tokenize(args) -> None:
+    from villani.data import tokenize
+    from villani.plan import layout
+
+    p = _params(args)
+    out = layout.fmt(layout.DATA_DIR, args.results, dataset=p["data"]["name"])
+    stats = tokenize(p["data"], out)
+    print(f"wrote {out}: " + ", ".join(f"{s} {stats['splits'][s]['blocks']} blocks" for s in stats["splits"]))
+
+
+def cmd_train(args) -> None:
+    from villani.plan.schedule import segment_ends
+    from villani.training import train_segment
+
+    p = _params(args)
+    _check_run(p, args)
+    ends = segment_ends(p["train"]) if args.all else [args.until]
+    for end in ends:
+        if args.all and _segment_done(p, args, end):
+            continue
+        m = train_segment(p, variant=args.variant, lam=args.lam, seed=args.seed, end=end, root=args.results,
+                          device=args.device)
+        print(f"segment {m['start']}→{m['end']}: checkpoints {[c['step'] for c in m['checkpoints']]}")
+
+
+def _segment_done(p, args, end) -> bool:
+    from villani.plan import layout
+
+    return layout.fmt(layout.SEGMENT, args.results, dataset=p["data"]["name"], variant=args.variant,
+                      lam=args.lam, seed=args.seed, step=end).exists()
+
+
+def _check_run(p, args) -> None:
+    from villani.plan.config import ParamsError
+
+    from villani.plan.runs import variant_kind, variant_lambdas, variants
+
+    if args.variant not in variants(p):
+        raise ParamsError(f"--variant: {args.variant!r} is not a variant of these parameters "
+                          f"(variants: {', '.join(variants(p))})")
+    lams = variant_lambdas(p, args.variant)
+    kind = variant_kind(args.variant)
+    key = "train.lambdas" if kind == "adamw" else f"train.{kind}.lambdas"
+    if args.lam not in lams:
+        raise ParamsError(f"--lam: {args.lam:g} is not in {key} = {lams}")
+    if args.seed not in p["train"]["seeds"]:
+        raise ParamsError(f"--seed: {args.seed} is not in train.seeds = {p['train']['seeds']}")
+
+
+def cmd_measure(args) -> None:
+    from villani.measure import measure_checkpoint
+    from villani.plan.schedule import checkpoint_steps
+
+    p = _params(args)
+    _check_run(p, args)
+    steps = checkpoint_steps(p["train"]) if args.all else [args.step]
+    for step in steps:
+        out = measure_checkpoint(p, variant=args.variant, lam=args.lam, seed=args.seed, step=step,
+                                 root=args.results, device=args.device)
+        print(f"measured step {step}: {out}")
+
+
+def cmd_rays(args) -> None:
+    from villani.measure.rays import run_rays
+
+    print(run_rays(_params(args), root=args.results, device=args.device))
+
+
+def cmd_landscape(args) -> None:
+    from villani.measure.landscape import run_landscape
+
+    print(run_landscape(_params(args), lam=args.lam, root=args.results, device=args.device))
+
+
+def cmd_bounds(args) -> None:
+    from villani.bounds.table import write_bounds
+
+    print(write_bounds(_params(args), root=args.results))
+
+
+def cmd_cost(args) -> None:
+    from villani.measure.hvp_cost import run_hvp_cost
+
+    print(run_hvp_cost(_params(args), root=args.results, device=args.device))
+
+
+def cmd_figures(args) -> None:
+    from villani.figures import render_all
+
+    for path in render_all(_params(args), root=args.results):
+        print(path)
+
+
+def cmd_claims(args) -> None:
+    from villani.claims.ledger import write_claims
+
+    print(write_claims(_params(args), root=args.results))
+
+
+def cmd_claims_report(args) -> None:
+    from villani.claims.report import report, write_report
+
+    p = _params(args)
+    print(write_report(p, args.results, args.write) if args.write else report(p, args.results), end="\n")
+
+
+def cmd_metrics(args) -> None:
+    from villani.tracking.dvc_plots import write_plots
+    from villani.tracking.metrics import write_metrics
+
+    p = _params(args)
+    print(write_metrics(p, root=args.results))
+    print("\n".join(write_plots(p, root=args.results)))
+
+
+def cmd_paper(args) -> None:
+    from villani.figures.paper import render_paper
+
+    for path in render_paper(_document(args), root=args.results):
+        print(path)
+
+
+def cmd_prune(args) -> None:
+    from villani.dag.prune import prune
+
+    verb = "would free" if args.dry_run else "freed"
+    for p in _every_params(args):
+        files, freed = prune(p, root=args.results, dry_run=args.dry_run)
+        print(f"{p['data']['name']}: {len(files)} checkpoint files, {verb} {freed / 1e6:.1f} MB")
+
+
+def cmd_convert_checkpoints(args) -> None:
+    from villani.plan import layout
+    from villani.plan.runs import runs
+    from villani.training.checkpoint import convert_run
+
+    for p in _every_params(args):
+        for run in runs(p):
+            steps = convert_run(p, args.results, run)
+            if steps:
+                print(f"{run.path(layout.RUN_DIR, args.results)}: converted {len(steps)} checkpoints")
+
+
+def cmd_run_lock(args) -> None:
+    from villani.dag.run_lock import run_locked
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    rc = run_locked(cmd, root=args.results)
+    if rc:
+        raise SystemExit(rc)
+
+
+def cmd_profile(args) -> None:
+    from villani.dag.profiles import install_profile
+
+    used, path = install_profile(args.source, args.name, account=args.account, partition=args.partition,
+                                 gpu_partition=args.gpu_partition)
+    taken = "" if used == args.name else f" ({args.name!r} exists and was left alone)"
+    print(f"installed profile {used!r}{taken}: {path}\nuse: snakemake --profile {used}")
+
+
+def cmd_dvc_yaml(args) -> None:
+    from pathlib import Path
+
+    from villani.dag import dvc_yaml
+
+    if args.check:
+        problems = dvc_yaml.check(args.output, args.params or ["params.yaml"])
+        if problems:
+            raise ValueError("; ".join(problems))
+        print(f"ok: {args.output} is current; {', '.join(args.params or ['params.yaml'])}: every key it reads is set")
+        return
+    Path(args.output).write_text(dvc_yaml.render())
+    print(f"wrote {args.output} ({len(dvc_yaml.stages())} stages)")
