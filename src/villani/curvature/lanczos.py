@@ -140,6 +140,28 @@ def lanczos(
 
     store = reorthogonalize or keep_basis
     basis = torch.empty((m if store else 0, vectors.local_dim), device=b_device, dtype=b_dtype)
+    alphas, betas, beta_last, residual, restarts, breakdown = _recurrence(
+        op, q, m, basis, vectors, stream, store=store, reorthogonalize=reorthogonalize,
+        restart_on_breakdown=restart_on_breakdown, tol=tol, stop=stop, callback=callback)
+    steps = len(alphas)
+    return LanczosResult(
+        alphas=np.asarray(alphas, dtype=np.float64),
+        betas=np.asarray(betas[: steps - 1], dtype=np.float64),
+        beta_last=float(beta_last),
+        num_matvecs=steps,
+        basis=basis[:steps] if keep_basis else None,
+        restarts=restarts,
+        breakdown=breakdown,
+        start_seed=int(seed) if v0 is None else None,
+        residual=residual.to(device=b_device, dtype=b_dtype) if keep_basis and residual is not None else None,
+    )
+
+
+def _recurrence(op, q: Tensor, m: int, basis: Tensor, vectors, stream, *, store: bool, reorthogonalize: bool,
+                restart_on_breakdown: bool, tol: float, stop, callback):
+    """The Lanczos steps of :func:`lanczos` from the unit vector ``q``, writing the basis rows
+    into ``basis`` (when ``store``). Returns ``(alphas, betas, beta_last, residual, restarts,
+    breakdown)``."""
     alphas: list[float] = []
     betas: list[float] = []
     q_prev, beta_prev = None, 0.0
@@ -147,7 +169,7 @@ def lanczos(
     residual = None
     for j in range(m):
         if store:
-            basis[j] = q.to(device=b_device, dtype=b_dtype)
+            basis[j] = q.to(device=basis.device, dtype=basis.dtype)
         w = op.matvec(q)
         norm_aq = float(vectors.norm(w))
         alpha = float(vectors.dot(q, w))
@@ -175,19 +197,7 @@ def lanczos(
             continue
         betas.append(beta)
         q_prev, q, beta_prev = q, w / beta, beta
-
-    steps = len(alphas)
-    return LanczosResult(
-        alphas=np.asarray(alphas, dtype=np.float64),
-        betas=np.asarray(betas[: steps - 1], dtype=np.float64),
-        beta_last=float(beta_last),
-        num_matvecs=steps,
-        basis=basis[:steps] if keep_basis else None,
-        restarts=restarts,
-        breakdown=breakdown,
-        start_seed=int(seed) if v0 is None else None,
-        residual=residual.to(device=b_device, dtype=b_dtype) if keep_basis and residual is not None else None,
-    )
+    return alphas, betas, beta_last, residual, restarts, breakdown
 
 
 def top_eigenvalues(
