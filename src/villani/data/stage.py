@@ -65,41 +65,9 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
 
     source = open_source(data_cfg)
     texts = read_splits(data_cfg, source)
-    if kind == "bpe":
-        tok = train_bpe(texts["train"].documents, int(tok_cfg.get("vocab_size", 512)))
-        eos = EOS_TOKEN
-    elif kind == "pretrained":
-        tok, eos = load_pretrained(tok_cfg.get("name"), revision=tok_cfg.get("revision"))
-    else:
-        raise ValueError(f"data.tokenizer.kind: unknown kind {kind!r} (expected bpe or pretrained)")
-    eos_id = tok.token_to_id(eos)
-    if eos_id is None:
-        raise ValueError(f"data.tokenizer: separator token {eos!r} is not in the tokenizer's vocabulary")
+    tok, eos, eos_id = _tokenizer(kind, tok_cfg, texts)
     t1 = time.perf_counter()
-
-    blocks: dict[str, Any] = {}
-    split_stats: dict[str, dict[str, Any]] = {}
-    for split in SPLITS:
-        text = texts[split]
-        ids = encode_documents(tok, text.documents, eos_id)
-        if len(ids) < seq_len:
-            raise ValueError(
-                f"data: split {split!r} has {len(ids)} tokens ({len(text.documents)} documents), "
-                f"fewer than seq_len={seq_len}: no block of {seq_len} tokens"
-            )
-        blocks[split] = cut_blocks(ids, seq_len, caps.get(split))
-        n_full = len(ids) // seq_len
-        split_stats[split] = {
-            "origin": text.origin,
-            "documents": len(text.documents),
-            "characters": text.characters,
-            "text_sha256": text.sha256(),
-            "tokens": int(len(ids)),
-            "blocks": int(blocks[split].shape[0]),
-            "dropped_tokens": int(len(ids) - n_full * seq_len),
-            "capped_blocks": int(n_full - blocks[split].shape[0]),
-            "file": f"{split}.parquet",
-        }
+    blocks, split_stats = _blocks(tok, texts, eos_id, seq_len, caps)
     t2 = time.perf_counter()
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -135,6 +103,51 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         time.perf_counter() - t2,
     )
     return stats
+
+
+def _tokenizer(kind: str, tok_cfg: dict[str, Any], texts: dict) -> tuple[Any, str, int]:
+    """The tokenizer of ``data.tokenizer`` (trained on the train split, or a pretrained one),
+    its separator token and that token's id."""
+    if kind == "bpe":
+        tok = train_bpe(texts["train"].documents, int(tok_cfg.get("vocab_size", 512)))
+        eos = EOS_TOKEN
+    elif kind == "pretrained":
+        tok, eos = load_pretrained(tok_cfg.get("name"), revision=tok_cfg.get("revision"))
+    else:
+        raise ValueError(f"data.tokenizer.kind: unknown kind {kind!r} (expected bpe or pretrained)")
+    eos_id = tok.token_to_id(eos)
+    if eos_id is None:
+        raise ValueError(f"data.tokenizer: separator token {eos!r} is not in the tokenizer's vocabulary")
+    return tok, eos, eos_id
+
+
+def _blocks(tok, texts: dict, eos_id: int, seq_len: int, caps: dict) -> tuple[dict[str, Any], dict[str, dict]]:
+    """Every split encoded and cut into blocks of ``seq_len`` tokens (at most ``caps[split]``),
+    with its stats (without the file's sha256, added once it is written)."""
+    blocks: dict[str, Any] = {}
+    split_stats: dict[str, dict[str, Any]] = {}
+    for split in SPLITS:
+        text = texts[split]
+        ids = encode_documents(tok, text.documents, eos_id)
+        if len(ids) < seq_len:
+            raise ValueError(
+                f"data: split {split!r} has {len(ids)} tokens ({len(text.documents)} documents), "
+                f"fewer than seq_len={seq_len}: no block of {seq_len} tokens"
+            )
+        blocks[split] = cut_blocks(ids, seq_len, caps.get(split))
+        n_full = len(ids) // seq_len
+        split_stats[split] = {
+            "origin": text.origin,
+            "documents": len(text.documents),
+            "characters": text.characters,
+            "text_sha256": text.sha256(),
+            "tokens": int(len(ids)),
+            "blocks": int(blocks[split].shape[0]),
+            "dropped_tokens": int(len(ids) - n_full * seq_len),
+            "capped_blocks": int(n_full - blocks[split].shape[0]),
+            "file": f"{split}.parquet",
+        }
+    return blocks, split_stats
 
 
 def _versions() -> dict[str, str]:
