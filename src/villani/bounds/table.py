@@ -56,6 +56,7 @@ import numpy as np
 
 from villani.bounds.formatting import csv_cell as _csv_cell
 from villani.bounds.formatting import NOT_APPLICABLE, format_row, format_value  # noqa: F401 (importable here)
+from villani.bounds.hypotheses import FAMILIES, FAMILY_COLUMNS, HYPOTHESES, family_status, hypotheses, objective
 from villani.bounds.theory import (
     F_STAR_LOWER,
     UNDEFINED,
@@ -81,100 +82,9 @@ _COPY_KEYS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl")
 
 F_STAR_METHOD = "lower bound 0: L >= 0 and (lam/2)|theta|^2 >= 0"
 
-#: Every hypothesis a bound of the table rests on, by the name of its ``hyp_<name>`` column.
-HYPOTHESES = {
-    "lam_positive": "λ > 0",
-    "update_eq36": "the update rule is eq. (36): SGD on F + √(2η/β)·Z",
-    "eta_le_eta_max": "η ≤ min(1, λ/(4σ²))",
-    "f_ge_f_star": "F(θ_t) ≥ F*",
-    "f_le_f0": "F(θ_t) ≤ F(θ₀): the run decreases F (reported; not a hypothesis of a bound)",
-    "beta_inv_lam": "β = 1/λ: the injected noise has eq. (41)'s temperature",
-    "kl_nonneg": "the KL bound is ≥ 0 before clamping",
-    "loss_le_1": "L(θ̂) ≤ 1: eq. (43) is for losses in [0, 1]",
-}
-
-#: The hypotheses of each family of bounds, and the columns that carry its numbers.
-FAMILIES = {
-    "c_ls": ("lam_positive",),
-    "theorem2": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star"),
-    "envelope": ("lam_positive", "update_eq36", "eta_le_eta_max", "f_ge_f_star", "beta_inv_lam"),
-    "pac_bayes": ("lam_positive", "kl_nonneg", "loss_le_1"),
-}
-FAMILY_COLUMNS = {
-    "theorem2": ("steps_required", "steps_required_eq33"),
-    "envelope": ("envelope", "envelope_consistent", "envelope_check", "envelope_consistent_check"),
-    "pac_bayes": ("pb_kl_used", "pb_kl_clamped", "pb_complexity", "pb_risk_bound", "pb_ppl_bound", "pb_vacuous",
-                  "pb_ppl_ratio"),
-}
-
 
 def _s_label(s: float) -> str:
     return f"c_ls_s{float(s):g}"
-
-
-def _objective(measure: Mapping[str, Any]) -> float:
-    if measure.get("F") is not None:
-        return float(measure["F"])
-    return float(measure["loss"]) + 0.5 * float(measure["lam"]) * float(measure["theta_sq_norm"])
-
-
-def _g(x: float) -> str:
-    return f"{float(x):.4g}"
-
-
-def hypotheses(measure: Mapping[str, Any], *, update_rule: str, eta: float, sigma_sq: float,
-               f0: float | None, f_star: float, kl_raw: float | None, beta: float | None = None
-               ) -> tuple[dict, dict]:
-    """(``{name: True/False/None}``, ``{name: reason}``) of :data:`HYPOTHESES` at one checkpoint;
-    a reason (with the numbers) for each hypothesis that fails or cannot be evaluated.
-    ``beta``: the run's injected-noise β (``None``: no injected noise)."""
-    lam = float(measure["lam"])
-    F, loss = _objective(measure), float(measure["loss"])
-    ok: dict[str, bool | None] = {}
-    why: dict[str, str] = {}
-    ok["lam_positive"] = positive_lam(lam)
-    if not ok["lam_positive"]:
-        why["lam_positive"] = "λ = 0"
-    ok["update_eq36"] = update_rule == "langevin"
-    if not ok["update_eq36"]:
-        why["update_eq36"] = f"update rule {update_rule}, not eq. (36)"
-    e_max = eta_max(lam, sigma_sq)
-    ok["eta_le_eta_max"] = None if e_max is None else float(eta) <= e_max
-    if e_max is None:
-        why["eta_le_eta_max"] = "η_max undefined at λ = 0"
-    elif not ok["eta_le_eta_max"]:
-        why["eta_le_eta_max"] = f"η = {_g(eta)} > η_max = {_g(e_max)} (σ² = {_g(sigma_sq)})"
-    ok["f_ge_f_star"] = F >= f_star
-    if not ok["f_ge_f_star"]:
-        why["f_ge_f_star"] = f"F = {_g(F)} < F* = {_g(f_star)}"
-    ok["f_le_f0"] = None if f0 is None else F <= float(f0)
-    if f0 is None:
-        why["f_le_f0"] = "F(θ₀) not given"
-    elif not ok["f_le_f0"]:
-        why["f_le_f0"] = f"F rose from F(θ₀) = {_g(f0)} to {_g(F)}"
-    ok["beta_inv_lam"] = beta is not None and lam > 0 and math.isclose(float(beta) * lam, 1.0, rel_tol=1e-9)
-    if beta is None:
-        why["beta_inv_lam"] = "no injected noise (β undefined)"
-    elif not ok["beta_inv_lam"]:
-        why["beta_inv_lam"] = f"β = {_g(beta)}, 1/λ = {_g(1 / lam) if lam > 0 else 'inf'}"
-    ok["kl_nonneg"] = None if kl_raw is None else kl_raw >= 0
-    if kl_raw is None:
-        why["kl_nonneg"] = "KL bound undefined at λ = 0"
-    elif not ok["kl_nonneg"]:
-        why["kl_nonneg"] = f"KL bound = {_g(kl_raw)} < 0"
-    ok["loss_le_1"] = loss <= 1.0
-    if not ok["loss_le_1"]:
-        why["loss_le_1"] = f"L = {_g(loss)} > 1 nat"
-    return ok, why
-
-
-def family_status(family: str, ok: Mapping[str, bool | None], why: Mapping[str, str]) -> str:
-    """``"ok"`` when every hypothesis of ``family`` holds, else ``"n/a: <reasons>"``
-    (``"undefined: λ = 0"`` when λ = 0, whatever else fails)."""
-    if ok["lam_positive"] is False:
-        return f"{UNDEFINED}: λ = 0"
-    failed = [why[h] for h in FAMILIES[family] if ok[h] is not True]
-    return "ok" if not failed else f"{NOT_APPLICABLE}: " + "; ".join(failed)
 
 
 def bounds_row(
@@ -219,7 +129,7 @@ def bounds_row(
         raise ValueError("s must hold at least one value")
     row: dict[str, Any] = {k: measure[k] for k in _ID_KEYS if k in measure}
     row.update({k: measure.get(k) for k in _COPY_KEYS})
-    F = _objective(measure)
+    F = objective(measure)
     row["F"] = F
     row["status"] = "ok" if positive_lam(lam) else UNDEFINED
     row["update_rule"] = update_rule
@@ -248,6 +158,14 @@ def bounds_row(
     for family in FAMILIES:
         row[f"{family}_status"] = family_status(family, ok, why)
 
+    _theorem2_columns(row, f0, c_ls, eta, eps)
+    _envelope_columns(row, measure, F, f0, f_min, c_ls, eta, smoothness_L, sigma_sq, lam)
+    _pac_bayes_columns(row, pb, measure.get("val_ppl"))
+    return row
+
+
+def _theorem2_columns(row: dict, f0: float | None, c_ls: float | None, eta: float, eps: float) -> None:
+    """Theorem 2's step counts (eq. 33 with ε split and as printed) where its hypotheses hold and F(θ₀) is given."""
     row["steps_required"] = row["steps_required_eq33"] = None
     if f0 is not None and row["theorem2_status"] == "ok":
         gap = float(f0) - F_STAR_LOWER
@@ -256,6 +174,11 @@ def bounds_row(
     elif f0 is None and row["theorem2_status"] == "ok":
         row["theorem2_status"] = f"{NOT_APPLICABLE}: F(θ₀) not given"
 
+
+def _envelope_columns(row: dict, measure: Mapping[str, Any], F: float, f0: float | None, f_min: float | None,
+                      c_ls: float | None, eta: float, smoothness_L: float | None, sigma_sq: float, lam: float) -> None:
+    """Eq. (41)'s envelope at this step (as printed and as eqs. 38+40 give it) and whether it holds, where the
+    envelope's hypotheses hold and L, the lowest F and the step are given."""
     for key in FAMILY_COLUMNS["envelope"]:
         row[key] = None
     if row["envelope_status"] == "ok" and (smoothness_L is None or f_min is None or "step" not in measure):
@@ -268,15 +191,17 @@ def bounds_row(
             row[f"{key}_check"] = envelope_check(F, float(f0), float(factor[0]), noise,  # type: ignore[arg-type]
                                                  F_STAR_LOWER, float(f_min))  # type: ignore[arg-type]
 
+
+def _pac_bayes_columns(row: dict, pb, val_ppl: float | None) -> None:
+    """The PAC-Bayes columns (eq. 43–44) and the bound over the validation perplexity; its numbers
+    ``None`` unless its hypotheses hold."""
     row.update({f"pb_{k}": v for k, v in pb.to_dict().items()})
-    val_ppl = measure.get("val_ppl")
     row["pb_ppl_ratio"] = (
         pb.ppl_bound / float(val_ppl) if pb.ppl_bound is not None and val_ppl is not None else None
     )
     if row["pac_bayes_status"] != "ok":
         for key in FAMILY_COLUMNS["pac_bayes"]:
             row[key] = None
-    return row
 
 
 def run_bounds(
@@ -301,7 +226,7 @@ def run_bounds(
     if not measures:
         return []
     ordered = sorted(measures, key=lambda m: m.get("step", 0))
-    fs = [_objective(m) for m in ordered]
+    fs = [objective(m) for m in ordered]
     tops = [max(m["top_eigenvalues"]) for m in ordered if m.get("top_eigenvalues")]
     L = smoothness_L if smoothness_L is not None else (float(max(tops)) if tops else None)
     return [bounds_row(m, f0=fs[0], f_min=min(fs), smoothness_L=L, **kwargs) for m in ordered]

@@ -55,7 +55,7 @@ def _envelope_rows(ctx: Context) -> tuple[pd.DataFrame, tuple[str, ...], pd.Data
 
 
 def _failed(b: pd.DataFrame) -> str:
-    from villani.bounds.table import FAMILIES, HYPOTHESES
+    from villani.bounds.hypotheses import FAMILIES, HYPOTHESES
 
     parts = [f"{HYPOTHESES[h]} fails at {int((b[f'hyp_{h}'].astype(object) == False).sum())}/{len(b)}"  # noqa: E712
              for h in FAMILIES["envelope"] if f"hyp_{h}" in b and (b[f"hyp_{h}"].astype(object) == False).any()]  # noqa: E712

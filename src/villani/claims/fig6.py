@@ -16,7 +16,7 @@ from villani.stats import correlation_interval, exact_value
 
 
 def _failed(b) -> str:
-    from villani.bounds.table import FAMILIES, HYPOTHESES
+    from villani.bounds.hypotheses import FAMILIES, HYPOTHESES
 
     parts = [f"{HYPOTHESES[h]} fails at {int((b[f'hyp_{h}'].astype(object) == False).sum())}/{len(b)}"  # noqa: E712
              for h in FAMILIES["pac_bayes"] if f"hyp_{h}" in b and (b[f"hyp_{h}"].astype(object) == False).any()]  # noqa: E712

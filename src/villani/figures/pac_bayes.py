@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 
-from villani.bounds.table import FAMILIES, HYPOTHESES
+from villani.bounds.hypotheses import FAMILIES, HYPOTHESES
 from villani.figures.style import DOUBLE, fmt_num, lam_color, plain_log_ticks, run_label, variant_style, wrap
 from villani.io.results import bounds_frame, bounds_summary
 from villani.plan import layout
