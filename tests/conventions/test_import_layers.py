@@ -4,7 +4,8 @@ The test reads the floors from the document itself — its bullets "- **`unit`**
 "The folders of `src/villani/`, bottom to top", in order; units named in one bullet share a
 floor — and checks every import statement of the package (AST, lazy imports inside
 functions included): a unit imports only units on its own floor or below. Every module of
-the package must have its place in the document, and the units form no import cycle.
+the package must have its place in the document, and the units form no import cycle. The
+document's drawing ("The layers, drawn") shows the same floors.
 """
 
 from __future__ import annotations
@@ -57,6 +58,21 @@ def test_every_unit_has_its_floor_in_the_document():
     units = {unit(f) for f in SRC.rglob("*.py")} - {"__init__"}
     missing = sorted(units - set(floors()))
     assert not missing, f"docs/ARCHITECTURE.md names no floor for: {missing}"
+
+
+def drawn_floors() -> dict[str, int]:
+    """``{unit: floor}`` from the document's drawing (section "The layers, drawn"): a row
+    ``│ <floor>  <unit> · <unit> …   <words> │`` per floor."""
+    text = DOC.read_text().split("## The layers, drawn", 1)[1].split("\n## ", 1)[0]
+    out: dict[str, int] = {}
+    for floor, names in re.findall(r"^│\s+(\d+)  (\S+(?: · \S+)*)", text, flags=re.M):
+        for name in names.split(" · "):
+            out[name] = int(floor)
+    return out
+
+
+def test_the_drawing_shows_the_floors_of_the_list():
+    assert drawn_floors() == floors()
 
 
 def test_the_document_parses_into_floors():
