@@ -5,7 +5,6 @@ past the end), which this test measures (the numbers in ``villani.training.optim
 from __future__ import annotations
 
 import functools
-import math
 
 import pytest
 import torch
@@ -15,7 +14,8 @@ from villani.training.optim import lr_factor, make_scheduler
 
 
 def _factors(sched_of, steps: int) -> list[float]:
-    """The lr (peak 1.0) each of ``steps`` optimizer steps runs at, as LambdaLR gives it."""
+    """The lr each of ``steps`` optimizer steps runs at (peak lr 1.0 unless ``sched_of`` sets
+    another), as the scheduler ``sched_of(optimizer)`` gives it."""
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     sched, out = sched_of(opt), []
     for _ in range(steps):
@@ -29,27 +29,23 @@ def _ours(warmup: int, total: int, constant: bool = False):
     return functools.partial(make_scheduler, train={"warmup_steps": warmup, "steps": total}, constant=constant)
 
 
-def _old_cosine(step: int, warmup: int, total: int) -> float:
-    """The factor as written before (kept by hand), to hold lr_factor to it."""
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    if total <= warmup:
-        return 1.0
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / (total - warmup))))
-
-
 def test_constant_mode_is_transformers_constant_schedule_bit_for_bit():
+    """make_scheduler(constant=True) is get_constant_schedule; the lrs equal the hand-written
+    LambdaLR(lambda s: 1.0) it replaced, bit for bit."""
+    def at(lr, make):
+        return lambda o: (o.param_groups[0].update(lr=lr), make(o))[1]
+
     for lr in (1.0, 3e-4, 0.1):
-        a = _factors(lambda o: (o.param_groups[0].update(lr=lr), _ours(0, 10, constant=True)(o))[1], 500)
-        b = _factors(lambda o: (o.param_groups[0].update(lr=lr), get_constant_schedule(o))[1], 500)
-        assert a == b == [lr] * 500
+        ours = _factors(at(lr, _ours(0, 10, constant=True)), 500)
+        old = _factors(at(lr, lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1.0)), 500)
+        assert ours == old == _factors(at(lr, get_constant_schedule), 500) == [lr] * 500
 
 
 @pytest.mark.parametrize("warmup,total", [(0, 1), (0, 100), (0, 5000), (10, 100), (100, 5000), (1, 2), (7, 7)])
 def test_warmup_cosine_is_ours_and_where_transformers_differs(warmup, total):
     n = total + 3  # the T steps of a run, and three past its end
     ours = _factors(_ours(warmup, total), n)
-    assert ours == [_old_cosine(s, warmup, total) for s in range(n)] == [lr_factor(s, warmup, total) for s in range(n)]
+    assert ours == [lr_factor(s, warmup, total) for s in range(n)]
     hf = _factors(lambda o: get_cosine_schedule_with_warmup(o, warmup, total), n)
     # the warm-up: transformers' starts at 0 and lags one step, each factor 1/w below ours
     assert [o - h for o, h in zip(ours[:warmup], hf[:warmup])] == pytest.approx([1 / max(warmup, 1)] * warmup)
