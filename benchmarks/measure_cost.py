@@ -17,7 +17,12 @@
    last; elsewhere ‖∇F‖² from one gradient and tr ∇²L by the doubly stochastic estimator
    with the (blocks, probes) per group that is cheapest for a ±``--rel-ci`` 95 % CI.
 
-What transfers and what is assumed is printed with the numbers. Timings are not taken:
+Each ratio is printed in the rehearsal's equal-arithmetic unit (products priced as training
+tokens, as on the CPU) and on an A100 at each ``measure.precision`` (highest, tf32, bf16:
+the trace products at that precision, the rest fp32 "highest"; dense peaks 19.5 / 156 /
+312 TFLOP/s, :data:`villani.measure.cost_model.A100_PEAK_TFLOPS`, training in bf16).
+``--components`` takes the variance components of an earlier ``--json`` instead of
+measuring a checkpoint. What transfers and what is assumed is printed with the numbers. Timings are not taken:
 this prints counts and token-equivalents. A benchmark, never a test.
 """
 
@@ -80,25 +85,40 @@ def best_ds(comp: dict, n_blocks: int, block_tokens: int, rel_ci: float, scale_b
     return best
 
 
-def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, float, str]]:
+PRECISIONS = ("highest", "tf32", "bf16")
+
+
+def _ratios(preset: dict, args, **kw) -> tuple[dict, dict]:
+    """(the plan at measure.precision "highest", {column: ratio}): the rehearsal's equal-arithmetic
+    unit (today's column) and an A100 at each measure.precision (cost_model.A100_PEAK_TFLOPS)."""
+    out, plan = {}, None
+    for prec in PRECISIONS:
+        plan_p = cm.preset_plan(preset, memory_bytes=args.memory_gb * 1e9, val_tokens=args.val_tokens,
+                                precision=prec, **kw)
+        if prec == "highest":
+            plan = plan_p
+            out["equal arithmetic"] = cm.preset_ratio(plan_p["jobs"], plan_p["train_tokens"])
+        out[f"A100 {prec}"] = cm.preset_ratio(plan_p["jobs"], plan_p["train_tokens"], peaks=cm.A100_PEAK_TFLOPS)
+    return plan, out
+
+
+def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
     me, T = preset["measure"], int(preset["data"]["seq_len"])
     n_blocks = int(me["blocks"])
     out = []
     for m in (int(me.get("min_probes", 8)), 16, int(me["num_probes"])):
-        plan = cm.preset_plan(preset, probes=m, memory_bytes=args.memory_gb * 1e9, val_tokens=args.val_tokens)
-        out.append((f"today, M = {m}", cm.preset_ratio(plan["jobs"], plan["train_tokens"]),
-                    f"{60 + m} products/checkpoint, graph kept: {plan['keeps_graph']}"))
+        plan, ratios = _ratios(preset, args, probes=m)
+        out.append((f"today, M = {m}", ratios, f"{60 + m} products/checkpoint, graph kept: {plan['keeps_graph']}"))
     m_defl = probes_for(comp["deflated"], args.rel_ci, lo=int(me.get("min_probes", 8)), hi=int(me["num_probes"]))
     scales = (("σ²_B unscaled", 1.0), ("σ²_B scaled by tokens", comp["block_tokens"] / (T - 1)))
     for every, sweep in ((args.spectrum_every, False), (10**6, False), (args.spectrum_every, True)):
         for label, scale in scales:
             b, k, J, _ = best_ds(comp, n_blocks, T - 1, args.rel_ci, scale)
             sched = cm.Schedule(spectrum_every=every, block=args.block, ds_blocks=b, ds_probes=k)
-            plan = cm.preset_plan(preset, probes=m_defl, trace_probes=J * k, memory_bytes=args.memory_gb * 1e9,
-                                  schedule=sched, val_tokens=args.val_tokens, sweep_at_ends=sweep)
+            plan, ratios = _ratios(preset, args, probes=m_defl, trace_probes=J * k, schedule=sched,
+                                   sweep_at_ends=sweep)
             n_spec = sum(cm.spectrum_at(every, s, plan["steps"]) for s in plan["steps"])
-            out.append((f"new, {label}" + (", sweep arms at the ends" if sweep else ""),
-                        cm.preset_ratio(plan["jobs"], plan["train_tokens"]),
+            out.append((f"new, {label}" + (", sweep arms at the ends" if sweep else ""), ratios,
                         f"spectrum at {n_spec}/{len(plan['steps'])} checkpoints (M = {m_defl} deflated, {args.block} "
                         f"per build); elsewhere DS b = {b}, k = {k}, J = {J}"))
     return out
@@ -120,22 +140,33 @@ def main() -> None:
                     help="forward tokens per job (PTB validation: 3,370 sentences × ≈ 25.7 GPT-2 tokens)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--components", default=None,
+                    help="the --json of an earlier run: its variance components, no checkpoint measured")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from villani.plan.config import load_params
 
-    variant, lam, seed, step = args.run.split(",")
-    comp = variance_components(load_params([args.params]), args.results, variant, float(lam), int(seed), int(step),
-                               groups=args.groups, probes=args.ds_probes)
-    print(f"default checkpoint {args.run}: tr ∇²L = {comp['trace']:.6g} (measure JSON); doubly stochastic "
-          f"(1 block of {comp['block_tokens']} tokens, {args.ds_probes} probes, {args.groups} groups) "
-          f"{comp['ds_mean']:.6g}, 95% CI [{comp['ds_ci95'][0]:.6g}, {comp['ds_ci95'][1]:.6g}]")
+    if args.components:  # the components of an earlier run's --json: no checkpoint needed
+        with open(args.components) as f:
+            comp = json.load(f)["components"]
+        print(f"variance components from {args.components}")
+    else:
+        variant, lam, seed, step = args.run.split(",")
+        comp = variance_components(load_params([args.params]), args.results, variant, float(lam), int(seed),
+                                   int(step), groups=args.groups, probes=args.ds_probes)
+        print(f"default checkpoint {args.run}: tr ∇²L = {comp['trace']:.6g} (measure JSON); doubly stochastic "
+              f"(1 block of {comp['block_tokens']} tokens, {args.ds_probes} probes, {args.groups} groups) "
+              f"{comp['ds_mean']:.6g}, 95% CI [{comp['ds_ci95'][0]:.6g}, {comp['ds_ci95'][1]:.6g}]")
     print("relative variances (÷ tr²): " + ", ".join(
         f"{k} {comp[k]:.4g}" for k in ("between_one", "probe", "plain", "deflated") if comp[k] is not None))
     rows = ratio_rows(load_params([args.preset]), comp, args)
-    print(f"\n{args.preset}: measurement / training, training-token-equivalents (±{args.rel_ci:.0%} trace CI)")
+    columns = list(rows[0][1])
+    print(f"\n{args.preset}: measurement / training, training-token-equivalents (±{args.rel_ci:.0%} trace CI); "
+          "'equal arithmetic' prices products as training (the rehearsal's CPU unit), 'A100 <p>' at the A100's dense "
+          "peaks with the trace products at measure.precision p (Lanczos, SLQ, gradients at highest)")
+    print("| schedule | " + " | ".join(columns) + " | what |")
     for label, r, what in rows:
-        print(f"| {label} | {r:.2f} | {what} |")
+        print(f"| {label} | " + " | ".join(f"{r[c]:.2f}" for c in columns) + f" | {what} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"components": {k: (list(v) if isinstance(v, tuple) else v) for k, v in comp.items()},

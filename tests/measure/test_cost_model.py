@@ -59,6 +59,32 @@ def test_planned_counts_doubly_stochastic_without_spectrum():
     assert spec == cm.Counts(76, 1, 76 * 6400, 6400)  # spectrum checkpoints keep the fixed set
 
 
+def test_precision_splits_and_prices_a_job():
+    """The trace products (and their own graph) at measure.precision, the audit at the other
+    one; on an A100 each part × peak(bf16)/peak(its precision): 312/19.5 = 16, 312/156 = 2, 1."""
+    assert [cm.precision_factor(p, cm.A100_PEAK_TFLOPS) for p in ("highest", "tf32", "bf16")] == [16.0, 2.0, 1.0]
+    assert cm.precision_factor("highest") == 1.0  # the rehearsal's equal-arithmetic unit
+    with pytest.raises(ValueError, match="measure.precision: 'fp16' is invalid"):
+        cm.precision_factor("fp16", cm.A100_PEAK_TFLOPS)
+    kw = dict(tokens=1000, block_tokens=100, probes=16, slq_starts=1, noise_tokens=7, val_tokens=9, audit=3)
+    kept = cm.planned_parts(ME, keeps_graph=True, precision="bf16", **kw)
+    assert kept == {"highest": cm.Counts(60 + 3, 2, 63_000, 2000, 7, 9), "bf16": cm.Counts(16, 1, 16_000, 1000)}
+    today = cm.planned_parts(ME, keeps_graph=False, precision="highest", **kw)
+    assert today == {"highest": cm.Counts(76, 76, 76_000, 76_000, 1007, 9), "bf16": cm.Counts(3, 1, 3000, 1000)}
+    assert cm.planned_counts(ME, keeps_graph=False, precision="highest", **kw) == cm.Counts(79, 77, 79_000, 77_000,
+                                                                                            1007, 9)
+    a100 = cm.job_equivalents(kept, peaks=cm.A100_PEAK_TFLOPS)
+    assert a100 == pytest.approx(16 * cm.token_equivalents(kept["highest"]) + cm.token_equivalents(kept["bf16"]))
+    assert cm.job_equivalents(kept) == pytest.approx(cm.token_equivalents(cm.planned_counts(
+        ME, keeps_graph=True, precision="bf16", **kw)))
+    p = load_params(["configs/ptb.yaml"])
+    ratios = []
+    for prec in ("highest", "tf32", "bf16"):
+        plan = cm.preset_plan(p, probes=16, memory_bytes=80e9, precision=prec)
+        ratios.append(cm.preset_ratio(plan["jobs"], plan["train_tokens"], peaks=cm.A100_PEAK_TFLOPS))
+    assert ratios[0] > ratios[1] > ratios[2] > 0
+
+
 def test_graph_fits_follows_the_memory_model():
     assert cm.graph_fits(511, 24e9) and not cm.graph_fits(32_704, 80e9)
     n = (0.7 * 80e9 - cm.GRAPH_FIXED_BYTES) / cm.GRAPH_BYTES_PER_TOKEN
@@ -76,7 +102,8 @@ def test_ptb_preset_today_is_the_issues_25x():
     n_jobs = plan["runs"] * len(plan["steps"])
     assert sum(n for n, _ in plan["jobs"]) == n_jobs
     noise = 2 * plan["runs"] * 32 * 1 * 511  # first and last checkpoint, 32 batches of 1 block
-    expected = (n_jobs * ((60 + 16) * tokens * (3.41 + 3.59) + tokens) + noise) / plan["train_tokens"]
+    audit = 3 * tokens * 3.41 + tokens * 3.59  # the precision audit: 3 bf16 products, one graph build
+    expected = (n_jobs * ((60 + 16) * tokens * (3.41 + 3.59) + tokens + audit) + noise) / plan["train_tokens"]
     assert cm.preset_ratio(plan["jobs"], plan["train_tokens"]) == pytest.approx(expected, rel=1e-12)
     assert 23 < expected < 27  # the issue's ≈ 25×
 
@@ -90,16 +117,18 @@ def test_spectrum_schedule_keeps_the_ends():
 
 
 def test_every_measure_json_records_its_counts(measured, micro):
-    """measure_checkpoint's ``cost``: every product on the whole set, one graph (kept on CPU),
-    the gradient-noise batches at the first and last checkpoint, the validation forward pass."""
+    """measure_checkpoint's ``cost``: every product on the whole set (the estimators' and the
+    precision audit's), two graphs kept on CPU (fp32 for the job, bf16 for the audit), the
+    gradient-noise batches at the first and last checkpoint, the validation forward pass."""
     p, _ = micro
     steps = checkpoint_steps(p["train"])
     for (lam, step), path in measured.items():
         rec = json.loads(open(path).read())
         c = cm.counts_from_record(rec, path)
         tokens = rec["measurement_set"]["num_tokens"]
-        assert c.products == rec["hvp_count"] and c.graph_builds == 1 and rec["cost"]["graph_kept"]
-        assert c.product_tokens == c.products * tokens and c.build_tokens == tokens
+        assert rec["precision_audit"]["products"] == 3 and rec["precision_audit"]["fallback"] is None
+        assert c.products == rec["hvp_count"] + 3 and c.graph_builds == 2 and rec["cost"]["graph_kept"]
+        assert c.product_tokens == c.products * tokens and c.build_tokens == 2 * tokens
         assert rec["cost"]["tokens_per_product"] == tokens and c.forward_tokens == rec["val_tokens"]
         noise = rec["grad_noise"]
         want = 0 if noise is None else noise["num_batches"] * noise["batch_size"] * (p["data"]["seq_len"] - 1)
@@ -135,7 +164,7 @@ def test_spectrum_schedule_in_the_measure_job(micro, tmp_path):
     inner, last = recs[steps[1]], recs[steps[-1]]
     assert inner["top_eigenvalues"] is None and inner["lanczos"] is None and inner["lambda_median"] is None
     assert inner["trace_L"]["estimator"] == "hutchinson (Rademacher)" and inner["trace_L"]["first_probe"] == 0
-    assert inner["hvp_count"] == inner["trace_L"]["num_probes"] == inner["cost"]["products"]
+    assert inner["hvp_count"] == inner["trace_L"]["num_probes"] == inner["cost"]["products"] - 3  # + the audit
     assert last["top_eigenvalues"] and last["trace_L"]["deflation_rank"] > 0
     assert last["hvp_count"] > last["trace_L"]["num_probes"]
     m = measurements(pc, r2, missing_ok=True).set_index("step")  # only the λ = 0.01 run is measured here
@@ -147,7 +176,7 @@ def test_the_reader_refuses_a_bad_cost_object(measured, tmp_path):
     from villani.io.results import read_measure
 
     rec = json.loads(open(next(iter(measured.values()))).read())
-    assert read_measure(next(iter(measured.values())))["cost"]["products"] == rec["hvp_count"]
+    assert read_measure(next(iter(measured.values())))["cost"]["products"] == rec["hvp_count"] + 3  # + the audit
     for change, msg in (({"graph_builds": -1}, r"cost.graph_builds"), ({"products": 1.5}, r"cost.products")):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**rec, "cost": {**rec["cost"], **change}}))
@@ -193,4 +222,4 @@ def test_probe_blocks_change_nothing_where_the_graph_is_kept(micro, measured, tm
     blocked = json.loads(open(measure_checkpoint({**p, "measure": {**p["measure"], "probe_block": 4}}, variant="adamw",
                                                  lam=lam, seed=0, step=step, root=r2, device="cpu")).read())
     assert blocked["trace_L"]["mean"] == pytest.approx(base["trace_L"]["mean"], rel=1e-12)
-    assert blocked["cost"]["graph_builds"] == 1 and blocked["cost"]["products"] == base["cost"]["products"]
+    assert blocked["cost"]["graph_builds"] == 2 and blocked["cost"]["products"] == base["cost"]["products"]

@@ -86,7 +86,7 @@ def test_deflated_trace_against_the_exact_hessian(cost_root, exact_H):
     assert rec["predicted_cv"] < rec["predicted_cv_plain"]
     assert sum(rec["block_traces"].values()) == pytest.approx(tr["mean"], rel=1e-9)
     assert rec["hvp_count"] == 12 + tr["num_probes"] + (rec["slq"]["num_probes"] - 1) * 8
-    assert rec["precision"] == "fp32" and tr["ci_rule"] == "t"
+    assert rec["precision"] == "highest" and tr["ci_rule"] == "t"
 
 
 def test_slq_starts_follow_the_tolerance_except_at_the_ends(cost_root):
@@ -128,7 +128,7 @@ def test_old_jsons_still_read_and_fig9_predicts_the_estimator_used(cost_root, tm
     p, root, recs = cost_root
     rec = dict(recs[STEP])
     new = measurement_row(rec, "new.json")
-    assert new["trace_L_deflation_rank"] == 12 and new["lanczos_steps"] == 12 and new["precision"] == "fp32"
+    assert new["trace_L_deflation_rank"] == 12 and new["lanczos_steps"] == 12 and new["precision"] == "highest"
     old = {k: v for k, v in rec.items() if k not in ("lambda_median_ci95", "lanczos", "precision",
                                                       "predicted_cv_plain")}
     old["trace_L"] = {k: v for k, v in rec["trace_L"].items()

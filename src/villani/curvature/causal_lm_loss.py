@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .precision import autocast_dtype
 from .softmax_cross_entropy import linear_cross_entropy, shifted_token_cross_entropy
 
 __all__ = ["causal_lm_token_loss", "choose_loss_path", "batch_token_loss", "functional_hvp_rows", "LOSS_PATHS"]
@@ -81,16 +82,21 @@ def _verified_path(model: nn.Module, x: Tensor) -> str:
 
 
 def batch_token_loss(model: nn.Module, x: Tensor, scale: float, path: str, workspace: dict | None = None) -> Tensor:
-    """``scale`` × the summed next-token cross-entropy of batch ``x`` along ``path``."""
+    """``scale`` × the summed next-token cross-entropy of batch ``x`` along ``path``.
+
+    Under autocast (``precision="bf16"``, :mod:`.precision`) the closed forms take the
+    hidden states or logits back in the parameters' dtype, and the fused output layer
+    rounds its own matmul operands as autocast would (``low``)."""
+    low = autocast_dtype(x.device)
     if path == "fused_head":
         head, base = _head_and_base(model)
         hidden = base(input_ids=x, use_cache=False)[0]
-        h = hidden[:, :-1, :].reshape(-1, hidden.shape[-1])
+        h = hidden[:, :-1, :].reshape(-1, hidden.shape[-1]).to(head.weight.dtype)
         weight = torch.full((h.shape[0],), scale, dtype=h.dtype, device=h.device)
-        return linear_cross_entropy(h, head.weight, x[:, 1:].reshape(-1), weight, workspace)
+        return linear_cross_entropy(h, head.weight, x[:, 1:].reshape(-1), weight, workspace, low)
     logits = model(input_ids=x, use_cache=False).logits
     if path == "logits_closed_form":
-        return shifted_token_cross_entropy(logits, x, scale)
+        return shifted_token_cross_entropy(logits if low is None else logits.float(), x, scale)
     if path == "autograd":
         return causal_lm_token_loss(logits, x) * scale
     raise ValueError(f"loss path must be one of {LOSS_PATHS}, got {path!r}")

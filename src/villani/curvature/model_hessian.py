@@ -53,14 +53,15 @@ of per-tensor results does, and places it in one pass. ``build_seconds`` / ``bui
 backward passes (builds, and with ``reuse_graph=False`` the rebuild in every product).
 
 Evaluation is in eval mode (dropout off) and in the model's dtype, which must be
-float32 or float64 (fp32 matmul precision "highest": no TF32). Attention must be the
+float32 or float64; ``precision`` (:mod:`.precision`; default ``"highest"``: no TF32)
+is that of graph builds and products, vectors stay in the model's dtype (loss and ∇L
+come from the same graph: take them at ``"highest"``). Attention must be the
 ``eager`` implementation: flash/SDPA kernels have neither double backward nor
 forward-mode AD.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -68,22 +69,12 @@ import torch
 from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss, choose_loss_path, functional_hvp_rows
+from .precision import check_precision, product_precision
 
 __all__ = ["ModelHessian", "decayed_names"]
 
 _METHODS = ("double_backward", "fwd_over_rev")
 _CROSS_ENTROPY = ("closed_form", "autograd")
-
-
-@contextlib.contextmanager
-def _highest_matmul_precision():
-    """Disable TF32/bf16 matmul shortcuts for float32 while curvature is computed."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def _check_attention(model: nn.Module) -> None:
@@ -143,6 +134,7 @@ class ModelHessian:
         vectorize: apply ``matmat`` blocks in one vmapped pass (``is_grads_batched``
             backward, or ``vmap`` of the jvp) instead of one product per row. Uses k×
             the activation memory; on CPU it was slower (see ``benchmarks/README.md``).
+        precision: ``"highest"``, ``"tf32"`` or ``"bf16"`` (:mod:`.precision`).
 
     Attributes:
         dim: number of trainable parameters d (tied tensors counted once).
@@ -164,6 +156,7 @@ class ModelHessian:
         reuse_graph: bool | None = None,
         cross_entropy: str = "closed_form",
         vectorize: bool = False,
+        precision: str = "highest",
     ):
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -171,6 +164,7 @@ class ModelHessian:
             raise ValueError(f"cross_entropy must be one of {_CROSS_ENTROPY}, got {cross_entropy!r}")
         self.cross_entropy = cross_entropy if method == "double_backward" else "autograd"
         self.vectorize = bool(vectorize)
+        self.precision = check_precision(precision)
         # "fused_head" | "logits_closed_form" | "autograd"; chosen on first use
         self.loss_path: str | None = "autograd" if method == "fwd_over_rev" else None
         self._workspace: dict = {}
@@ -332,7 +326,7 @@ class ModelHessian:
             self._build_graph()
             return
         loss_total, self._grads = 0.0, []
-        with _highest_matmul_precision():
+        with product_precision(self.precision, self.device):
             for x in self.batches:
                 loss, grads = self._batch_grads(x, create_graph=False)
                 self._grads.append(grads)
@@ -342,7 +336,7 @@ class ModelHessian:
     def _build_graph(self) -> None:
         """Forward + first backward with ``create_graph=True`` for all batches."""
         loss_total, graph = 0.0, []
-        with _highest_matmul_precision():
+        with product_precision(self.precision, self.device):
             for i, x in enumerate(self.batches):
                 before = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
                 loss, grads = self._batch_grads(x, create_graph=True)
@@ -371,7 +365,7 @@ class ModelHessian:
 
     def _hvp_rows(self, V: Tensor) -> Tensor:
         self._check_unchanged()
-        with _highest_matmul_precision():
+        with product_precision(self.precision, self.device):
             if self.method == "fwd_over_rev":
                 HV = self._hvp_fwd_over_rev(V)
             else:

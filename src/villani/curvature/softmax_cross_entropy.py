@@ -32,9 +32,16 @@ Two forms:
   :math:`G`. That is six ``N×D×V`` matmuls (the minimum for an exact product) and a
   single ``(N, V)`` work buffer, reused across products and batches; the graph keeps
   one ``(N, V)`` tensor per batch, :math:`p`.
+
+Both run with autocast off: under ``precision="bf16"`` (:mod:`.precision`) the fused form
+rounds the operands of each of its matmuls to bf16 (``low``), as autocast rounds a linear
+layer's, and keeps :math:`p`, the sums and the results in float32 (autocast's policy for
+softmax and cross-entropy); the logits form takes float32 logits.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch import Tensor
@@ -80,10 +87,34 @@ def _workspace(ws: dict | None, like: Tensor) -> Tensor:
     return buf[: like.numel()].view(like.shape)
 
 
+def _mm(x: Tensor, y: Tensor, low: torch.dtype | None) -> Tensor:
+    """``x @ y``; with ``low`` (bf16) on operands rounded to it, the result back in ``x``'s
+    dtype: what autocast does to a matmul (:mod:`.precision`)."""
+    return x @ y if low is None else (x.to(low) @ y.to(low)).to(x.dtype)
+
+
+def _addmm_(out: Tensor, x: Tensor, y: Tensor, low: torch.dtype | None) -> Tensor:
+    """``out += x @ y`` in place (:func:`_mm` with ``low``)."""
+    return out.addmm_(x, y) if low is None else out.add_(_mm(x, y, low))
+
+
+def _without_autocast(fn):
+    """Run a closed form with autocast off: it rounds its own matmul operands (``low``)."""
+
+    @functools.wraps(fn)
+    def run(ctx, *args):
+        device = next(a.device for a in args if isinstance(a, Tensor))
+        with torch.autocast(device.type, enabled=False):
+            return fn(ctx, *args)
+
+    return run
+
+
 class _CrossEntropyGrad(Function):
     """G = g w ⊙ (p − e_y) as a function of the logits (second-order node)."""
 
     @staticmethod
+    @_without_autocast
     def forward(ctx, logits, probs, target, weight, upstream):
         coeff = weight * upstream
         grad = probs * coeff.unsqueeze(-1)
@@ -92,6 +123,7 @@ class _CrossEntropyGrad(Function):
         return grad
 
     @staticmethod
+    @_without_autocast
     @once_differentiable
     def backward(ctx, grad_bar):
         probs, coeff, target, weight = ctx.saved_tensors
@@ -106,6 +138,7 @@ class _CrossEntropyGrad(Function):
 
 class _CrossEntropy(Function):
     @staticmethod
+    @_without_autocast
     def forward(ctx, logits, target, weight):
         probs, lse, picked = _softmax_stats(logits, target)
         ctx.save_for_backward(logits, probs, target, weight)
@@ -147,22 +180,26 @@ class _LinearCrossEntropyGrad(Function):
     """(∂h, ∂W) = (G W, Gᵀ h) of the fused output layer + cross-entropy."""
 
     @staticmethod
-    def forward(ctx, hidden, weight_matrix, probs, target, token_weight, upstream, ws):
+    @_without_autocast
+    def forward(ctx, hidden, weight_matrix, probs, target, token_weight, upstream, ws, low):
         coeff = token_weight * upstream
         grad = probs * coeff.unsqueeze(-1)
         grad.scatter_add_(-1, target.unsqueeze(-1), -coeff.unsqueeze(-1))
-        d_hidden = grad @ weight_matrix
-        d_weight = grad.T @ hidden
+        d_hidden = _mm(grad, weight_matrix, low)
+        d_weight = _mm(grad.T, hidden, low)
         ctx.save_for_backward(hidden, weight_matrix, probs, target, token_weight, coeff)
-        ctx.ws = ws
+        ctx.ws, ctx.low = ws, low
         return d_hidden, d_weight
 
     @staticmethod
+    @_without_autocast
     @once_differentiable
     def backward(ctx, a, b):
         hidden, W, probs, target, token_weight, coeff = ctx.saved_tensors
-        c = coeff.unsqueeze(-1)
-        if a is not None and b is not None:  # Ḡ = a Wᵀ + h bᵀ; as [a, h] [W, b]ᵀ the copies of
+        c, low = coeff.unsqueeze(-1), ctx.low
+        if low is not None:  # Ḡ on rounded operands, fp32 sums; no reused buffer
+            gbar = sum(_mm(x, y.T, low) for x, y in ((a, W), (hidden, b)) if x is not None and y is not None)
+        elif a is not None and b is not None:  # Ḡ = a Wᵀ + h bᵀ; as [a, h] [W, b]ᵀ the copies of
             # the (V, D) matrices cost more than the second pass (5–25% on CPU, N = 128…2048)
             gbar = _mm_into(ctx.ws, a, W.T, probs).addmm_(hidden, b.T)
         elif a is not None:
@@ -177,42 +214,48 @@ class _LinearCrossEntropyGrad(Function):
         if ctx.needs_input_grad[5]:
             up_bar = (token_weight * (row.squeeze(-1) - picked)).sum()
         gbar.addcmul_(probs, row, value=-1.0)  # u = p ⊙ (Ḡ − ⟨p, Ḡ⟩); z̄ = c ⊙ u
-        h_bar = gbar @ W  # z̄ W = c ⊙ (u W)  (+ G b = c ⊙ (p b − b[y]))
+        h_bar = _mm(gbar, W, low)  # z̄ W = c ⊙ (u W)  (+ G b = c ⊙ (p b − b[y]))
         if b is not None:
-            h_bar.addmm_(probs, b).sub_(b[target])
+            _addmm_(h_bar, probs, b, low).sub_(b[target])
         h_bar.mul_(c)
-        w_bar = gbar.T @ (c * hidden)  # z̄ᵀ h = uᵀ (c ⊙ h)
+        w_bar = _mm(gbar.T, c * hidden, low)  # z̄ᵀ h = uᵀ (c ⊙ h)
         if a is not None:  # + Gᵀ a = pᵀ(c a) − rows y of c a
             ca = c * a
-            w_bar.addmm_(probs.T, ca)
+            _addmm_(w_bar, probs.T, ca, low)
             w_bar.index_add_(0, target, ca, alpha=-1.0)
-        return h_bar, w_bar, None, None, None, up_bar, None
+        return h_bar, w_bar, None, None, None, up_bar, None, None
 
 
 class _LinearCrossEntropy(Function):
     @staticmethod
-    def forward(ctx, hidden, weight_matrix, target, token_weight, ws):
-        logits = hidden @ weight_matrix.T
+    @_without_autocast
+    def forward(ctx, hidden, weight_matrix, target, token_weight, ws, low):
+        logits = _mm(hidden, weight_matrix.T, low)
         probs, lse, picked = _softmax_stats(logits, target)
         del logits
         ctx.save_for_backward(hidden, weight_matrix, probs, target, token_weight)
-        ctx.ws = ws
+        ctx.ws, ctx.low = ws, low
         return ((lse - picked) * token_weight).sum()
 
     @staticmethod
     def backward(ctx, upstream):
         hidden, W, probs, target, token_weight = ctx.saved_tensors
-        d_hidden, d_weight = _LinearCrossEntropyGrad.apply(hidden, W, probs, target, token_weight, upstream, ctx.ws)
-        return d_hidden, d_weight, None, None, None
+        d_hidden, d_weight = _LinearCrossEntropyGrad.apply(hidden, W, probs, target, token_weight, upstream, ctx.ws,
+                                                           ctx.low)
+        return d_hidden, d_weight, None, None, None, None
 
 
 def linear_cross_entropy(
-    hidden: Tensor, weight_matrix: Tensor, target: Tensor, token_weight: Tensor, workspace: dict | None = None
+    hidden: Tensor, weight_matrix: Tensor, target: Tensor, token_weight: Tensor, workspace: dict | None = None,
+    low: torch.dtype | None = None,
 ) -> Tensor:
     r""":math:`\sum_n w_n\,\mathrm{CE}(W h_n, y_n)` for ``hidden`` ``(N, D)`` and an output
     matrix ``(V, D)`` (no bias), twice differentiable in both, without keeping logits.
 
     ``workspace`` (a dict owned by the caller) holds the ``(N, V)`` buffer of the
-    second-order pass across calls; products must then run one at a time.
+    second-order pass across calls; products must then run one at a time. ``low`` (bf16):
+    every matmul of the value, the gradient and the product on operands rounded to it, as
+    autocast rounds a linear layer's (:mod:`.precision`); softmax and sums stay in
+    ``hidden``'s dtype.
     """
-    return _LinearCrossEntropy.apply(hidden, weight_matrix, target, token_weight.to(hidden.dtype), workspace)
+    return _LinearCrossEntropy.apply(hidden, weight_matrix, target, token_weight.to(hidden.dtype), workspace, low)

@@ -22,6 +22,9 @@ columns, built by :func:`measurement_row` from a measure JSON (keys documented i
   ``slq_num_probes`` (SLQ starts used);
 - ``psi_s=<s>`` (:func:`villani.psi.psi_column`) and ``psi_s=<s>_ci95_lo/hi``;
 - ``block:<group>`` per parameter group (mean block trace);
+- ``precision_audit_passed`` and ``precision_audit_trace_rel_error`` (the job's precision
+  audit: whether the audited cheaper products met the bar, and the error they add to the
+  trace; None for a record written before the audit);
 - list columns ``top_eigenvalues`` and ``top_residuals`` (largest first), with ``top_k``
   and ``lambda_max_residual`` (the Ritz residual of λ_max).
 
@@ -180,6 +183,9 @@ def measurement_row(m: Mapping, path) -> dict:
         row[f"{col}_ci95_lo"], row[f"{col}_ci95_hi"] = lo, hi
     for g, v in (m.get("block_traces") or {}).items():
         row[f"block:{g}"] = v
+    audit = m.get("precision_audit") or {}
+    row["precision_audit_passed"] = audit.get("passed")
+    row["precision_audit_trace_rel_error"] = audit.get("trace_rel_error")
     row["top_eigenvalues"] = list(m.get("top_eigenvalues") or [])
     row["top_residuals"] = list(m.get("top_residuals") or [])
     return row

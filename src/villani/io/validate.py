@@ -17,6 +17,7 @@ JSON constants ``NaN``/``Infinity`` already).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -24,8 +25,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["invalid", "missing", "number", "integer", "text", "digest_hex", "measure_record", "measure_samples",
-           "data_stats", "token_blocks", "checkpoint_meta", "work_state", "columns", "MAX_VOCAB"]
+__all__ = ["invalid", "missing", "number", "integer", "text", "digest_hex", "measure_record", "precision_audit",
+           "measure_samples", "data_stats", "token_blocks", "checkpoint_meta", "work_state", "columns", "MAX_VOCAB"]
 
 MAX_VOCAB = 10_000_000  # larger than any tokenizer's vocabulary; a bigger vocab_size is a damaged file
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -176,7 +177,64 @@ def measure_record(rec: Any, path, *, scalars: Iterable[str], labels: Iterable[s
             if k not in cost:
                 raise missing(path, f"cost.{k}", "a non-negative integer")
             integer(cost[k], path, f"cost.{k}", lo=0)
+    precision_audit(m, path)
     return dict(m)
+
+
+AUDIT_NUMBERS = ("rel_product_max", "rel_product_median", "rel_quadratic_max", "rel_quadratic_median",
+                 "trace_rel_error", "trace_rel_stderr", "bound")
+_FULL_PRECISION = (None, "fp32", "highest")  # what a record without an audit may have used (/1, /2: "fp32")
+
+
+@functools.cache
+def _precisions() -> tuple[str, ...]:
+    from villani.plan.config import load_schema
+
+    return tuple(load_schema()["properties"]["measure"]["properties"]["precision"]["enum"])
+
+
+def _schema_version(m: Mapping) -> int:
+    found = re.fullmatch(r"villani\.measure/(\d+)", str(m.get("schema", "")))
+    return int(found.group(1)) if found else 0
+
+
+def precision_audit(m: Mapping, path) -> None:
+    """A measure JSON's ``precision_audit`` (:mod:`villani.measure.precision_audit`): required
+    from ``villani.measure/3`` on and wherever the products were not fp32 "highest"; its
+    precisions named, its numbers non-negative, ``passed`` what its ratios and ``fraction``
+    say, and never a failed audit behind numbers published below "highest"."""
+    a = m.get("precision_audit")
+    if a is None:
+        if _schema_version(m) >= 3 or m.get("precision") not in _FULL_PRECISION:
+            raise missing(path, "precision_audit", "the job's precision audit (villani.measure/3; re-run villani measure)")
+        return
+    a = _mapping(a, path, "precision_audit")
+    allowed = _precisions()
+    for k in ("requested", "used", "audited"):
+        if a.get(k) not in allowed:
+            raise invalid(path, f"precision_audit.{k}", a.get(k), f"one of {', '.join(allowed)}")
+    if m.get("precision") != a["used"]:
+        raise invalid(path, "precision", m.get("precision"), f"{a['used']!r}, precision_audit.used")
+    integer(a.get("vectors"), path, "precision_audit.vectors", lo=1)
+    integer(a.get("products"), path, "precision_audit.products", lo=0)
+    for k in AUDIT_NUMBERS:
+        number(a.get(k), path, f"precision_audit.{k}", null=True, lo=0)
+    fraction = number(a.get("fraction"), path, "precision_audit.fraction", lo=0)
+    ratios = _mapping(a.get("error_over_stderr"), path, "precision_audit.error_over_stderr")
+    if not ratios:
+        raise missing(path, "precision_audit.error_over_stderr.trace_L", "a number or null")
+    values = [number(v, path, f"precision_audit.error_over_stderr.{k}", null=True, lo=0) for k, v in ratios.items()]
+    passed = all(v is not None and v <= fraction for v in values)
+    if a.get("passed") is not passed:
+        raise invalid(path, "precision_audit.passed", a.get("passed"),
+                      f"{str(passed).lower()}: error_over_stderr against fraction {fraction}")
+    if a["used"] != "highest" and not passed:
+        raise invalid(path, "precision_audit.used", a["used"], "highest: a failed audit recomputes the trace there")
+    if a.get("fallback") is not None:
+        fb = _mapping(a["fallback"], path, "precision_audit.fallback")
+        for k in ("products", "discarded_products"):
+            integer(fb.get(k), path, f"precision_audit.fallback.{k}", lo=0)
+        number(fb.get("seconds"), path, "precision_audit.fallback.seconds", lo=0)
 
 
 COST_COUNTS = ("products", "graph_builds", "product_tokens", "build_tokens", "gradient_tokens", "forward_tokens",

@@ -28,6 +28,10 @@ measurement set (:mod:`villani.measure.measurement_set`):
 - with ``measure.spectrum_every`` = n > 1 (:func:`villani.measure.cost_model.spectrum_at`)
   the top-k run, the SLQ density and the deflation only at every n-th checkpoint and the
   last; elsewhere plain Hutchinson for the trace and null spectrum fields;
+- the trace products at ``measure.precision`` and the job's audit of it, ``precision_audit``
+  (:mod:`villani.measure.precision_audit`: a few products recomputed at fp32 "highest" —
+  in bf16 when the job's were "highest" — their error against the trace's standard error;
+  a failed audit below "highest" recomputes the trace there); everything else fp32 "highest";
 - ``cost``: the products, graph builds and tokens spent (:mod:`villani.measure.cost_model`);
 - at the first and the last checkpoint only: the minibatch gradient-noise σ²
   (:mod:`villani.measure.grad_noise`).
@@ -43,7 +47,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict
 from typing import Any, Mapping
 
 import numpy as np
@@ -64,7 +67,7 @@ from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
 from villani.io.results import data_stats, vocabulary
-from villani.measure.cost_model import Counts, spectrum_at, token_equivalents
+from villani.measure.cost_model import cost_counts, spectrum_at
 from villani.measure.grad_noise import gradient_noise
 from villani.measure.measurement_set import (
     mean_token_loss,
@@ -72,6 +75,7 @@ from villani.measure.measurement_set import (
     train_blocks,
 )
 from villani.measure.parameter_groups import group_columns
+from villani.measure.precision_audit import TracePrecision
 from villani.model import num_params
 from villani.plan import layout
 from villani.plan.runs import Run
@@ -81,18 +85,16 @@ from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["measure_checkpoint", "ci_target", "slq_starts", "cost_counts", "SCHEMA_VERSION", "NOTE", "PRECISION"]
+__all__ = ["measure_checkpoint", "ci_target", "slq_starts", "cost_counts", "SCHEMA_VERSION", "NOTE"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "villani.measure/2"  # /2: the `cost` object (counts of products, graph builds, tokens)
+# /2: the `cost` object (counts of products, graph builds, tokens); /3: `precision_audit`
+SCHEMA_VERSION = "villani.measure/3"
 NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson with Rademacher probes, deflated: "
         "tr(QᵀHQ) exact from the top-k Lanczos basis plus Hutchinson on the remainder); "
         "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
         "grad_F_sq_norm/s; top_eigenvalues, lambda_median and the SLQ nodes are of ∇²F = ∇²L + λI")
-# Hessian-vector products are float32 with matmul precision "highest" (no TF32/bf16): bf16 autocast
-# added more error than the 10% of a standard error allowed (docs/curvature.md, benchmarks/measure.py).
-PRECISION = "fp32"
 ESTIMATOR_NAMES = {"hutchinson": "hutchinson (Rademacher)",
                    "deflated": "deflated hutchinson (Rademacher, Lanczos basis)"}
 
@@ -245,9 +247,11 @@ def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
 
 
 def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[int], grad_F_sq: float,
-               clock: _Clock, where: str) -> dict:
+               clock: _Clock, where: str, make_op, model_type: str) -> dict:
     """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F; at a
-    checkpoint without a spectrum (``measure.spectrum_every``) plain Hutchinson only."""
+    checkpoint without a spectrum (``measure.spectrum_every``) plain Hutchinson only. The
+    trace products at ``measure.precision``, audited (:mod:`villani.measure.precision_audit`);
+    everything else on ``H``, at ``highest``."""
     bar, spectrum = clock.bar, spectrum_at(int(me.get("spectrum_every", 1)), step, steps)
     seed_p = int(me["probe_seed"])
     deflate = spectrum and me.get("trace_estimator", "hutchinson") == "deflated"
@@ -271,36 +275,34 @@ def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[
         calls[0] += 1
         return progress(*a)
 
-    est = hutchinson(H, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
-                     batch_size=int(me.get("probe_block", 1)), deflation=deflation,
-                     target=ci_target(me, grad_F_sq, lam, d), callback=counted)
-    check_finite(est.samples, where, "trace_L samples")
-    del deflation
+    def trace(op):
+        est = hutchinson(op, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
+                         batch_size=int(me.get("probe_block", 1)), deflation=deflation,
+                         target=ci_target(me, grad_F_sq, lam, d), callback=counted)
+        check_finite(est.samples, where, "trace_L samples")
+        return est
+
+    prec = TracePrecision(me.get("precision", "highest"), H, make_op)
+    est = trace(prec.recording)
+    prec.trace_done()
     clock.lap("hutchinson")
     if spectrum:
         clock.start("slq", total=done + est.num_matvecs + slq_rest)
         density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
                       callback=bar.counter(done + est.num_matvecs))
         clock.lap("slq")
+    clock.start("precision_audit")
+    est, audit = prec.settle(est, trace, blocks=H.param_blocks(), model_type=model_type)
+    del deflation
+    clock.lap("precision_audit")
     kept = H.graph_kept
     H.release()
     products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
+    extra = audit["products"] + prec.fallback_products  # spent, not behind a published number
     return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
-                graph_kept=kept, products=int(products), hutchinson_calls=calls[0],
-                build_seconds=H.build_seconds)
-
-
-def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int,
-                hutchinson_products: int = 0, hutchinson_calls: int = 0) -> dict:
-    """The ``cost`` object of a measure JSON (:class:`villani.measure.cost_model.Counts` and
-    its token-equivalents): every product on the whole measurement set; one graph build
-    when ModelHessian kept the graph, else one per Lanczos/SLQ product and one per
-    Hutchinson operator call (``measure.probe_block`` probes each), ∇L then by a plain gradient."""
-    builds = 1 if graph_kept else products - hutchinson_products + hutchinson_calls
-    c = Counts(products, builds, products * tokens, builds * tokens, noise_tokens + (0 if graph_kept else tokens),
-               val_tokens)
-    return {**asdict(c), "graph_kept": bool(graph_kept), "tokens_per_product": int(tokens),
-            "training_token_equivalents": token_equivalents(c)}
+                graph_kept=kept, products=int(products), spent=int(products + extra), hutchinson_calls=calls[0] + 1,
+                hutchinson_products=int(est.num_matvecs + extra), kept_builds=prec.graph_builds(),
+                build_seconds=sum(op.build_seconds for op in prec.ops), precision_audit=audit)
 
 
 def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
@@ -314,10 +316,14 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     job = _load(params, run, step, root, device, clock)
     check_finite(job["val_loss"], where, "val_loss")
     clock.start("gradient")
-    H = ModelHessian(job["model"], job["batches"], lam=0.0, method=params["measure"]["hvp_method"])
+    method = params["measure"]["hvp_method"]
+    H = ModelHessian(job["model"], job["batches"], lam=0.0, method=method)
     theta_sq, first = _first_order(H, lam, where)
     clock.lap("gradient")
-    cur = _curvature(params["measure"], H, lam, step, steps, first["grad_F_sq_norm"], clock, where)
+    make_op = lambda prec: ModelHessian(job["model"], job["batches"], lam=0.0, method=method,  # noqa: E731
+                                        reuse_graph=H.graph_kept, precision=prec)
+    cur = _curvature(params["measure"], H, lam, step, steps, first["grad_F_sq_norm"], clock, where, make_op,
+                     job["model"].config.model_type)
     noise = None
     if step in (steps[0], steps[-1]):
         clock.start("grad_noise")
@@ -424,11 +430,12 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
         "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
         **_spectrum_fields(me, cur),
         "hvp_count": products,
-        "cost": cost_counts(products, int(H.num_tokens), graph_kept=cur["graph_kept"], noise_tokens=noise_tokens,
-                            val_tokens=job["val_tokens"], hutchinson_products=int(est.num_matvecs),
-                            hutchinson_calls=cur["hutchinson_calls"]),
+        "cost": cost_counts(cur["spent"], int(H.num_tokens), graph_kept=cur["graph_kept"], noise_tokens=noise_tokens,
+                            val_tokens=job["val_tokens"], hutchinson_products=cur["hutchinson_products"],
+                            hutchinson_calls=cur["hutchinson_calls"], kept_builds=cur["kept_builds"]),
         "hvp_method": me["hvp_method"],
-        "precision": PRECISION,
+        "precision": cur["precision_audit"]["used"],
+        "precision_audit": cur["precision_audit"],
         "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],
         "grad_noise": None if noise is None else {k: noise[k] for k in ("num_batches", "batch_size", "mean_grad_sq_norm")},
         "device": job["dev"].type,

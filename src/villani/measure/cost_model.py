@@ -26,6 +26,15 @@ plain gradients (gradient noise; ∇L when the graph is not kept) and :math:`n_{
 validation tokens. The counts are recorded by every measure JSON (``cost``,
 :func:`counts_from_record`); :func:`preset_ratio` sums the planned counts of a preset's
 measure jobs (:func:`planned_counts`) over its training tokens. All functions are pure.
+
+**Precision.** The rehearsal ran products and training in the same arithmetic (fp32 on a
+CPU), so the constants are ratios at equal throughput. On a GPU, training runs bf16 and
+the products at ``measure.precision`` (:mod:`villani.measure.precision_audit`: the
+Hutchinson products; Lanczos, SLQ, gradients and forward passes stay fp32 "highest"):
+each part of a job is priced × :func:`precision_factor` = peak(training) / peak(its
+precision), with the A100's dense peaks (:data:`A100_PEAK_TFLOPS`): 16 at "highest", 2 at
+"tf32", 1 at "bf16". :func:`planned_parts` splits a job's counts by precision (the
+precision audit's products included), :func:`job_equivalents` prices them.
 """
 
 from __future__ import annotations
@@ -36,14 +45,21 @@ from typing import Any, Mapping
 
 __all__ = [
     "HVP_TOKEN_COST", "GRAPH_TOKEN_COST", "GRADIENT_TOKEN_COST", "FORWARD_TOKEN_COST", "Constants", "REHEARSAL",
-    "Counts", "token_equivalents", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
-    "preset_ratio", "preset_plan", "spectrum_at", "ds_groups", "ds_group_variance",
+    "Counts", "token_equivalents", "cost_counts", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
+    "preset_ratio", "preset_plan", "spectrum_at", "ds_groups", "ds_group_variance", "A100_PEAK_TFLOPS",
+    "TRAINING_PRECISION", "precision_factor", "planned_parts", "job_equivalents",
 ]
 
 HVP_TOKEN_COST = 3.41
 GRAPH_TOKEN_COST = 3.59
 GRADIENT_TOKEN_COST = 1.0
 FORWARD_TOKEN_COST = 1.0 / 3.0
+
+#: Dense peak throughput of one A100 in TFLOP/s, by matmul arithmetic (NVIDIA A100 Tensor Core
+#: GPU datasheet, dense, without sparsity): FP32 19.5, TF32 tensor core 156, BF16 tensor core 312.
+A100_PEAK_TFLOPS = {"highest": 19.5, "tf32": 156.0, "bf16": 312.0}
+#: The arithmetic of training on a GPU (``train.precision: auto`` is bf16 autocast on CUDA).
+TRAINING_PRECISION = "bf16"
 
 #: The measured peak of the graph and one product at 125M (benchmarks/README.md, memory probe):
 #: 2.96 GiB + 3.95 MiB per token of the batch.
@@ -102,6 +118,40 @@ def token_equivalents(c: Counts, k: Constants = REHEARSAL) -> float:
             + k.forward * c.forward_tokens)
 
 
+def precision_factor(precision: str, peaks: Mapping[str, float] | None = None) -> float:
+    """Training token passes (at :data:`TRAINING_PRECISION`) one token pass at ``precision``
+    costs on a device of dense ``peaks`` (TFLOP/s by precision, e.g. :data:`A100_PEAK_TFLOPS`):
+    peak(training)/peak(precision) — 16 for "highest" on an A100, 2 for "tf32", 1 for "bf16".
+    ``peaks`` None: 1, the rehearsal's equal-arithmetic unit."""
+    if peaks is None:
+        return 1.0
+    if precision not in peaks:
+        raise ValueError(f"measure.precision: {precision!r} is invalid (allowed: {', '.join(peaks)})")
+    return float(peaks[TRAINING_PRECISION]) / float(peaks[precision])
+
+
+def job_equivalents(c: "Counts | Mapping[str, Counts]", k: Constants = REHEARSAL,
+                    peaks: Mapping[str, float] | None = None) -> float:
+    """Token-equivalents of one job: its counts by precision (:func:`planned_parts`; plain
+    :class:`Counts` are all "highest"), each part × :func:`precision_factor` on ``peaks``."""
+    parts = {"highest": c} if isinstance(c, Counts) else c
+    return sum(precision_factor(p, peaks) * token_equivalents(v, k) for p, v in parts.items())
+
+
+def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int,
+                hutchinson_products: int = 0, hutchinson_calls: int = 0, kept_builds: int = 1) -> dict:
+    """The ``cost`` object of a measure JSON (:class:`Counts` and
+    its token-equivalents): every product on the whole measurement set; ``kept_builds``
+    graph builds when ModelHessian kept the graph (one per precision the job's products
+    used), else one per Lanczos/SLQ product and one per Hutchinson or audit operator call
+    (``measure.probe_block`` probes each), ∇L then by a plain gradient."""
+    builds = kept_builds if graph_kept else products - hutchinson_products + hutchinson_calls
+    c = Counts(products, builds, products * tokens, builds * tokens, noise_tokens + (0 if graph_kept else tokens),
+               val_tokens)
+    return {**asdict(c), "graph_kept": bool(graph_kept), "tokens_per_product": int(tokens),
+            "training_token_equivalents": token_equivalents(c)}
+
+
 def counts_from_record(rec: Mapping[str, Any], path="measure JSON") -> Counts:
     """The :class:`Counts` a measure JSON recorded in its ``cost`` object (one-line error if absent)."""
     cost = rec.get("cost")
@@ -140,14 +190,22 @@ class Schedule:
 TODAY = Schedule()
 
 
-def planned_counts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, slq_starts: int, keeps_graph: bool,
-                   spectrum: bool = True, schedule: Schedule = TODAY, noise_tokens: int = 0,
-                   val_tokens: int = 0) -> Counts:
+def planned_counts(me: Mapping, **kw) -> Counts:
+    """All the counts of one measure job, whatever their precision (:func:`planned_parts`)."""
+    return sum(planned_parts(me, **kw).values(), Counts(0, 0, 0, 0))
+
+
+def planned_parts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, slq_starts: int, keeps_graph: bool,
+                  spectrum: bool = True, schedule: Schedule = TODAY, noise_tokens: int = 0, val_tokens: int = 0,
+                  precision: str = "highest", audit: int = 0) -> dict[str, Counts]:
     """The counts of one measure job of ``measure`` settings ``me`` on ``tokens`` measurement
-    tokens (blocks of ``block_tokens`` predicted tokens): ``probes`` Hutchinson probes
-    (doubly stochastic: groups × probes per group), ``slq_starts`` SLQ starts; a graph kept
-    for the whole job (one build) or rebuilt for every product (every ``schedule.block``
-    Hutchinson probes)."""
+    tokens (blocks of ``block_tokens`` predicted tokens), by the precision they run at:
+    ``probes`` Hutchinson probes (doubly stochastic: groups × probes per group) at
+    ``precision``, ``slq_starts`` SLQ starts, the Lanczos run, gradients and forward passes
+    at "highest"; a graph kept for the whole job (one build per precision) or rebuilt for
+    every product (every ``schedule.block`` Hutchinson probes). ``audit``: the products of
+    the precision audit — one operator call at "highest", or in bf16 where the trace's were
+    "highest" (one build: its own graph, or the "highest" one rebuilt after the trace's)."""
     lanczos = int(me["lanczos_steps"]) + (slq_starts - 1) * int(me["slq_steps"]) if spectrum else 0
     ds = bool(schedule.ds_blocks) and not spectrum  # the spectrum checkpoints keep the fixed set (deflated)
     full_set = lanczos > 0 or not ds  # products on the whole measurement set
@@ -156,16 +214,23 @@ def planned_counts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, 
     else:  # ∇L by a plain gradient; every full-set product rebuilds the graph (in blocks of `block`)
         base = Counts(0, lanczos, 0, lanczos * tokens, tokens)
     spec = Counts(lanczos, 0, lanczos * tokens, 0)
+    trace_tokens = schedule.ds_blocks * block_tokens if ds else tokens
     if ds:
-        ds_tokens = schedule.ds_blocks * block_tokens
         groups = ds_groups(probes, schedule.ds_probes)
-        hutch = Counts(groups * schedule.ds_probes, groups, groups * schedule.ds_probes * ds_tokens, groups * ds_tokens)
-    elif keeps_graph:
-        hutch = Counts(probes, 0, probes * tokens, 0)
+        hutch = Counts(groups * schedule.ds_probes, groups, groups * schedule.ds_probes * trace_tokens,
+                       groups * trace_tokens)
+    elif keeps_graph:  # the trace's own graph where its precision is not "highest"
+        own = int(precision != "highest")
+        hutch = Counts(probes, own, probes * tokens, own * tokens)
     else:
         builds = math.ceil(probes / max(1, schedule.block))
         hutch = Counts(probes, builds, probes * tokens, builds * tokens)
-    return base + spec + hutch + Counts(0, 0, 0, 0, noise_tokens, val_tokens)
+    parts = {"highest": base + spec + Counts(0, 0, 0, 0, noise_tokens, val_tokens)}
+    parts[precision] = parts.get(precision, Counts(0, 0, 0, 0)) + hutch
+    if audit:
+        at = "bf16" if precision == "highest" else "highest"
+        parts[at] = parts.get(at, Counts(0, 0, 0, 0)) + Counts(audit, 1, audit * trace_tokens, trace_tokens)
+    return parts
 
 
 def ds_groups(probes: int, per_group: int) -> int:
@@ -186,11 +251,13 @@ def ds_group_variance(var_between_one: float, var_probe: float, blocks: int, n_b
     return fpc * var_between_one / blocks + var_probe / max(1, per_group)
 
 
-def preset_ratio(jobs: list[tuple[int, Counts]], train_tokens: int, k: Constants = REHEARSAL) -> float:
-    """Σ over (number of jobs, counts per job) of token-equivalents, over the training tokens."""
+def preset_ratio(jobs: list[tuple[int, "Counts | Mapping[str, Counts]"]], train_tokens: int,
+                 k: Constants = REHEARSAL, peaks: Mapping[str, float] | None = None) -> float:
+    """Σ over (number of jobs, counts per job — :class:`Counts` or by precision) of
+    token-equivalents (:func:`job_equivalents` on a device of ``peaks``), over the training tokens."""
     if train_tokens <= 0:
         raise ValueError(f"train_tokens: {train_tokens} is invalid (expected > 0)")
-    return sum(n * token_equivalents(c, k) for n, c in jobs) / train_tokens
+    return sum(n * job_equivalents(c, k, peaks) for n, c in jobs) / train_tokens
 
 
 def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
@@ -204,19 +271,23 @@ def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
 
 def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,
                 trace_probes: int | None = None, d: int = 125_198_592, val_tokens: int = 0,
-                sweep_at_ends: bool = False) -> dict:
-    """Every measure job of a preset (every run × checkpoint) as (count, :class:`Counts`),
-    with ``probes`` Hutchinson probes at spectrum checkpoints and ``trace_probes`` (default
-    the same) elsewhere; the graph kept if it fits ``memory_bytes`` (:func:`graph_fits`);
-    the gradient-noise batches at the first and last checkpoint; ``val_tokens`` forward
-    tokens per job. Training tokens: runs × steps × batch × sequence length. With
-    ``sweep_at_ends`` the lr/warm-up sweep arms are measured at their first and last
-    checkpoint only (a DAG change: today every run is measured at every checkpoint)."""
+                sweep_at_ends: bool = False, precision: str | None = None) -> dict:
+    """Every measure job of a preset (every run × checkpoint) as (count, its counts by
+    precision, :func:`planned_parts`), with ``probes`` Hutchinson probes at spectrum
+    checkpoints and ``trace_probes`` (default the same) elsewhere, at ``precision`` (default
+    the preset's ``measure.precision``), and the precision audit's products; the graph kept
+    if it fits ``memory_bytes`` (:func:`graph_fits`); the gradient-noise batches at the first
+    and last checkpoint; ``val_tokens`` forward tokens per job. Training tokens: runs ×
+    steps × batch × sequence length. With ``sweep_at_ends`` the lr/warm-up sweep arms are
+    measured at their first and last checkpoint only (a DAG change: today every run is
+    measured at every checkpoint)."""
     from villani.measure.checkpoint import slq_starts
+    from villani.measure.precision_audit import AUDIT_PRODUCTS
     from villani.plan.runs import runs, sweep_variants
     from villani.plan.schedule import checkpoint_steps
 
     t, me, T = params["train"], params["measure"], int(params["data"]["seq_len"])
+    precision = precision or me.get("precision", "highest")
     n_runs, steps = len(list(runs(params))), checkpoint_steps(t)
     n_sweep = len(list(runs(params, sweep_variants(params)))) if sweep_at_ends else 0
     block_tokens = T - 1
@@ -226,11 +297,11 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
     jobs = []
     for step in steps:
         spectrum = spectrum_at(schedule.spectrum_every, step, steps)
-        c = planned_counts(me, tokens=tokens, block_tokens=block_tokens,
-                           probes=probes if spectrum or trace_probes is None else trace_probes,
-                           slq_starts=slq_starts(me, d, step, steps)[0], keeps_graph=keeps, spectrum=spectrum,
-                           schedule=schedule, noise_tokens=noise if step in (steps[0], steps[-1]) else 0,
-                           val_tokens=val_tokens)
+        c = planned_parts(me, tokens=tokens, block_tokens=block_tokens,
+                          probes=probes if spectrum or trace_probes is None else trace_probes,
+                          slq_starts=slq_starts(me, d, step, steps)[0], keeps_graph=keeps, spectrum=spectrum,
+                          schedule=schedule, noise_tokens=noise if step in (steps[0], steps[-1]) else 0,
+                          val_tokens=val_tokens, precision=precision, audit=AUDIT_PRODUCTS)
         jobs.append((n_runs - (0 if step in (steps[0], steps[-1]) else n_sweep), c))
     return {"runs": n_runs, "steps": steps, "jobs": jobs, "keeps_graph": keeps, "tokens_per_product": tokens,
-            "train_tokens": n_runs * int(t["steps"]) * int(t["batch_size"]) * T}
+            "train_tokens": n_runs * int(t["steps"]) * int(t["batch_size"]) * T, "precision": precision}
