@@ -147,6 +147,24 @@ def test_a_collapsed_run_decides_nothing(ledger, tmp_path):
     assert row["estimate"] is None and row["verdict"] == "inconclusive" and row["collapsed_runs_left_out"] == 2
 
 
+def test_the_theory_arm_collapsing_is_a_finding_not_a_silence(ledger, tmp_path):
+    """fig5_langevin_learns is the one row about collapsed runs: the synthetic Langevin runs
+    learn (no refutation from 2 of 2, whose exact interval reaches below 0.95); every
+    Langevin run at perplexity ≥ V/2 refutes it, with η, β = 1/λ and the final perplexities."""
+    import shutil
+
+    p, root, rows = ledger
+    r = rows["fig5_langevin_learns"]
+    assert r["verdict"] == "inconclusive" and float(r["estimate"]) == 1.0 and float(r["ci_low"]) < 0.95
+    root2 = tmp_path / "results"
+    shutil.copytree(root, root2)
+    _set_perplexity(root2, p, "langevin", 0.01, lambda psi, step, seed: 400.0)
+    row = {x["id"]: x for x in claim_rows(p, root2)}["fig5_langevin_learns"]
+    assert row["verdict"] == "refuted" and row["estimate"] == 0.0 and row["ci_method"].startswith("Clopper")
+    assert "0 of 2 runs learned" in row["note"] and "final validation perplexity λ = 0.01 seed 0: 400" in row["note"]
+    assert "βλ = 1" in row["note"] and row["collapsed_runs_left_out"] == 0
+
+
 def test_claims_report_writes_the_three_parts_between_the_readme_markers(ledger, tmp_path, capsys):
     """`villani claims-report --write README.md`: the arithmetic, the refutations with the run's
     scale, the untestable claims — numbers from the ledger; a file without markers is a one-line error."""

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, value_axis, wrap
+from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, signed_log_ticks, value_axis, wrap
 from villani.io.results import rays_table
 from villani.measure.ray_slopes import ray_slope_intervals
 from villani.psi import psi_column
@@ -92,7 +92,9 @@ def _y_axis(ax, y: np.ndarray) -> None:
     y = y[np.isfinite(y)]
     big, small = (float(np.max(np.abs(y))), float(np.min(np.abs(y[y != 0])))) if np.any(y != 0) else (0.0, 0.0)
     if y.size and y.min() < 0 < y.max() and big > 30 * small:
-        ax.set_yscale("asinh", linear_width=max(small, big * 1e-3))
+        width = max(small, big * 1e-3)
+        ax.set_yscale("asinh", linear_width=width)
+        signed_log_ticks(ax.yaxis, width, big)
     else:
         value_axis(ax, y)
 
@@ -115,15 +117,19 @@ def draw_slopes(ax, ivs: Mapping, s: float, conf: float) -> None:
         if iv.low is not None:
             ax.plot([iv.low / ref, iv.high / ref], [k, k], color=lam_color(lam), lw=2.2, solid_capstyle="butt")
         ax.plot([est], [k], "o", ms=3.5, color=lam_color(lam), mec="0.1", mew=0.4)
-    ax.axvspan(0.75, 1.25, color="0.8", alpha=0.6, lw=0, label="claim at λ = 10⁻²: 1 ± 25%")
-    ax.axvline(1.0, color="0.3", lw=0.8, ls="--")
+    ax.axvspan(0.75, 1.25, color="0.8", alpha=0.6, lw=0)
+    ax.axvline(1.0, color="0.3", lw=0.8, ls="--", label="claim at λ = 10⁻²: 1 ± 25%")
     ax.axvline(0.0, color="0.6", lw=0.6)
     ax.set_xscale("asinh", linear_width=1.0)
+    ends = [abs(v) / (lam**2 / s) for (lam, _), iv in rows for v in (iv.estimate, iv.low, iv.high) if v is not None]
+    big = max(ends + [10.0])
+    signed_log_ticks(ax.xaxis, 1.0, big)
+    ax.set_xlim(-3 * big, 3 * big)  # room for the markers at the extremes
     ax.set_yticks(range(len(rows)), [f"{lam_label(lam)}, ray {ray}" for (lam, ray), _ in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set(xlabel="fitted slope / (λ²/s)",
            title=f"slope per ray / (λ²/s), {int(round(100 * conf))}% intervals\n(Bonferroni over each λ's rays)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower left")
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
@@ -133,10 +139,10 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     fits = slopes(slopes_json, df, s, params)
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())
-    n = len(lams) + 1  # one panel per λ and the slopes
+    n = len(lams) + 1  # one panel per λ and the slopes; the legend below them
     ncols = 3 if n > 4 else 2
-    nrows = math.ceil((n + 1) / ncols)  # and a slot for the legend
-    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.35 * nrows + 0.5), squeeze=False)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.6 * nrows + 0.9), squeeze=False)
     flat = axes.ravel()
     conf = float(params["claims"]["confidence"])
     z = float(sps.norm.ppf(0.5 + conf / 2))
@@ -169,10 +175,8 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     handles, labels = flat[0].get_legend_handles_labels()
     handles.append(plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0))
     labels.append(f"band: {int(round(100 * conf))}% interval of the\nHutchinson estimate of tr ∇²L")
-    legend_ax = flat[len(lams) + 1]
-    legend_ax.axis("off")
-    legend_ax.legend(handles, labels, loc="center")
-    for ax in flat[len(lams) + 2:]:
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+    for ax in flat[len(lams) + 1:]:
         ax.set_visible(False)
     n_random = df[df["kind"] != "checkpoint"]["ray"].nunique() if "kind" in df else df["ray"].nunique()
     extra = " and the ray through a trained checkpoint" if "kind" in df and (df["kind"] == "checkpoint").any() else ""

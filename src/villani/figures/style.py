@@ -112,7 +112,7 @@ def value_axis(ax, values, axis: str = "y", *, decades: float = 1.5) -> None:
         if nz.size and np.log10(nz.max() / nz.min()) > 2 * decades:
             linthresh = 10.0 ** np.floor(np.log10(float(np.quantile(nz, 0.1))))
             setter("symlog", linthresh=linthresh)
-            _symlog_ticks(ax.yaxis if axis == "y" else ax.xaxis, linthresh, float(nz.max()))
+            signed_log_ticks(ax.yaxis if axis == "y" else ax.xaxis, linthresh, float(nz.max()))
 
 
 def plain_log_ticks(ax) -> None:
@@ -130,8 +130,9 @@ def plain_log_ticks(ax) -> None:
             axis.set_minor_formatter(NullFormatter())
 
 
-def _symlog_ticks(axis, linthresh: float, vmax: float, most: int = 4) -> None:
-    """At most ``most`` decades labelled on each side of 0 on a symlog axis, as ±10^k."""
+def signed_log_ticks(axis, linthresh: float, vmax: float, most: int = 4) -> None:
+    """At most ``most`` decades labelled on each side of 0 on a symlog or asinh axis (linear
+    within ``linthresh``), as ±10^k; none inside the linear part but 0 (they would crowd it)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     k0, k1 = int(np.floor(np.log10(linthresh))), int(np.ceil(np.log10(vmax)))

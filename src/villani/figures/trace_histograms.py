@@ -48,7 +48,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     m = measurements(params, root, variants=None)
     picks = chosen_steps(params)
     rs = chosen_runs(params)
-    fig, axes = plt.subplots(len(rs), len(picks), figsize=(DOUBLE, 2.3 * len(rs) + 0.5), squeeze=False)
+    fig, axes = plt.subplots(len(rs), len(picks), figsize=(DOUBLE, 2.6 * len(rs) + 0.5), squeeze=False)
     rows = []
     for axrow, run in zip(axes, rs):
         recs = {int(r["step"]): r for _, r in m[(m["variant"] == run.variant) & (m["lam"] == run.lam)
@@ -70,7 +70,9 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
                 ax.axvline(float(rec["trace_L_exact_part"]), color="0.5", ls=":", lw=1.0)
             cv_f = fmt_num(100 * st_f.cv if st_f.cv else None, 2)
             cv_l = fmt_num(100 * st.cv if st.cv else None, 2)
-            ax.set_title(f"{phase} (step {step}, M = {x.size}): tr∇²L ≈ {fmt_num(st.mean, 3)}\nλd = {fmt_num(lam_d, 3)}; "
+            # one short item per line: a panel is a third of the page wide, and a mean like
+            # −1.16e+04 next to the step overflowed it (the laptop run's late panel)
+            ax.set_title(f"{phase}: step {step}, M = {x.size}\ntr∇²L ≈ {fmt_num(st.mean, 3)}, λd = {fmt_num(lam_d, 3)}\n"
                          f"Shapiro p = {fmt_num(st.shapiro_p, 2)}\nCV: ∇²F {cv_f}%, ∇²L {cv_l}%",
                          fontsize=7)
             ax.set(xlabel=f"deflated sample (k = {rank})" if rank else "sample vᵀ∇²L v")
