@@ -5,11 +5,13 @@ per run group (variant and λ).
 groups sit at Ψ_s values orders of magnitude apart: each gets its own panel on a linear
 axis, where the direction within the group is visible. One point per checkpoint and seed,
 marker area growing with the step, a thin line joining each seed's checkpoints in step
-order. Each panel's title gives the signed association — Spearman ρ with its
-interval (ρ within each seed's run, a t interval over the seeds on Fisher's z scale;
-:func:`villani.stats.correlation_interval`, the same numbers as the claims ledger) and
-Pearson r — where the paper reports R² alone. The paper claims higher Ψ_s goes with lower
-perplexity (ρ < 0).
+order. Each panel's title gives the signed association the claims ledger decides Fig 7's
+direction rows on — Pearson r within each seed's run, pooled over the seeds on Fisher's z
+scale with a t interval (:func:`villani.stats.correlation_interval`; Spearman ρ needs ≥ 10
+checkpoints per run for an interval that covers) — and the Pearson r of all the panel's
+points, where the paper reports R² alone. The paper claims higher Ψ_s goes with lower
+perplexity (r < 0). A group whose runs all collapsed (:mod:`villani.collapse`) is drawn and
+marked: the ledger decides nothing on it.
 """
 
 from __future__ import annotations
@@ -31,29 +33,36 @@ from villani.figures.style import (
     variant_style,
     wrap,
 )
-from villani.io.results import measurements
+from villani.collapse import is_collapsed
+from villani.io.results import data_stats, measurements, vocabulary
 from villani.plan.runs import variants
 from villani.psi import psi_column
 from villani.stats import correlation_interval, pearson_r
 
 
-def correlations(m: pd.DataFrame, col: str, params: Mapping) -> pd.DataFrame:
-    """Per (variant, λ): Spearman ρ of Ψ_s and validation perplexity with its interval, Pearson r, r²."""
+def correlations(m: pd.DataFrame, col: str, params: Mapping, vocab: int | None = None) -> pd.DataFrame:
+    """Per (variant, λ): Pearson r of Ψ_s and validation perplexity within each run, pooled over
+    the seeds (Fisher z, t) with its interval, the pooled Pearson r and r², and whether every
+    run of the group collapsed (``vocab``: the vocabulary; ``None``: not checked)."""
     c = params["claims"]
     rows = []
     for (variant, lam), d in m.groupby(["variant", "lam"], sort=False):
         x, y = d[col].to_numpy(float), d["val_ppl"].to_numpy(float)
         runs = pd.factorize(d["seed"])[0]
-        iv = correlation_interval(x, y, runs, kind="spearman", confidence=float(c["confidence"]))
+        iv = correlation_interval(x, y, runs, kind="pearson", confidence=float(c["confidence"]))
         r = pearson_r(x, y)
-        rows.append({"variant": variant, "lam": float(lam), "n": len(d), "spearman_rho": iv.estimate,
-                     "rho_ci_low": iv.low, "rho_ci_high": iv.high, "pearson_r": r,
-                     "r2": None if r is None else r * r})
+        last = d.sort_values("step").groupby("seed").tail(1)
+        collapsed = vocab is not None and all(is_collapsed(p, lo, vocab) for p, lo in zip(last["val_ppl"], last["val_loss"]))
+        rows.append({"variant": variant, "lam": float(lam), "n": len(d), "r_within_runs": iv.estimate,
+                     "r_ci_low": iv.low, "r_ci_high": iv.high, "pearson_r": r,
+                     "r2": None if r is None else r * r, "collapsed": bool(collapsed)})
     return pd.DataFrame(rows)
 
 
 def _direction(row) -> str:
-    lo, hi = row.rho_ci_low, row.rho_ci_high
+    if row.collapsed:
+        return "collapsed"
+    lo, hi = row.r_ci_low, row.r_ci_high
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return "undetermined"
     return "negative" if hi < 0 else "positive" if lo > 0 else "undetermined"
@@ -65,12 +74,12 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     col = psi_column(s)
     order = {v: i for i, v in enumerate(variants(params))}
     m = m.sort_values(["variant", "lam"], key=lambda c: c.map(order) if c.name == "variant" else c)
-    corr = correlations(m, col, params)
+    corr = correlations(m, col, params, vocabulary(data_stats(params, root))[0])
     groups = list(m.groupby(["variant", "lam"], sort=False))
     n = len(groups)
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.05 * nrows + 0.5), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.3 * nrows + 0.5), squeeze=False)
     steps = m["step"].to_numpy(float)
     span = max(np.ptp(steps), 1.0)
     for ax, ((variant, lam), d), row in zip(axes.ravel(), groups, corr.itertuples()):
@@ -83,10 +92,11 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         ax.set_yscale("log")
         plain_log_ticks(ax)
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
-        ci = ("" if row.rho_ci_low is None or pd.isna(row.rho_ci_low)
-              else f" [{fmt_num(row.rho_ci_low, 2)}, {fmt_num(row.rho_ci_high, 2)}]")
-        ax.set_title(f"{lam_label(lam)}, {variant_label(variant)}\nρ = {fmt_num(row.spearman_rho, 2)}{ci}, "
-                     f"r = {fmt_num(row.pearson_r, 2)}", fontsize=7.5)
+        ci = ("" if row.r_ci_low is None or pd.isna(row.r_ci_low)
+              else f" [{fmt_num(row.r_ci_low, 2)}, {fmt_num(row.r_ci_high, 2)}]")
+        ax.set_title(f"{lam_label(lam)}, {variant_label(variant)}" + ("\ncollapsed: no verdict" if row.collapsed else "")
+                     + f"\nr within runs {fmt_num(row.r_within_runs, 2)}{ci}\nr of all points {fmt_num(row.pearson_r, 2)}",
+                     fontsize=7.5)
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
@@ -94,8 +104,9 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     for ax in axes.ravel()[:n]:
         ax.set_xlabel(f"Ψ_s (s = {s:g})")
     dirs = corr.apply(_direction, axis=1)
-    summary = (f"ρ < 0 (higher Ψ_s, lower perplexity) in {int((dirs == 'negative').sum())} of {len(corr)} groups, "
-               f"ρ > 0 in {int((dirs == 'positive').sum())}, undetermined in {int((dirs == 'undetermined').sum())}")
+    summary = (f"r < 0 (higher Ψ_s, lower perplexity) in {int((dirs == 'negative').sum())} of {len(corr)} groups, "
+               f"r > 0 in {int((dirs == 'positive').sum())}, undetermined in {int((dirs == 'undetermined').sum())}"
+               + (f", collapsed (no verdict) in {int((dirs == 'collapsed').sum())}" if (dirs == "collapsed").any() else ""))
     fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s vs validation perplexity per λ and update rule — {summary} "
                       f"({int(100 * float(params['claims']['confidence']))}% intervals); marker area grows with the "
                       "step", DOUBLE))
