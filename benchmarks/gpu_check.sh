@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# GPU check: the CUDA code path end to end, in under 8 minutes on one GPU, one table at the end.
+# GPU check: the CUDA code path end to end, ≈ 8 minutes on one H200, one table at the end.
 #
 #   make install && bash benchmarks/gpu_check.sh            # from the repository root
 #
-# Parts (each timed; a failed part is reported in the table and the rest still run):
+# Parts, in the order they run (each timed; a failed part is reported in the table and the
+# rest still run; the numbers first, the end-to-end workflow last):
 #   env        torch, CUDA, the device
-#   workflow   the tiny default workflow (snakemake --profile profiles/local) in a copy of the
-#              repository; jobs pick the CUDA device by themselves (pick_device); checks that
-#              every checkpoint and measurement says device "cuda"
 #   tokenize   the rehearsal corpus (configs/rehearsal.yaml: GPT-Neo-125M, seq 512, a local
 #              BPE of 50,257 tokens) — no download
 #   train-bf16 `villani train` at 125M, precision bf16 (autocast, fp32 master weights), at the
@@ -17,6 +15,9 @@
 #   measure    one full `villani measure` job at 125M on the paper's measurement set
 #              (64 blocks × 512 tokens; probe and step counts cut to fit the time), with the
 #              peak CUDA memory (torch.cuda.max_memory_allocated)
+#   workflow   the tiny default workflow (snakemake --profile profiles/local) in a copy of the
+#              repository; jobs pick the CUDA device by themselves (pick_device); checks that
+#              every checkpoint and measurement says device "cuda"
 # Needs: the venv of `make install` (PyHessian and curvlinops come from requirements/oracle.txt).
 # Environment: PYTHON (default .venv/bin/python), OUT (default a new folder under /tmp),
 #   GPU_CHECK_TRAIN_STEPS (40), GPU_CHECK_BLOCKS (64 measurement blocks), GPU_CHECK_PROBES (8),
@@ -59,7 +60,10 @@ part() {
   if [[ "$SKIP" == *" $name "* ]]; then ROWS+=("| $name | skipped | 0 | |"); return 0; fi
   echo "== $name ($(date +%T))" >&2
   t0=$(date +%s%N)
-  if "$@" >"$OUT/$name.log" 2>&1; then status=ok; else status="FAILED (rc $?, see $OUT/$name.log)"; FAILED=1; fi
+  # in a subshell with errexit of its own: any failing command fails the part (errexit is
+  # ignored inside an `if` condition, so `if "$@"` would report only the last command)
+  set +e; (set -e; "$@") >"$OUT/$name.log" 2>&1; local rc=$?; set -e
+  if (( rc == 0 )); then status=ok; else status="FAILED (rc $rc, see $OUT/$name.log)"; FAILED=1; fi
   t1=$(date +%s%N)
   ROWS+=("| $name | $status | $(( (t1 - t0) / 1000000000 )) | $(cat "$OUT/$name.result" 2>/dev/null || true) |")
   echo "   $status" >&2
@@ -85,7 +89,7 @@ workflow() {
 import json, sys
 from pathlib import Path
 root, device = Path(sys.argv[1]), sys.argv[2]
-ckpts = [json.loads(p.read_text()) for p in root.glob("runs/*/*/*/*/ckpt/step*.json")]
+ckpts = [json.loads(p.read_text()) for p in root.glob("runs/*/*/*/*/ckpt/step*/checkpoint.json")]
 meas = [json.loads(p.read_text()) for p in root.glob("runs/*/*/*/*/measure/step*.json")]
 devices = {c["device"] for c in ckpts} | {m["device"] for m in meas}
 assert ckpts and meas and devices == {device}, f"devices {devices}"
@@ -113,7 +117,7 @@ from pathlib import Path
 import pandas as pd
 root, batch, device = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 log = pd.read_csv(next(root.glob("runs/*/adamw/*/*/logs/seg*.csv")))
-meta = json.loads(sorted(root.glob("runs/*/adamw/*/*/ckpt/step*.json"))[-1].read_text())
+meta = json.loads(sorted(root.glob("runs/*/adamw/*/*/ckpt/step*/checkpoint.json"))[-1].read_text())
 assert meta["device"] == device and meta["precision"] == ("bf16" if device == "cuda" else "fp32"), meta
 print(f"{log['tokens_per_s'].iloc[5:].median():,.0f} tokens/s at {batch} × 512 (median of steps 6–{len(log)}), "
       f"loss {log['loss'].iloc[0]:.2f} → {log['loss'].iloc[-1]:.2f}")
@@ -171,7 +175,6 @@ EOF
 }
 
 part env env_check
-part workflow workflow
 part tokenize tokenize
 link_data
 part train-bf16-b1 train_bf16 1
@@ -179,6 +182,7 @@ part train-bf16-b8 train_bf16 8
 part hvp-small hvp hvp-small
 part hvp-125m hvp hvp-125m --vocab 50257 --hidden 768 --layers 12 --heads 12 --seq 512 --batch 1
 part measure measure_125m
+part workflow workflow   # last: the parts above give the numbers, this one the end-to-end CUDA path
 
 echo
 echo "GPU check, $(date -u +%Y-%m-%dT%H:%MZ), outputs in $OUT"

@@ -54,6 +54,14 @@ def tokens_per_s(work: Path) -> float:
     return statistics.median(vals) if vals else float("nan")
 
 
+def snakemake(cmd: list[str], work: Path, env: dict[str, str]) -> None:
+    """Run ``cmd`` in ``work``; on failure, Snakemake's last 40 lines of output and exit 1."""
+    p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stdout + p.stderr).splitlines()[-40:]
+        sys.exit(f"{' '.join(cmd)} failed (rc {p.returncode}) in {work}:\n" + "\n".join(tail))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cores", default="2")
@@ -68,10 +76,10 @@ def main() -> int:
     for c in args.configfile:
         cmd += ["--configfile", str(Path(c).resolve())]
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
+    snakemake(cmd, work, env)
     total = time.perf_counter() - t0
     t1 = time.perf_counter()
-    subprocess.run(cmd + ["-n"], cwd=work, env=env, check=True, capture_output=True)
+    snakemake(cmd + ["-n"], work, env)
     noop = time.perf_counter() - t1
     print(f"default workflow: {total:.1f} s wall on {args.cores} cores ({work})")
     print(f"second invocation (nothing to do): {noop:.1f} s")

@@ -40,6 +40,16 @@ def test_directions_are_filter_normalised(micro):
     assert d["transformer.wte.weight"].shape == (model.config.vocab_size, 4)
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_direction_is_the_same_on_the_gpu():
+    """Found by the GPU check: θ₀ on the GPU and the CPU generator met in one expression.
+    The direction is drawn and scaled on the CPU, then moved: equal on either device."""
+    theta0 = {"w": torch.randn(5, 7, generator=torch.Generator().manual_seed(0)), "b": torch.ones(5)}
+    on_cpu = filter_normalized_direction(theta0, torch.Generator().manual_seed(3))
+    on_gpu = filter_normalized_direction({k: v.cuda() for k, v in theta0.items()}, torch.Generator().manual_seed(3))
+    assert all(on_gpu[k].device.type == "cuda" and torch.equal(on_gpu[k].cpu(), on_cpu[k]) for k in theta0)
+
 def _hf_F(model, blocks, lam):
     with torch.no_grad():
         losses = [float(model(input_ids=x, labels=x).loss) for x in blocks.split(1)]

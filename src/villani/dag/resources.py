@@ -1,7 +1,7 @@
 r"""What a ``train`` or ``measure`` job asks the cluster for, derived from the work it does.
 
-A job's request is its work at a per-token rate of GPT-Neo-125M on one A100, with
-headroom, growing on every retry (``attempt`` = 1, 2, 3):
+A job's request is its work at a per-token rate of GPT-Neo-125M on one A100 (measured on
+an H200, carried to an A100 below), with headroom, growing on every retry (``attempt`` = 1, 2, 3):
 
 .. math::
 
@@ -19,14 +19,16 @@ h_m = :data:`MEMORY_HEADROOM`, and the work W (seconds) and host memory M (bytes
   stops at or below it) and N = ``measure.blocks``·(T − 1) tokens per product;
   M = M_measure + b·(``measure.batch_size``·(T − 1) − 511).
 
-The rates and memory are the 125M rehearsal's (``benchmarks/README.md``, "Rehearsal at the
-paper's model size", scaled to an A100 by FLOPs at its pessimistic utilisations):
-r_train = 13.9 GPU-h / 1.935·10⁹ tokens (``configs/ptb.yaml``'s training at 10 % of 312
-TFLOP/s bf16); r_hvp = 19.0 s per product of 32,704 tokens (graph rebuilt per product, 50 %
-of 19.5 TFLOP/s fp32); M_train, M_measure the peak RSS of the 125M train job (1 × 512
-tokens) and measure job (511 tokens per product), every tensor on the host — an upper bound
-on a GPU job's host memory; b = 3.95 MiB per token, the probe's growth of the gradient graph
-plus one product with the tokens of a batch.
+The rates are GPT-Neo-125M's, measured on one H200 by ``benchmarks/gpu_check.sh``
+(``benchmarks/README.md``, "GPU check"): r_train = 1/8,609 s per token, bf16 training at the
+paper's batch of 1 × 512 tokens — a step there is bound by kernel launches (59 ms at 1 × 512
+tokens, 60 ms at 8 × 512), which an A100 pays alike, so the rate is taken as it is;
+r_hvp = 3.40 s per fp32 ("highest") product of 32,704 tokens (64 blocks in micro-batches of
+8, peak 38.8 GiB) × 67/19.5, the ratio of the H200's fp32 peak to an A100's — the product is
+compute-bound — ≈ 11.7 s on an A100. M_train, M_measure: the peak RSS of the 125M train job
+(1 × 512 tokens) and measure job (511 tokens per product) of the CPU rehearsal, every tensor
+on the host — an upper bound on a GPU job's host memory; b = 3.95 MiB per token, the
+probe's growth of the gradient graph plus one product with the tokens of a batch.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from typing import Mapping
 from villani.plan.schedule import checkpoint_steps, segment_start
 
 GiB, MiB = 2**30, 2**20
-TRAIN_S_PER_TOKEN = 13.9 * 3600 / 1.935e9  # ≈ 2.59e-5 s per training token
-HVP_S_PER_TOKEN = 19.0 / 32_704  # ≈ 5.81e-4 s per token of one Hessian-vector product
+TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
+H200_OVER_A100_FP32 = 67.0 / 19.5  # fp32 peak TFLOP/s, H200 SXM over A100
+HVP_S_PER_TOKEN = 3.40 * H200_OVER_A100_FP32 / 32_704  # ≈ 3.57e-4 s per token of one product on an A100
 TRAIN_RSS_BYTES = 5.20 * GiB  # at 512 tokens per step
 MEASURE_RSS_BYTES = 17.12 * GiB  # at 511 tokens per product
 GRAPH_BYTES_PER_TOKEN = 3.95 * MiB

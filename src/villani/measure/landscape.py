@@ -54,7 +54,8 @@ def output_unit_dims(model: torch.nn.Module) -> dict[str, int]:
 def filter_normalized_direction(theta0: Mapping[str, torch.Tensor], gen: torch.Generator,
                                 unit_dims: Mapping[str, int] | None = None) -> dict[str, torch.Tensor]:
     """A Gaussian direction with each output-unit slice (along ``unit_dims[name]``, default
-    0) rescaled to θ₀'s slice norm; 1-D tensors zero."""
+    0) rescaled to θ₀'s slice norm; 1-D tensors zero. Drawn and scaled on the CPU in float64
+    (``gen`` is a CPU generator), so a direction is the same whichever device θ₀ is on."""
     unit_dims = unit_dims or {}
     out = {}
     for name, w in theta0.items():
@@ -65,7 +66,7 @@ def filter_normalized_direction(theta0: Mapping[str, torch.Tensor], gen: torch.G
         axis = int(unit_dims.get(name, 0))
         units_g = g.movedim(axis, 0)
         rows_g = units_g.reshape(w.shape[axis], -1)
-        rows_w = w.detach().double().movedim(axis, 0).reshape(w.shape[axis], -1)
+        rows_w = w.detach().to("cpu", torch.float64).movedim(axis, 0).reshape(w.shape[axis], -1)
         scale = rows_w.norm(dim=1, keepdim=True) / rows_g.norm(dim=1, keepdim=True).clamp_min(1e-300)
         out[name] = (rows_g * scale).reshape(units_g.shape).movedim(0, axis).to(device=w.device, dtype=w.dtype)
     return out
