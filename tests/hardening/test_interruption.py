@@ -19,6 +19,7 @@ from villani.plan import layout
 from villani.plan.config import dump_yaml
 
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
+STEPS = 20_000
 
 
 def _villani(*args):
@@ -26,7 +27,9 @@ def _villani(*args):
 
 
 def test_sigint_mid_training_is_one_line_exit_130_and_leaves_no_partial_file(tmp_path, tiny_data_root):
-    p = tiny_params(train={"steps": 400, "segments": 1, "save_every": 7, "checkpoints": {"count": 2}})
+    # 20,000 steps (≈ 200 s uninterrupted): the signal lands mid-loop even when this process
+    # is starved of a core for seconds (CI: 400 steps once finished before it arrived)
+    p = tiny_params(train={"steps": STEPS, "segments": 1, "save_every": 7, "checkpoints": {"count": 2}})
     params = tmp_path / "p.yaml"
     dump_yaml(p, params)
     root = tmp_path / "results"
@@ -44,7 +47,7 @@ def test_sigint_mid_training_is_one_line_exit_130_and_leaves_no_partial_file(tmp
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == INTERRUPTED and "Traceback" not in err, err
     assert not list(root.rglob("*.tmp")), "a temporary file was left behind"
-    assert not layout.fmt(layout.SEGMENT, root, step=400, **RUN).exists()
+    assert not layout.fmt(layout.SEGMENT, root, step=STEPS, **RUN).exists()
 
 
 @contextlib.contextmanager
