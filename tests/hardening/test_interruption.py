@@ -26,9 +26,16 @@ def _villani(*args):
     return [sys.executable, "-m", "villani.cli", *map(str, args)]
 
 
+def _ctrl_c_as_at_a_terminal():
+    """SIGINT at its default in the child, as for a command typed at a terminal. A test run
+    started in the background of a non-interactive shell (`make test &`, `nohup … &`)
+    inherits SIGINT ignored, and Python then keeps ignoring it: Ctrl-C would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_mid_training_is_one_line_exit_130_and_leaves_no_partial_file(tmp_path, tiny_data_root):
     # 20,000 steps (≈ 200 s uninterrupted): the signal lands mid-loop even when this process
-    # is starved of a core for seconds (CI: 400 steps once finished before it arrived)
+    # is starved of a core for seconds
     p = tiny_params(train={"steps": STEPS, "segments": 1, "save_every": 7, "checkpoints": {"count": 2}})
     params = tmp_path / "p.yaml"
     dump_yaml(p, params)
@@ -36,7 +43,7 @@ def test_sigint_mid_training_is_one_line_exit_130_and_leaves_no_partial_file(tmp
     shutil.copytree(tiny_data_root / "data", root / "data")
     proc = subprocess.Popen(_villani("train", "--params", params, "--results", root, "--lam", 0.01, "--seed", 0,
                                      "--all", "--device", "cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_ctrl_c_as_at_a_terminal)
     work = layout.fmt(layout.WORK_DIR, root, **RUN) / "state.pt"
     deadline = time.time() + 120
     while not work.exists() and proc.poll() is None and time.time() < deadline:
