@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requiremen
 	$(BIN)/python -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[test,slurm,tensorboard]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
+	$(BIN)/python -m villani.dag.dvc_dry_run   # `dvc repro --dry` on a fresh clone (DVC issue #9021)
 	touch $(STAMP)
 
 # Vega, Vega-Lite, Vega-Embed from the npm registry at the versions of vega/package-lock.json
