@@ -15,6 +15,12 @@
 #   measure    one full `villani measure` job at 125M on the paper's measurement set
 #              (64 blocks × 512 tokens; probe and step counts cut to fit the time), with the
 #              peak CUDA memory (torch.cuda.max_memory_allocated)
+#   profile-125m  benchmarks/hvp.py --mode profile at 125M (1 × 512): ours vs PyHessian, one
+#              product each under torch.profiler — kernels, device time, the operators that differ
+#   regimes-125m  benchmarks/hvp.py --mode regimes at 125M (1 × 512): build + first, next, rebuilt
+#   precision  `villani measure` jobs at 125M on the paper's measurement set, plain Hutchinson
+#              trace, at measure.precision highest / tf32 / bf16 and probe_block 1 / 8: seconds
+#              per trace product and each job's precision audit (error over the standard error)
 #   workflow   the tiny default workflow (snakemake --profile profiles/local) in a copy of the
 #              repository; jobs pick the CUDA device by themselves (pick_device); checks that
 #              every checkpoint and measurement says device "cuda"
@@ -128,6 +134,16 @@ link_data() {  # the bf16 runs read the tokenized corpus of part tokenize
   for b in 1 8; do mkdir -p "$RES/b$b"; ln -sfn "$RES/data" "$RES/b$b/data"; done
 }
 
+hvp_profile() {  # hvp.py --mode profile; its per-product lines are the result
+  "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --repeats "$REPEATS" "$@"
+  grep -E "ms wall per product" "$OUT/profile-125m.log" | tr -s ' ' | paste -sd';' >"$OUT/profile-125m.result"
+}
+
+hvp_regimes() {  # hvp.py --mode regimes; its wall-clock table is the result
+  "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --repeats "$REPEATS" "$@"
+  grep -A5 -E "^wall seconds" "$OUT/regimes-125m.log" | tr -s ' ' | paste -sd';' >"$OUT/regimes-125m.result"
+}
+
 hvp() {  # hvp NAME ARGS...
   local name="$1"; shift
   "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --k 8 --repeats "$REPEATS" "$@"
@@ -174,6 +190,44 @@ print(f"{rec['seconds']:.0f} s, {rec['hvp_count']} HVPs on {rec['measurement_set
 EOF
 }
 
+measure_precision() {  # one measure job per (precision, probe_block) on the checkpoint of train-bf16-b1
+  "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "$OUT" "$PROBES" "$BLOCKS" "${BASE[@]}" >"$OUT/precision.result" <<'EOF'
+import contextlib, json, shutil, sys
+from pathlib import Path
+import torch
+from villani.cli import main
+from villani.measure.hvp_cost import PeakMemory
+root, step, device, out, probes, blocks, *params = sys.argv[1:]
+rows = []
+for precision, block in (("highest", 1), ("highest", 8), ("tf32", 8), ("bf16", 8), ("tf32", 1)):
+    overlay = Path(out) / f"precision-{precision}-k{block}.yaml"
+    overlay.write_text(
+        "train: {checkpoints: {count: 1}, segments: 1, save_every: 100000, precision: bf16, "
+        f"steps: {step}, warmup_steps: 5}}\n"
+        f"measure: {{blocks: {blocks}, batch_size: 8, num_probes: {probes}, min_probes: {probes}, trace_rel_ci: null, "
+        "trace_estimator: hutchinson, top_k: 2, lanczos_steps: 4, slq_probes: 1, slq_steps: 4, "
+        f"noise_sigma_batches: 2, precision: {precision}, probe_block: {block}}}\n")
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    with PeakMemory(torch.device(device)) as mem, contextlib.redirect_stdout(sys.stderr):
+        rc = main(["measure", *params, "--params", str(overlay), "--results", root, "--lam", "0.001", "--seed", "0",
+                   "--step", step, "--device", device])
+    assert rc == 0, rc
+    src = next(Path(root).glob(f"runs/*/adamw/*/*/measure/step{int(step):07d}.json"))
+    shutil.copy(src, Path(out) / f"precision-{precision}-k{block}.json")
+    rec = json.loads(src.read_text())
+    a, b, tr = rec["precision_audit"], rec["seconds_breakdown"], rec["trace_L"]
+    e = a["error_over_stderr"]
+    fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
+    rows.append(f"{precision} k={block}: {b['hutchinson'] / tr['num_probes']:.2f} s/trace product "
+                f"(used {a['used']}, audited {a['audited']}: rel. product error {a['rel_product_max']:.1e}, "
+                f"error/stderr trace {fmt(e['trace_L'])}, groups {fmt(e['block_traces'])}, ‖H‖_F² {fmt(e['frob_sq'])}, "
+                f"{'passed' if a['passed'] else 'FAILED'}); peak {mem.peak() / 2**30:.1f} GiB")
+    print(rows[-1], file=sys.stderr, flush=True)
+print("; ".join(rows))
+EOF
+}
+
 part env env_check
 part tokenize tokenize
 link_data
@@ -182,6 +236,9 @@ part train-bf16-b8 train_bf16 8
 part hvp-small hvp hvp-small
 part hvp-125m hvp hvp-125m --vocab 50257 --hidden 768 --layers 12 --heads 12 --seq 512 --batch 1
 part measure measure_125m
+part profile-125m hvp_profile --mode profile --model gpt-neo-125m --seq 512 --batch 1
+part regimes-125m hvp_regimes --mode regimes --model gpt-neo-125m --seq 512 --batch 1
+part precision measure_precision
 part workflow workflow   # last: the parts above give the numbers, this one the end-to-end CUDA path
 
 echo

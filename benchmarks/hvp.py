@@ -8,6 +8,11 @@ methods (rotating order) so load drift on a shared machine hits all of them alik
 ours, as multiples of one gradient (forward + backward of the same mean token
 cross-entropy) measured in the same rounds, plus ours/theirs ratios.
 
+``--mode profile``: ours vs PyHessian in each of the regimes below, under
+``torch.profiler`` (CPU and, on a GPU, CUDA activity): per product the wall time, the
+operators and kernels launched and their summed device time, then the operators that
+differ most between the two — where an overhead of ours shows (issue 27).
+
 ``--mode regimes``: ours vs PyHessian (plain autograd: ``grad(create_graph=True)``, then
 PyHessian's ``hessian_vector_product``) vs curvlinops, in the three regimes a measurement
 meets: *build + first product* (a fresh operator), *next product* (graph kept) and
@@ -21,6 +26,7 @@ product and rebuilt product, above what was live before.
     python benchmarks/hvp.py --threads 1
     python benchmarks/hvp.py --device cuda --k 8   # on a GPU: batched products too
     python benchmarks/hvp.py --mode regimes --model gpt-neo-125m --batch 1 --seq 256 --threads 1 --repeats 2
+    python benchmarks/hvp.py --mode profile --device cuda --model gpt-neo-125m --batch 1 --seq 512
 
 Requires the test-only anchors: ``pip install --no-deps -r requirements/oracle.txt``.
 """
@@ -245,12 +251,49 @@ def run_regimes(args, model, x, v) -> None:
           {f"{n}|{r}": [(round(w, 3), round(c, 3)) for w, c in samples[(n, r)]] for n, r in samples})
 
 
+def profile_products(args, model, x, v) -> None:
+    """``--mode profile`` (module docstring): for each regime of :func:`regime_methods`,
+    ``args.repeats`` products of ours and of PyHessian under the profiler, after a warm-up."""
+    from torch.profiler import ProfilerActivity, profile
+
+    methods, state = regime_methods(model, x, v)
+    cuda = args.device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    n = args.repeats
+    for r, regime in enumerate(REGIMES):
+        tables = {}
+        print(f"-- {regime}")
+        for name in ("ours", "PyHessian"):
+            build_first = methods[name][0]
+            fn = methods[name][r]
+            build_first()  # warm-up; "next" continues this operator
+            sync(args.device)
+            with profile(activities=activities) as prof:
+                wall = sum(timed(fn, args.device) for _ in range(n)) / n
+            events = prof.key_averages()
+            kernels = [e for e in prof.events() if cuda and e.device_type.name == "CUDA"]
+            ops = sum(e.count for e in events if e.key.startswith("aten::")) / n
+            print(f"{name:10s} {wall * 1e3:9.2f} ms wall per product; {ops:7.0f} aten ops"
+                  + (f"; {len(kernels) / n:6.0f} kernels, {sum(e.device_time for e in kernels) / 1e3 / n:8.2f} ms "
+                     "of kernel time" if cuda else ""))
+            tables[name] = {e.key: (getattr(e, key) / 1e3 / n, e.count / n) for e in events}
+            state.pop(name, None)
+        print(f"operators by |ours − PyHessian| self {'device' if cuda else 'CPU'} ms per product "
+              "(ms ours, ms PyHessian, calls ours, calls PyHessian):")
+        keys = set(tables["ours"]) | set(tables["PyHessian"])
+        diff = {k: tables["ours"].get(k, (0, 0))[0] - tables["PyHessian"].get(k, (0, 0))[0] for k in keys}
+        for k in sorted(keys, key=lambda k: -abs(diff[k]))[:12]:
+            (a, ca), (b, cb) = tables["ours"].get(k, (0, 0)), tables["PyHessian"].get(k, (0, 0))
+            print(f"  {k[:60]:60s} {a:9.2f} {b:9.2f} {ca:7.0f} {cb:7.0f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_args(ap)
     ap.add_argument("--k", type=int, default=4, help="probes per batched call (0/1: no batched variants)")
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--mode", choices=("products", "regimes"), default="products")
+    ap.add_argument("--mode", choices=("products", "regimes", "profile"), default="products")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -267,6 +310,9 @@ def main(argv=None) -> None:
           f"torch {torch.__version__}; medians of {args.repeats} interleaved rounds", flush=True)
     if args.mode == "regimes":
         run_regimes(args, model, x, V[0])
+        return
+    if args.mode == "profile":
+        profile_products(args, model, x, V[0])
         return
     methods, setup, _ = make_methods(args, model, x, V)
     names = list(methods)

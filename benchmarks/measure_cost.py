@@ -11,7 +11,8 @@
 2. With those, the cost model (:mod:`villani.measure.cost_model`, the rehearsal's 3.41 /
    3.59 training token passes per token) prints the preset ratio measurement/training of
    ``--preset`` (default ``configs/ptb.yaml``) today — every checkpoint: 60 Lanczos steps +
-   Stein's 8–64 deflated probes + 1 SLQ start, the graph rebuilt for every product — and
+   Stein's 8–64 deflated probes + 1 SLQ start, the graph rebuilt for every Lanczos product
+   and every ``measure.probe_block`` trace probes — and
    under the new schedule: the spectrum (top-k, density, deflated trace with its probes
    applied ``--block`` per graph build) at every ``--spectrum-every``-th checkpoint and the
    last; elsewhere ‖∇F‖² from one gradient and tr ∇²L by the doubly stochastic estimator
@@ -106,9 +107,11 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
     me, T = preset["measure"], int(preset["data"]["seq_len"])
     n_blocks = int(me["blocks"])
     out = []
+    shipped = cm.Schedule(block=int(me.get("probe_block", 1)))  # every checkpoint, the preset's probe_block
     for m in (int(me.get("min_probes", 8)), 16, int(me["num_probes"])):
-        plan, ratios = _ratios(preset, args, probes=m)
-        out.append((f"today, M = {m}", ratios, f"{60 + m} products/checkpoint, graph kept: {plan['keeps_graph']}"))
+        plan, ratios = _ratios(preset, args, probes=m, schedule=shipped)
+        out.append((f"today, M = {m}", ratios, f"{60 + m} products/checkpoint, {shipped.block} trace probes per "
+                    f"graph build, graph kept: {plan['keeps_graph']}"))
     m_defl = probes_for(comp["deflated"], args.rel_ci, lo=int(me.get("min_probes", 8)), hi=int(me["num_probes"]))
     scales = (("σ²_B unscaled", 1.0), ("σ²_B scaled by tokens", comp["block_tokens"] / (T - 1)))
     for every, sweep in ((args.spectrum_every, False), (10**6, False), (args.spectrum_every, True)):

@@ -49,8 +49,10 @@ gradients autograd returns (no flattened copy carrying a graph), and the second 
 copies each parameter's part of the product into its slice of the one output vector the
 moment autograd has it, then drops it (post-accumulate hooks; the parameters' ``.grad``
 are set aside and restored): a product allocates one d-vector, as plain autograd's list
-of per-tensor results does, and places it in one pass. ``build_seconds`` / ``builds`` count the forward + first
-backward passes (builds, and with ``reuse_graph=False`` the rebuild in every product).
+of per-tensor results does, and places it in one pass. ``build_seconds`` / ``builds``
+count the forward + first backward passes (builds; with ``reuse_graph=False`` one in
+every product). A build never makes the host wait for a (launch-bound) GPU: losses are
+summed on the device, builds timed by CUDA events (:class:`.device_timer.DeviceTimer`).
 
 Evaluation is in eval mode (dropout off) and in the model's dtype, which must be
 float32 or float64; ``precision`` (:mod:`.precision`; default ``"highest"``: no TF32)
@@ -62,12 +64,12 @@ forward-mode AD.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from .device_timer import DeviceTimer
 from .causal_lm_loss import batch_token_loss, choose_loss_path, functional_hvp_rows
 from .precision import check_precision, product_precision
 
@@ -202,10 +204,10 @@ class ModelHessian:
         self._versions = tuple(p._version for p in self._params)
         self._reuse = reuse_graph
         self._graph: list[list[Tensor | None]] | None = None  # per batch: ∇L_b per tensor, with graph
-        self._data_loss: float | None = None
+        self._data_loss: Tensor | None = None  # Σ_b loss_b on the device, float64
         self._grads: list[list[Tensor | None]] | None = None  # per batch: ∇L_b per tensor, detached
         self._func_hvp = None
-        self.build_seconds = 0.0
+        self._build_timer = DeviceTimer(self.device)
         self.builds = 0
 
     # ------------------------------------------------------------------ helpers
@@ -226,20 +228,19 @@ class ModelHessian:
             self.loss_path = choose_loss_path(self.model, self.batches[0], self.cross_entropy)
         return batch_token_loss(self.model, x, 1.0 / self.num_tokens, self.loss_path, self._workspace)
 
-    def _batch_grads(self, x: Tensor, *, create_graph: bool) -> tuple[float, list[Tensor | None]]:
-        """(loss, per-tensor ∇L_b) of one batch: one forward + first backward, timed."""
-        start = self._clock()
-        with torch.enable_grad():
+    def _batch_grads(self, x: Tensor, *, create_graph: bool) -> tuple[Tensor, list[Tensor | None]]:
+        """(loss as a float64 0-d tensor on the device, per-tensor ∇L_b) of one batch: one
+        forward + first backward, timed without waiting for the device (module docstring)."""
+        with self._build_timer.span(), torch.enable_grad():
             loss = self._batch_loss(x)
             grads = torch.autograd.grad(loss, self._params, create_graph=create_graph, allow_unused=True)
-        self.build_seconds += self._clock() - start
         self.builds += 1
-        return float(loss.detach()), list(grads)
+        return loss.detach().to(torch.float64), list(grads)
 
-    def _clock(self) -> float:
-        if self.device.type == "cuda":  # the kernels queued so far are part of what is timed
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
+    @property
+    def build_seconds(self) -> float:
+        """Seconds spent in forward + first backward passes so far (:class:`.device_timer.DeviceTimer`)."""
+        return self._build_timer.seconds
 
     def _add_regularizer(self, out: Tensor, V: Tensor) -> None:
         """out += λ m⊙V in place (rows of a block, or one vector)."""
@@ -275,7 +276,7 @@ class ModelHessian:
     def data_loss(self) -> float:
         """L(θ): mean cross-entropy over all predicted tokens of the batches."""
         self._ensure_first_order()
-        return self._data_loss
+        return float(self._data_loss)
 
     def loss(self) -> float:
         r"""F(θ) = L(θ) + (λ/2)‖m⊙θ‖²."""
@@ -325,7 +326,7 @@ class ModelHessian:
         if self.method == "double_backward" and self._reuse is not False:
             self._build_graph()
             return
-        loss_total, self._grads = 0.0, []
+        loss_total, self._grads = torch.zeros((), dtype=torch.float64, device=self.device), []
         with product_precision(self.precision, self.device):
             for x in self.batches:
                 loss, grads = self._batch_grads(x, create_graph=False)
@@ -335,7 +336,7 @@ class ModelHessian:
 
     def _build_graph(self) -> None:
         """Forward + first backward with ``create_graph=True`` for all batches."""
-        loss_total, graph = 0.0, []
+        loss_total, graph = torch.zeros((), dtype=torch.float64, device=self.device), []
         with product_precision(self.precision, self.device):
             for i, x in enumerate(self.batches):
                 before = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
