@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: the CUDA code path end to end, ≈ 8 minutes on one H200, one table at the end.
+# GPU check: the CUDA code path end to end, ≈ 11 minutes on one H200 in full (a session's 15 device
+# minutes run it once; skip the parts measured before with GPU_CHECK_SKIP), one table at the end.
 #
 #   make install && bash benchmarks/gpu_check.sh            # from the repository root
 #
@@ -28,6 +29,8 @@
 # Environment: PYTHON (default .venv/bin/python), OUT (default a new folder under /tmp),
 #   GPU_CHECK_TRAIN_STEPS (40), GPU_CHECK_BLOCKS (64 measurement blocks), GPU_CHECK_PROBES (8),
 #   GPU_CHECK_LANCZOS (16), GPU_CHECK_SLQ (2), GPU_CHECK_REPEATS (5), GPU_CHECK_CORES (8),
+#   GPU_CHECK_PRECISION (the precision part's jobs as precision:probe_block, default
+#   "highest:8 tf32:8 bf16:8"; the part `measure` is highest:1 with Lanczos),
 #   GPU_CHECK_SKIP (parts to skip, e.g. "workflow hvp-125m"), GPU_CHECK_OVERLAY (a parameter file
 #   read after configs/rehearsal.yaml, e.g. a smaller model), GPU_CHECK_DEVICE (cuda; `cpu` only
 #   to smoke-test this script's plumbing with a small overlay).
@@ -51,6 +54,7 @@ PROBES="${GPU_CHECK_PROBES:-8}"
 LANCZOS="${GPU_CHECK_LANCZOS:-16}"
 SLQ="${GPU_CHECK_SLQ:-2}"
 REPEATS="${GPU_CHECK_REPEATS:-5}"
+PRECISION_JOBS="${GPU_CHECK_PRECISION:-highest:8 tf32:8 bf16:8}"
 CORES="${GPU_CHECK_CORES:-8}"
 RES="$OUT/results"
 BASE=(--params configs/rehearsal.yaml)
@@ -191,15 +195,15 @@ EOF
 }
 
 measure_precision() {  # one measure job per (precision, probe_block) on the checkpoint of train-bf16-b1
-  "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "$OUT" "$PROBES" "$BLOCKS" "${BASE[@]}" >"$OUT/precision.result" <<'EOF'
+  "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "$OUT" "$PROBES" "$BLOCKS" "$PRECISION_JOBS" "${BASE[@]}" >"$OUT/precision.result" <<'EOF'
 import contextlib, json, shutil, sys
 from pathlib import Path
 import torch
 from villani.cli import main
 from villani.measure.hvp_cost import PeakMemory
-root, step, device, out, probes, blocks, *params = sys.argv[1:]
+root, step, device, out, probes, blocks, jobs, *params = sys.argv[1:]
 rows = []
-for precision, block in (("highest", 1), ("highest", 8), ("tf32", 8), ("bf16", 8), ("tf32", 1)):
+for precision, block in (job.split(":") for job in jobs.split()):
     overlay = Path(out) / f"precision-{precision}-k{block}.yaml"
     overlay.write_text(
         "train: {checkpoints: {count: 1}, segments: 1, save_every: 100000, precision: bf16, "

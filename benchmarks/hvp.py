@@ -215,11 +215,29 @@ def timed_wall_cpu(fn, device: str) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def run_regimes(args, model, x, v) -> None:
-    """Medians of interleaved rounds of the three regimes, ratios, peak memory."""
+def block_methods(model, x, V):
+    """name -> callable applying the k rows of ``V`` with the graph not kept: ours one graph
+    build for the block (``ModelHessian.matmat``, reuse_graph=False: what ``measure.probe_block``
+    = k pays where the graph does not fit), curvlinops its batched product (``vmap``)."""
+    from curvlinops import HessianLinearOperator
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    ours = ModelHessian(model, [x], reuse_graph=False)
+    cl = HessianLinearOperator(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), params, [(x, shifted_targets(x))],
+                               check_deterministic=False)
+    Vt = V.T.contiguous()
+    return {"ours": lambda: ours.matmat(V), "curvlinops": lambda: cl @ Vt}
+
+
+def run_regimes(args, model, x, V) -> None:
+    """Medians of interleaved rounds of the three regimes (and, with ``--k`` > 1, of k
+    products per graph build), ratios, peak memory."""
+    v, k = V[0], args.k
     methods, state = regime_methods(model, x, v)
+    blocks = block_methods(model, x, V[:k]) if k > 1 else {}
     names = list(methods)
     samples = {(n, r): [] for n in names for r in REGIMES}
+    block_samples = {n: [] for n in blocks}
     for rnd in range(args.repeats + 1):  # round 0 is the warm-up
         for n in names[rnd % len(names):] + names[: rnd % len(names)]:
             build_first, nxt, rebuilt = methods[n]
@@ -229,6 +247,10 @@ def run_regimes(args, model, x, v) -> None:
             for r, t in zip(REGIMES, times):
                 if rnd:
                     samples[(n, r)].append(t)
+            if n in blocks:
+                t = timed_wall_cpu(blocks[n], args.device)
+                if rnd:
+                    block_samples[n].append((t[0] / k, t[1] / k))
     peaks = {}
     for n in names:
         build_first, _, rebuilt = methods[n]
@@ -244,6 +266,14 @@ def run_regimes(args, model, x, v) -> None:
         for other in ("PyHessian", "curvlinops"):
             print(f"{'ratio ours/' + other:28s}"
                   + "".join(f"{med[('ours', r)] / med[(other, r)]:28.2f}" for r in REGIMES))
+    if blocks:  # PyHessian has no block mode: each of its products rebuilds the graph
+        print(f"graph not kept, k = {k} products per graph build (ours: ModelHessian.matmat, = measure.probe_block "
+              f"{k}; curvlinops: its vmap block; PyHessian: one build per product), seconds per product (wall / CPU):")
+        py = [statistics.median(t[i] for t in samples[("PyHessian", REGIMES[2])]) for i in (0, 1)]
+        for n, s_ in block_samples.items():
+            med = [statistics.median(t[i] for t in s_) for i in (0, 1)]
+            print(f"  {n:26s} {med[0]:9.3f} / {med[1]:9.3f}   ratio to PyHessian's rebuilt product "
+                  f"{med[0] / py[0]:.2f} / {med[1] / py[1]:.2f}")
     print("peak tensor memory above the start, GiB (build + first product / rebuilt product):")
     for n in names:
         print(f"  {n:26s} {peaks[n][0] / 2**30:8.3f} / {peaks[n][1] / 2**30:8.3f}")
@@ -309,7 +339,7 @@ def main(argv=None) -> None:
           f"batch {args.batch}×{args.seq} tokens; device {args.device}; threads {torch.get_num_threads()}; "
           f"torch {torch.__version__}; medians of {args.repeats} interleaved rounds", flush=True)
     if args.mode == "regimes":
-        run_regimes(args, model, x, V[0])
+        run_regimes(args, model, x, V)
         return
     if args.mode == "profile":
         profile_products(args, model, x, V[0])

@@ -24,14 +24,15 @@ class DeviceTimer:
     """The summed duration of the spans timed with :meth:`span` on ``device``."""
 
     def __init__(self, device: torch.device | str):
-        self.cuda = torch.device(device).type == "cuda"
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
         self._pending: list[tuple] = []  # (start, end) marks not yet added up
         self._seconds = 0.0
 
     def _mark(self):
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self.device))  # the device's stream, not cuda:0's
             return event
         return time.perf_counter()
 
