@@ -69,8 +69,8 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .device_timer import DeviceTimer
 from .causal_lm_loss import batch_token_loss, choose_loss_path, functional_hvp_rows
+from .device_timer import DeviceTimer
 from .precision import check_precision, product_precision
 
 __all__ = ["ModelHessian", "decayed_names"]
