@@ -55,6 +55,9 @@ LANCZOS="${GPU_CHECK_LANCZOS:-16}"
 SLQ="${GPU_CHECK_SLQ:-2}"
 REPEATS="${GPU_CHECK_REPEATS:-5}"
 PRECISION_JOBS="${GPU_CHECK_PRECISION:-highest:8 tf32:8 bf16:8}"
+# the training keys of every run here; the measure overlays repeat them (a measure job refuses a
+# checkpoint trained under other parameters)
+TRAIN_KEYS="steps: $STEPS, warmup_steps: 5, checkpoints: {count: 1}, segments: 1, save_every: 100000, precision: bf16"
 CORES="${GPU_CHECK_CORES:-8}"
 RES="$OUT/results"
 BASE=(--params configs/rehearsal.yaml)
@@ -116,8 +119,7 @@ tokenize() {
 train_bf16() {  # train_bf16 BATCH
   local batch="$1" overlay="$OUT/train-b$1.yaml"
   cat >"$overlay" <<EOF
-train: {steps: $STEPS, warmup_steps: 5, batch_size: $batch, checkpoints: {count: 1},
-        segments: 1, save_every: 100000, precision: bf16}
+train: {$TRAIN_KEYS, batch_size: $batch}
 EOF
   "$PYTHON" -m villani.cli train "${BASE[@]}" --params "$overlay" --results "$RES/b$batch" \
     --lam 0.001 --seed 0 --until "$STEPS" --device "$DEVICE"
@@ -138,14 +140,10 @@ link_data() {  # the bf16 runs read the tokenized corpus of part tokenize
   for b in 1 8; do mkdir -p "$RES/b$b"; ln -sfn "$RES/data" "$RES/b$b/data"; done
 }
 
-hvp_profile() {  # hvp.py --mode profile; its per-product lines are the result
+hvp_lines() {  # hvp_lines NAME PATTERN AFTER ARGS...: hvp.py ARGS; the lines matching PATTERN, each
+  local name="$1" pattern="$2" after="$3"; shift 3   # with AFTER lines after it, are the result
   "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --repeats "$REPEATS" "$@"
-  grep -E "ms wall per product" "$OUT/profile-125m.log" | tr -s ' ' | paste -sd';' >"$OUT/profile-125m.result"
-}
-
-hvp_regimes() {  # hvp.py --mode regimes; its wall-clock table is the result
-  "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --repeats "$REPEATS" "$@"
-  grep -A5 -E "^wall seconds" "$OUT/regimes-125m.log" | tr -s ' ' | paste -sd';' >"$OUT/regimes-125m.result"
+  grep --no-group-separator -A"$after" -E "$pattern" "$OUT/$name.log" | tr -s ' ' | paste -sd';' >"$OUT/$name.result"
 }
 
 hvp() {  # hvp NAME ARGS...
@@ -170,8 +168,7 @@ EOF
 measure_125m() {
   local overlay="$OUT/measure.yaml"
   cat >"$overlay" <<EOF
-train: {steps: $STEPS, warmup_steps: 5, checkpoints: {count: 1}, segments: 1,
-        save_every: 100000, precision: bf16}
+train: {$TRAIN_KEYS}
 measure: {blocks: $BLOCKS, batch_size: 8, num_probes: $PROBES, top_k: $(( LANCZOS < 8 ? LANCZOS : 8 )), lanczos_steps: $LANCZOS,
           slq_probes: $SLQ, slq_steps: $LANCZOS, noise_sigma_batches: 4}
 EOF
@@ -195,19 +192,18 @@ EOF
 }
 
 measure_precision() {  # one measure job per (precision, probe_block) on the checkpoint of train-bf16-b1
-  "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "$OUT" "$PROBES" "$BLOCKS" "$PRECISION_JOBS" "${BASE[@]}" >"$OUT/precision.result" <<'EOF'
+  "$PYTHON" - "$RES/b1" "$STEPS" "$DEVICE" "$OUT" "$PROBES" "$BLOCKS" "$PRECISION_JOBS" "$TRAIN_KEYS" "${BASE[@]}" >"$OUT/precision.result" <<'EOF'
 import contextlib, json, shutil, sys
 from pathlib import Path
 import torch
 from villani.cli import main
 from villani.measure.hvp_cost import PeakMemory
-root, step, device, out, probes, blocks, jobs, *params = sys.argv[1:]
+root, step, device, out, probes, blocks, jobs, train_keys, *params = sys.argv[1:]
 rows = []
 for precision, block in (job.split(":") for job in jobs.split()):
     overlay = Path(out) / f"precision-{precision}-k{block}.yaml"
     overlay.write_text(
-        "train: {checkpoints: {count: 1}, segments: 1, save_every: 100000, precision: bf16, "
-        f"steps: {step}, warmup_steps: 5}}\n"
+        f"train: {{{train_keys}}}\n"
         f"measure: {{blocks: {blocks}, batch_size: 8, num_probes: {probes}, min_probes: {probes}, trace_rel_ci: null, "
         "trace_estimator: hutchinson, top_k: 2, lanczos_steps: 4, slq_probes: 1, slq_steps: 4, "
         f"noise_sigma_batches: 2, precision: {precision}, probe_block: {block}}}\n")
@@ -240,8 +236,8 @@ part train-bf16-b8 train_bf16 8
 part hvp-small hvp hvp-small
 part hvp-125m hvp hvp-125m --vocab 50257 --hidden 768 --layers 12 --heads 12 --seq 512 --batch 1
 part measure measure_125m
-part profile-125m hvp_profile --mode profile --model gpt-neo-125m --seq 512 --batch 1
-part regimes-125m hvp_regimes --mode regimes --model gpt-neo-125m --seq 512 --batch 1
+part profile-125m hvp_lines profile-125m "ms wall per product" 0 --mode profile --model gpt-neo-125m --seq 512 --batch 1
+part regimes-125m hvp_lines regimes-125m "^wall seconds" 5 --mode regimes --model gpt-neo-125m --seq 512 --batch 1
 part precision measure_precision
 part workflow workflow   # last: the parts above give the numbers, this one the end-to-end CUDA path
 

@@ -92,9 +92,17 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - start
 
 
+def curvlinops_hessian(model, x):
+    """curvlinops' Hessian of the same token loss (its ``HessianLinearOperator``; no graph kept)."""
+    from curvlinops import HessianLinearOperator
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    return HessianLinearOperator(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), params,
+                                 [(x, shifted_targets(x))], check_deterministic=False)
+
+
 def make_methods(args, model, x, V):
     """name -> (callable doing one block of products, probes per call)."""
-    from curvlinops import HessianLinearOperator
     from pyhessian import hessian as PyHessian
     from pyhessian.utils import hessian_vector_product
 
@@ -142,9 +150,7 @@ def make_methods(args, model, x, V):
     v_list = [c.view_as(p) for c, p in zip(torch.split(V[0], sizes), ph.params)]
     methods["PyHessian"] = (lambda: hessian_vector_product(ph.gradsH, ph.params, v_list), 1)
 
-    cl = HessianLinearOperator(
-        ShiftedLogits(model), torch.nn.CrossEntropyLoss(), params, [(x, target)], check_deterministic=False
-    )
+    cl = curvlinops_hessian(model, x)
     methods["curvlinops"] = (lambda: cl @ V[0], 1)
     if k > 1:
         Vt = V[:k].T.contiguous()
@@ -159,7 +165,6 @@ def regime_methods(model, x, v):
     """name -> (build + first, next, rebuilt): callables doing one product each on ``v``.
 
     "next" continues the operator of the last "build + first" of the same method."""
-    from curvlinops import HessianLinearOperator
     from pyhessian.utils import hessian_vector_product
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -180,8 +185,7 @@ def regime_methods(model, x, v):
         return state["ours"].matvec(v)
 
     def curvlinops_build_first():
-        state["curvlinops"] = HessianLinearOperator(
-            shifted, torch.nn.CrossEntropyLoss(), params, [(x, target)], check_deterministic=False)
+        state["curvlinops"] = curvlinops_hessian(model, x)
         return state["curvlinops"] @ v
 
     ours_rebuilt = ModelHessian(model, [x], reuse_graph=False)
@@ -219,12 +223,7 @@ def block_methods(model, x, V):
     """name -> callable applying the k rows of ``V`` with the graph not kept: ours one graph
     build for the block (``ModelHessian.matmat``, reuse_graph=False: what ``measure.probe_block``
     = k pays where the graph does not fit), curvlinops its batched product (``vmap``)."""
-    from curvlinops import HessianLinearOperator
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    ours = ModelHessian(model, [x], reuse_graph=False)
-    cl = HessianLinearOperator(ShiftedLogits(model), torch.nn.CrossEntropyLoss(), params, [(x, shifted_targets(x))],
-                               check_deterministic=False)
+    ours, cl = ModelHessian(model, [x], reuse_graph=False), curvlinops_hessian(model, x)
     Vt = V.T.contiguous()
     return {"ours": lambda: ours.matmat(V), "curvlinops": lambda: cl @ Vt}
 
