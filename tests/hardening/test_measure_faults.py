@@ -59,7 +59,7 @@ def test_snakemake_reruns_a_measurement_killed_mid_job(tmp_path):
             "--cores", "1", target]
     proc = subprocess.Popen(base, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    log = work / "results/logs/measure/tiny/adamw/lam0.0/seed0/step0000000.log"
+    log = work / "results/logs/measure/tiny/adamw/lam0.0/seed0/all.log"  # params.yaml: one measure job per run
     deadline = time.time() + 600
     while not log.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)

@@ -49,6 +49,18 @@ def test_measure_work_is_hvps_times_tokens(ptb):
     assert R.measure_work(half, steps[3])[0] == pytest.approx(seconds / 2)
 
 
+def test_a_per_run_measure_job_asks_for_its_checkpoints_work_at_one_start_up(ptb):
+    """jobs.measure: run — one job measures every checkpoint: the sum of their work, the
+    largest memory, start-up once."""
+    steps = checkpoint_steps(ptb["train"])
+    works = [R.measure_work(ptb, s) for s in steps]
+    seconds, nbytes = R.measure_run_work(ptb)
+    assert seconds == pytest.approx(sum(w[0] for w in works)) and nbytes == max(w[1] for w in works)
+    assert R.job_runtime("measure_run", ptb, None, 1) == math.ceil((300 + 1.5 * seconds) / 60)
+    assert R.job_runtime("measure_run", ptb, None, 1) < len(steps) * R.job_runtime("measure", ptb, steps[1], 1)
+    assert R.job_mem_mb("measure_run", ptb, None, 2) == 2 * R.job_mem_mb("measure", ptb, steps[1], 1)
+
+
 def test_retries_grow_and_memory_is_capped(ptb):
     end = segment_ends(ptb["train"])[-1]
     for rule, step in (("train", end), ("measure", end)):
@@ -68,6 +80,9 @@ def test_rules_ask_for_their_work():
         text = "".join((root / "workflow" / "rules" / f"{rule}.smk").read_text().split())
         assert f'runtime=lambdawc,attempt:job_runtime("{rule}",DP[wc.dataset],int(wc.step),attempt)' in text, rule
         assert f'mem_mb=lambdawc,attempt:job_mem_mb("{rule}",DP[wc.dataset],int(wc.step),attempt)' in text, rule
+    # the per-run measure rule (jobs.measure: run): the whole run's work
+    assert 'runtime=lambdawc,attempt:job_runtime("measure_run",DP[wc.dataset],None,attempt)' in text
+    assert 'mem_mb=lambdawc,attempt:job_mem_mb("measure_run",DP[wc.dataset],None,attempt)' in text
 
 
 def test_readme_requests():

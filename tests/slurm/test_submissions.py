@@ -16,13 +16,18 @@ from villani.plan.config import load_params
 PRESETS = ["configs/ptb.yaml", "configs/wikitext103.yaml", "configs/paper.yaml"]
 
 
-def test_plan_count_equals_snakemakes_dry_run():
+@pytest.mark.parametrize("measure_jobs, measure", [("run", 3), ("checkpoint", 15)])
+def test_plan_count_equals_snakemakes_dry_run(tmp_path, measure_jobs, measure):
+    """jobs.measure: one measure job per run (params.yaml's) or per checkpoint (the presets')."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(f"jobs: {{measure: {measure_jobs}}}\n")
     cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(REAL_PROFILE), "--profile", str(CI_PROFILE),
-           "--configfile", "tests/configs/tiny.yaml"]
+           "--configfile", "tests/configs/tiny.yaml", str(jobs)]
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     listing = res.stdout + res.stderr
     assert res.returncode == 0, listing[-3000:]
-    doc = load_params([str(REPO / "params.yaml"), str(REPO / "tests/configs/tiny.yaml")])
+    doc = load_params([str(REPO / "params.yaml"), str(REPO / "tests/configs/tiny.yaml"), str(jobs)])
+    assert S.job_counts(doc)["measure"] == measure  # 3 runs × 5 checkpoints
     assert S.dry_run_stats(listing) == dict(S.job_counts(doc))
     groups, _ = S.profile_grouping(REAL_PROFILE / "config.yaml")
     assert S.dry_run_count(listing, groups) == S.submissions(doc, REAL_PROFILE / "config.yaml")["total"]

@@ -40,6 +40,7 @@ from villani.plan.schedule import segment_ends
 pytestmark = pytest.mark.slurm
 
 TINY = "tests/configs/tiny.yaml"
+CLUSTER_JOBS = "cluster-jobs.yaml"
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 LOCAL_RULES = {"fetch", "pretrained"}  # localrules: never submitted
 # fields that legitimately differ between two runs of the same computation
@@ -99,12 +100,15 @@ def weights_digests(results: Path) -> dict[str, str]:
 def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     # The SLURM run spends most of its time waiting (job start-up, status polling), so the
     # local reference runs meanwhile, each in its own copy of the repository.
+    # measured as on a cluster, one job per checkpoint (params.yaml measures a run per job)
     wd = copy_repo(tmp_path / "slurm" / "repo")
-    proc, log, t0 = snakemake(wd, *slurm_profiles(), "--configfile", TINY, timeout=2400, popen=True)
+    (wd / CLUSTER_JOBS).write_text("jobs: {measure: checkpoint}\n")
+    proc, log, t0 = snakemake(wd, *slurm_profiles(), "--configfile", TINY, CLUSTER_JOBS, timeout=2400, popen=True)
     slurm.watch(proc)
     local_wd = copy_repo(tmp_path / "local" / "repo")
-    local_run = snakemake(local_wd, "--profile", "profiles/local", "--configfile", TINY, "--cores", "2",
-                          timeout=1800)
+    (local_wd / CLUSTER_JOBS).write_text("jobs: {measure: checkpoint}\n")
+    local_run = snakemake(local_wd, "--profile", "profiles/local", "--configfile", TINY, CLUSTER_JOBS,
+                          "--cores", "2", timeout=1800)
     assert local_run.returncode == 0, local_run.tail()
     run = wait_run(proc, log, t0, 2400)
     print(f"tiny workflow under SLURM: {run.seconds:.0f}s (local, concurrently: {local_run.seconds:.0f}s)")
@@ -113,7 +117,8 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     # every job ran, in the submissions villani.dag.submissions counts: the ungrouped rules'
     # jobs once each, a group job per training run (its segments in sequence) and per
     # bundle of measure jobs; no retry was needed
-    doc = load_params([str(wd / "params.yaml"), str(wd / TINY)])
+    doc = load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / CLUSTER_JOBS)])
+    assert S.job_counts(doc)["measure"] == 15  # 3 runs × 5 checkpoints
     assert job_counts(run) == job_counts(local_run) == dict(S.job_counts(doc))
     expected = {r: n for r, n in S.submissions(doc, wd / "profiles/slurm/config.yaml").items() if r != "total"}
     by_rule = submitted_by_rule(run, wd)

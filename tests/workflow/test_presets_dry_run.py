@@ -22,3 +22,23 @@ def test_the_combined_paper_preset_builds_its_dag_offline_with_the_readme_job_co
                       "all": 1, "total": 4794}, out.stdout[-2000:]
     assert "| `configs/paper.yaml` | 2 + 2 | 2 | 1,440 | 3,330 | 2 + 4 + 2 + 2 + 2 + 2 + 2 | 1 | 4,794 |" in (
         REPO / "README.md").read_text()
+
+
+def test_the_default_measures_each_run_in_one_job_with_the_readme_job_counts():
+    """`make dryrun` on params.yaml as shipped: jobs.measure: run — one `villani measure --all`
+    per run, after the run's last segment — and the job counts the README prints."""
+    from villani.dag.submissions import job_counts
+    from villani.plan.config import load_params
+
+    out = run([BIN / "snakemake", "--profile", "profiles/local", "-n", "--forceall"], cwd=REPO)
+    text = out.stdout + out.stderr
+    stats = text[text.index("Job stats:"):]
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
+    doc = load_params([REPO / "params.yaml"])
+    assert counts == {**job_counts(doc), "total": sum(job_counts(doc).values())}, stats[:1500]
+    measures = re.findall(r"^Shell command: villani measure [^\n]*", text, re.M)
+    assert len(measures) == counts["measure"] == 12 and all(c.split(">")[0].rstrip().endswith("--all")
+                                                              for c in measures), measures[:3]
+    readme = (REPO / "README.md").read_text()
+    assert (f"runs {counts['total']} jobs ({counts['train']} training segments, {counts['measure']} measure jobs"
+            in " ".join(readme.split())), "README.md: the default's job counts"

@@ -14,7 +14,8 @@ h_m = :data:`MEMORY_HEADROOM`, and the work W (seconds) and host memory M (bytes
 
 * **train**, a segment of n = end − start steps of B·T tokens (``train.batch_size`` blocks
   of ``data.seq_len``): W = n·B·T·r_train; M = M_train + b·(B·T − 512);
-* **measure**, one checkpoint: W = K·N·r_hvp with K the most HVPs the job may take
+* **measure**, one checkpoint (a per-run job, ``jobs.measure: run``: the sum over the
+  run's checkpoints, once S): W = K·N·r_hvp with K the most HVPs the job may take
   (Lanczos steps + SLQ starts after the first × SLQ steps + ``num_probes``: Stein's rule
   stops at or below it) and N = ``measure.blocks``·(T − 1) tokens per product;
   M = M_measure + b·(``measure.batch_size``·(T − 1) − 511).
@@ -79,6 +80,13 @@ def measure_work(params: Mapping, step: int) -> tuple[float, float]:
             MEASURE_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(batch_tokens - 511, 0))
 
 
+def measure_run_work(params: Mapping, step: int | None = None) -> tuple[float, float]:
+    """(seconds, host bytes) of a per-run measure job (``jobs.measure: run``): every
+    checkpoint's work in one process, its largest memory (``step`` is not used)."""
+    works = [measure_work(params, s) for s in checkpoint_steps(params["train"])]
+    return sum(w[0] for w in works), max(w[1] for w in works)
+
+
 def runtime_min(seconds: float, attempt: int) -> int:
     """Minutes to ask for: start-up plus the work with headroom, × attempt."""
     return math.ceil((STARTUP_S + TIME_HEADROOM * seconds) / 60) * int(attempt)
@@ -89,14 +97,15 @@ def mem_mb(nbytes: float, attempt: int) -> int:
     return min(math.ceil(MEMORY_HEADROOM * nbytes / 1e6) * int(attempt), MEM_CAP_MB)
 
 
-WORK = {"train": train_work, "measure": measure_work}
+WORK = {"train": train_work, "measure": measure_work, "measure_run": measure_run_work}
 
 
 def job_runtime(rule: str, params: Mapping, step: int, attempt: int) -> int:
-    """``runtime`` (minutes) of a ``train`` (step = segment end) or ``measure`` job."""
+    """``runtime`` (minutes) of a ``train`` (step = segment end), ``measure`` (step = the
+    checkpoint) or ``measure_run`` job (a per-run measure job; step unused)."""
     return runtime_min(WORK[rule](params, step)[0], attempt)
 
 
 def job_mem_mb(rule: str, params: Mapping, step: int, attempt: int) -> int:
-    """``mem_mb`` of a ``train`` or ``measure`` job."""
+    """``mem_mb`` of a ``train``, ``measure`` or ``measure_run`` job."""
     return mem_mb(WORK[rule](params, step)[1], attempt)

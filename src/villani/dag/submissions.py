@@ -42,13 +42,14 @@ def job_counts(doc: Mapping) -> Counter:
         counts["rays"] += 1 if p["rays"]["lambdas"] else 0
         counts["landscape"] += len(p["landscape"]["lambdas"])
         counts["train"] += len(targets.segments(p))
-        counts["measure"] += len(targets.measurements(p))
+        per_run = targets.measure_per_run(doc)  # jobs.measure: one job per run, else per checkpoint
+        counts["measure"] += len(list(targets.runs(p))) if per_run else len(targets.measurements(p))
     return +counts
 
 
 def connected_pieces(doc: Mapping) -> dict[str, int]:
     """Connected pieces of each rule's jobs: a run's segments chain (one piece per run); a
-    measure job is a piece of its own."""
+    measure job (of a checkpoint or, with ``jobs.measure: run``, of a run) is a piece of its own."""
     from villani.plan.config import dataset_names, dataset_params
     from villani.plan.runs import runs
 

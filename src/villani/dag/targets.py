@@ -79,6 +79,26 @@ def segments(params: Mapping, variants_=None) -> list[str]:
             for e in segment_ends(params["train"])]
 
 
+def measure_per_run(doc: Mapping) -> bool:
+    """``jobs.measure: run``: one measure job per run (all its checkpoints), not per checkpoint."""
+    return doc["jobs"]["measure"] == "run"
+
+
+def run_measure_outputs(doc: Mapping, file: str) -> list[str]:
+    """The outputs of a per-run measure job: ``file`` (a layout pattern with ``{step}``) at
+    every checkpoint step, the run's wildcards ({dataset}, {variant}, {lam}, {seed}) kept.
+    The datasets of ``doc`` share their checkpoint steps (checked by
+    :func:`villani.plan.config.resolve` for ``jobs.measure: run``)."""
+    steps = checkpoint_steps(dataset_params(doc, dataset_names(doc)[0])["train"])
+    return [pattern(file).replace("{step}", layout.format_step(s)) for s in steps]
+
+
+def run_segments(params: Mapping, wc) -> list[str]:
+    """Every segment manifest of the run of ``wc``: what a per-run measure job reads."""
+    run = _run(params, wc)
+    return [str(run.path(layout.SEGMENT, ROOT, step=e)) for e in segment_ends(params["train"])]
+
+
 def measurements(params: Mapping) -> list[str]:
     """measure.json of every checkpoint of every run, of every variant."""
     return [str(r.path(layout.MEASURE_JSON, ROOT, step=s)) for r in runs(params)

@@ -359,11 +359,25 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
     p = _fill_defaults(p, schema)
     _schema_errors(p, schema, source)
     if p.get("datasets"):
-        for name in p["datasets"]:
-            dataset_params(p, name, source=source)
+        merged = {name: dataset_params(p, name, source=source) for name in p["datasets"]}
+        _check_measure_jobs(p, merged, source)
     else:
         _cross_checks(p, source)
     return p
+
+
+def _check_measure_jobs(p: Mapping, merged: Mapping[str, Mapping], source: str) -> None:
+    """``jobs.measure: run`` gives one rule every run's checkpoints as outputs: the datasets
+    of a document must then share their checkpoint steps."""
+    from villani.plan.schedule import checkpoint_steps
+
+    if p["jobs"]["measure"] != "run":
+        return
+    steps = {name: checkpoint_steps(d["train"]) for name, d in merged.items()}
+    if len({tuple(s) for s in steps.values()}) > 1:
+        which = "; ".join(f"{name} {len(s)} up to step {s[-1]}" for name, s in steps.items())
+        _fail(source, "jobs.measure", "run", "checkpoint; run only where every dataset has the same checkpoint "
+              f"steps, and here they differ — checkpoints: {which}")
 
 
 def dataset_names(p: Mapping) -> list[str]:
@@ -396,6 +410,8 @@ def dataset_params(p: Mapping, name: str, *, source: str = "params") -> dict:
                           "every dataset: set it in the top-level figures group)")
     merged = deep_merge({g: p[g] for g in GROUPS}, entry)
     merged["data"]["name"] = name
+    if "jobs" in p:  # the workflow's, not a dataset's: shared as it is
+        merged["jobs"] = copy.deepcopy(p["jobs"])
     schema = load_schema()
     merged = _coerce_numbers(merged, schema)
     merged = _fill_defaults(merged, schema)
