@@ -68,20 +68,24 @@ def test_bad_datasets_name_the_dataset_and_key_in_one_line(doc, start, fragment)
     assert "\n" not in msg and msg.startswith(start) and fragment in msg, msg
 
 
-def test_one_measure_job_per_run_needs_the_datasets_to_share_their_checkpoints():
-    """jobs.measure: run names every checkpoint of a run as one rule's outputs."""
+def test_one_job_per_run_needs_the_datasets_to_share_their_checkpoints_and_segments():
+    """jobs.measure / jobs.train: run name every checkpoint / segment of a run as one rule's outputs."""
     with pytest.raises(ParamsError) as e:
         resolve({**TWO, "jobs": {"measure": "run"}}, source="p.yaml")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith('p.yaml: jobs.measure: "run" is invalid'), msg
     assert "differ" in msg, msg
-    same = resolve({"train": {"steps": 40, "warmup_steps": 4}, "jobs": {"measure": "run"},
+    with pytest.raises(ParamsError, match=r'^p.yaml: jobs.train: "run" is invalid \(segment; .* differ — segments: a '):
+        resolve({**TWO, "jobs": {"train": "run"}}, source="p.yaml")
+    same = resolve({"train": {"steps": 40, "warmup_steps": 4}, "jobs": {"measure": "run", "train": "run"},
                     "datasets": {"a": {"train": {"lambdas": [0.0]}}, "b": {"data": {"seq_len": 32}}}})
-    assert dataset_params(same, "b")["jobs"] == {"measure": "run"}  # the workflow's setting, in each dataset's
-    outs = targets.run_measure_outputs(same, "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.json")
+    assert dataset_params(same, "b")["jobs"] == {"measure": "run", "train": "run"}  # the workflow's, in each dataset's
+    outs = targets.job_outputs(same, "measure", "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.json")
     steps = [int(o.rsplit("step", 1)[1][:7]) for o in outs]
     assert outs[0].startswith("results/runs/{dataset}/{variant}/lam{lam}/seed{seed}/")
     assert steps == targets.checkpoint_steps(dataset_params(same, "a")["train"]) and len(steps) > 2
+    ends = [int(o.rsplit("seg", 1)[1][:7]) for o in targets.job_outputs(same, "train", "{root}/x/seg{step}.json")]
+    assert ends == targets.segment_ends(dataset_params(same, "b")["train"])
 
 
 def test_pyyaml_numeric_strings_inside_a_dataset_are_numbers():

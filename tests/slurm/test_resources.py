@@ -54,11 +54,21 @@ def test_a_per_run_measure_job_asks_for_its_checkpoints_work_at_one_start_up(ptb
     largest memory, start-up once."""
     steps = checkpoint_steps(ptb["train"])
     works = [R.measure_work(ptb, s) for s in steps]
-    seconds, nbytes = R.measure_run_work(ptb)
+    seconds, nbytes = R.run_work("measure", ptb)
     assert seconds == pytest.approx(sum(w[0] for w in works)) and nbytes == max(w[1] for w in works)
-    assert R.job_runtime("measure_run", ptb, None, 1) == math.ceil((300 + 1.5 * seconds) / 60)
-    assert R.job_runtime("measure_run", ptb, None, 1) < len(steps) * R.job_runtime("measure", ptb, steps[1], 1)
-    assert R.job_mem_mb("measure_run", ptb, None, 2) == 2 * R.job_mem_mb("measure", ptb, steps[1], 1)
+    assert R.job_runtime("measure", ptb, None, 1) == math.ceil((300 + 1.5 * seconds) / 60)
+    assert R.job_runtime("measure", ptb, None, 1) < len(steps) * R.job_runtime("measure", ptb, steps[1], 1)
+    assert R.job_mem_mb("measure", ptb, None, 2) == 2 * R.job_mem_mb("measure", ptb, steps[1], 1)
+
+
+def test_a_per_run_train_job_asks_for_its_segments_work_at_one_start_up(ptb):
+    """jobs.train: run — one job trains every segment: the sum of their work, start-up once."""
+    ends = segment_ends(ptb["train"])
+    seconds, nbytes = R.run_work("train", ptb)
+    assert seconds == pytest.approx(sum(R.train_work(ptb, e)[0] for e in ends))
+    assert nbytes == max(R.train_work(ptb, e)[1] for e in ends)
+    assert R.job_runtime("train", ptb, None, 1) == math.ceil((300 + 1.5 * seconds) / 60)
+    assert R.job_runtime("train", ptb, None, 1) < sum(R.job_runtime("train", ptb, e, 1) for e in ends)
 
 
 def test_retries_grow_and_memory_is_capped(ptb):
@@ -72,17 +82,15 @@ def test_retries_grow_and_memory_is_capped(ptb):
 
 
 def test_rules_ask_for_their_work():
-    """The Snakefile's train and measure rules carry these values (no profile overrides them)."""
+    """The Snakefile's train and measure rules carry these values (no profile overrides them);
+    step None for a job per run (villani.dag.targets.job_step)."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     for rule in ("train", "measure"):
         text = "".join((root / "workflow" / "rules" / f"{rule}.smk").read_text().split())
-        assert f'runtime=lambdawc,attempt:job_runtime("{rule}",DP[wc.dataset],int(wc.step),attempt)' in text, rule
-        assert f'mem_mb=lambdawc,attempt:job_mem_mb("{rule}",DP[wc.dataset],int(wc.step),attempt)' in text, rule
-    # the per-run measure rule (jobs.measure: run): the whole run's work
-    assert 'runtime=lambdawc,attempt:job_runtime("measure_run",DP[wc.dataset],None,attempt)' in text
-    assert 'mem_mb=lambdawc,attempt:job_mem_mb("measure_run",DP[wc.dataset],None,attempt)' in text
+        assert f'runtime=lambdawc,attempt:job_runtime("{rule}",DP[wc.dataset],targets.job_step(wc),attempt)' in text
+        assert f'mem_mb=lambdawc,attempt:job_mem_mb("{rule}",DP[wc.dataset],targets.job_step(wc),attempt)' in text
 
 
 def test_readme_requests():

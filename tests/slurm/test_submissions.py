@@ -16,18 +16,20 @@ from villani.plan.config import load_params
 PRESETS = ["configs/ptb.yaml", "configs/wikitext103.yaml", "configs/paper.yaml"]
 
 
-@pytest.mark.parametrize("measure_jobs, measure", [("run", 3), ("checkpoint", 15)])
-def test_plan_count_equals_snakemakes_dry_run(tmp_path, measure_jobs, measure):
-    """jobs.measure: one measure job per run (params.yaml's) or per checkpoint (the presets')."""
+@pytest.mark.parametrize("jobs_setting, train, measure", [("{measure: run, train: run}", 3, 3),
+                                                          ("{measure: checkpoint, train: segment}", 6, 15)])
+def test_plan_count_equals_snakemakes_dry_run(tmp_path, jobs_setting, train, measure):
+    """jobs: one train and one measure job per run (params.yaml's) or per segment and
+    checkpoint (the presets')."""
     jobs = tmp_path / "jobs.yaml"
-    jobs.write_text(f"jobs: {{measure: {measure_jobs}}}\n")
+    jobs.write_text(f"jobs: {jobs_setting}\n")
     cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(REAL_PROFILE), "--profile", str(CI_PROFILE),
            "--configfile", "tests/configs/tiny.yaml", str(jobs)]
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     listing = res.stdout + res.stderr
     assert res.returncode == 0, listing[-3000:]
     doc = load_params([str(REPO / "params.yaml"), str(REPO / "tests/configs/tiny.yaml"), str(jobs)])
-    assert S.job_counts(doc)["measure"] == measure  # 3 runs × 5 checkpoints
+    assert S.job_counts(doc)["measure"] == measure and S.job_counts(doc)["train"] == train  # 3 runs × 5 / × 2
     assert S.dry_run_stats(listing) == dict(S.job_counts(doc))
     groups, _ = S.profile_grouping(REAL_PROFILE / "config.yaml")
     assert S.dry_run_count(listing, groups) == S.submissions(doc, REAL_PROFILE / "config.yaml")["total"]

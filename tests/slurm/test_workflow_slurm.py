@@ -40,7 +40,8 @@ from villani.plan.schedule import segment_ends
 pytestmark = pytest.mark.slurm
 
 TINY = "tests/configs/tiny.yaml"
-CLUSTER_JOBS = "cluster-jobs.yaml"
+CLUSTER_JOBS = "cluster-jobs.yaml"  # the presets' job split (params.yaml: a job per run)
+CLUSTER_JOBS_YAML = "jobs: {measure: checkpoint, train: segment}\n"
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 LOCAL_RULES = {"fetch", "pretrained"}  # localrules: never submitted
 # fields that legitimately differ between two runs of the same computation
@@ -100,13 +101,13 @@ def weights_digests(results: Path) -> dict[str, str]:
 def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     # The SLURM run spends most of its time waiting (job start-up, status polling), so the
     # local reference runs meanwhile, each in its own copy of the repository.
-    # measured as on a cluster, one job per checkpoint (params.yaml measures a run per job)
+    # jobs as on a cluster, one per segment and per checkpoint (params.yaml's are per run)
     wd = copy_repo(tmp_path / "slurm" / "repo")
-    (wd / CLUSTER_JOBS).write_text("jobs: {measure: checkpoint}\n")
+    (wd / CLUSTER_JOBS).write_text(CLUSTER_JOBS_YAML)
     proc, log, t0 = snakemake(wd, *slurm_profiles(), "--configfile", TINY, CLUSTER_JOBS, timeout=2400, popen=True)
     slurm.watch(proc)
     local_wd = copy_repo(tmp_path / "local" / "repo")
-    (local_wd / CLUSTER_JOBS).write_text("jobs: {measure: checkpoint}\n")
+    (local_wd / CLUSTER_JOBS).write_text(CLUSTER_JOBS_YAML)
     local_run = snakemake(local_wd, "--profile", "profiles/local", "--configfile", TINY, CLUSTER_JOBS,
                           "--cores", "2", timeout=1800)
     assert local_run.returncode == 0, local_run.tail()
@@ -168,8 +169,9 @@ def _preempt_setup(wd: Path) -> tuple[list[str], Path]:
     from villani.plan import layout
 
     (wd / "preempt.yaml").write_text(json.dumps(PREEMPT))
+    (wd / CLUSTER_JOBS).write_text(CLUSTER_JOBS_YAML)
     final = layout.fmt(layout.SEGMENT, "results", step=PREEMPT["train"]["steps"], **RUN)
-    return ["--configfile", TINY, "preempt.yaml", "--", str(final)], final
+    return ["--configfile", TINY, CLUSTER_JOBS, "preempt.yaml", "--", str(final)], final
 
 
 def _train_job(states=("RUNNING",)) -> str | None:
@@ -284,7 +286,7 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
                                           timeout=1200, popen=True)
     slurm.watch(ref_proc)
 
-    p = DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / "preempt.yaml")]))
+    p = DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / CLUSTER_JOBS), str(wd / "preempt.yaml")]))
     ends, state = segment_ends(p["train"]), layout.fmt(layout.WORK_DIR, wd / "results", **RUN) / "state.pt"
 
     def partial(step):

@@ -24,9 +24,9 @@ def test_the_combined_paper_preset_builds_its_dag_offline_with_the_readme_job_co
         REPO / "README.md").read_text()
 
 
-def test_the_default_measures_each_run_in_one_job_with_the_readme_job_counts():
-    """`make dryrun` on params.yaml as shipped: jobs.measure: run — one `villani measure --all`
-    per run, after the run's last segment — and the job counts the README prints."""
+def test_the_default_trains_and_measures_each_run_in_one_job_with_the_readme_job_counts():
+    """`make dryrun` on params.yaml as shipped: jobs {measure: run, train: run} — one `villani
+    train --all` and one `villani measure --all` per run — and the job counts the README prints."""
     from villani.dag.submissions import job_counts
     from villani.plan.config import load_params
 
@@ -36,9 +36,9 @@ def test_the_default_measures_each_run_in_one_job_with_the_readme_job_counts():
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
     doc = load_params([REPO / "params.yaml"])
     assert counts == {**job_counts(doc), "total": sum(job_counts(doc).values())}, stats[:1500]
-    measures = re.findall(r"^Shell command: villani measure [^\n]*", text, re.M)
-    assert len(measures) == counts["measure"] == 12 and all(c.split(">")[0].rstrip().endswith("--all")
-                                                              for c in measures), measures[:3]
+    for rule in ("train", "measure"):
+        cmds = re.findall(rf"^Shell command: (?:exec )?villani {rule} [^\n]*", text, re.M)
+        assert len(cmds) == counts[rule] == 12 and all(c.split(">")[0].rstrip().endswith("--all") for c in cmds), cmds
     readme = (REPO / "README.md").read_text()
-    assert (f"runs {counts['total']} jobs ({counts['train']} training segments, {counts['measure']} measure jobs"
+    assert (f"runs {counts['total']} jobs ({counts['train']} training jobs, {counts['measure']} measure jobs"
             in " ".join(readme.split())), "README.md: the default's job counts"

@@ -13,7 +13,8 @@ with S = :data:`STARTUP_S` (start-up, loading, checkpoint writes), h_t = :data:`
 h_m = :data:`MEMORY_HEADROOM`, and the work W (seconds) and host memory M (bytes):
 
 * **train**, a segment of n = end − start steps of B·T tokens (``train.batch_size`` blocks
-  of ``data.seq_len``): W = n·B·T·r_train; M = M_train + b·(B·T − 512);
+  of ``data.seq_len``; a per-run job, ``jobs.train: run``: the sum over its segments, once
+  S): W = n·B·T·r_train; M = M_train + b·(B·T − 512);
 * **measure**, one checkpoint (a per-run job, ``jobs.measure: run``: the sum over the
   run's checkpoints, once S): W = K·N·r_hvp with K the most HVPs the job may take
   (Lanczos steps + SLQ starts after the first × SLQ steps + ``num_probes``: Stein's rule
@@ -37,7 +38,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from villani.plan.schedule import checkpoint_steps, segment_start
+from villani.plan.schedule import checkpoint_steps, segment_ends, segment_start
 
 GiB, MiB = 2**30, 2**20
 TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
@@ -80,10 +81,11 @@ def measure_work(params: Mapping, step: int) -> tuple[float, float]:
             MEASURE_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(batch_tokens - 511, 0))
 
 
-def measure_run_work(params: Mapping, step: int | None = None) -> tuple[float, float]:
-    """(seconds, host bytes) of a per-run measure job (``jobs.measure: run``): every
-    checkpoint's work in one process, its largest memory (``step`` is not used)."""
-    works = [measure_work(params, s) for s in checkpoint_steps(params["train"])]
+def run_work(rule: str, params: Mapping) -> tuple[float, float]:
+    """(seconds, host bytes) of a job per run (``jobs.<rule>: run``): the work of every
+    segment end (train) or checkpoint (measure) in one process; its largest memory."""
+    steps = segment_ends(params["train"]) if rule == "train" else checkpoint_steps(params["train"])
+    works = [WORK[rule](params, s) for s in steps]
     return sum(w[0] for w in works), max(w[1] for w in works)
 
 
@@ -97,15 +99,19 @@ def mem_mb(nbytes: float, attempt: int) -> int:
     return min(math.ceil(MEMORY_HEADROOM * nbytes / 1e6) * int(attempt), MEM_CAP_MB)
 
 
-WORK = {"train": train_work, "measure": measure_work, "measure_run": measure_run_work}
+WORK = {"train": train_work, "measure": measure_work}
 
 
-def job_runtime(rule: str, params: Mapping, step: int, attempt: int) -> int:
-    """``runtime`` (minutes) of a ``train`` (step = segment end), ``measure`` (step = the
-    checkpoint) or ``measure_run`` job (a per-run measure job; step unused)."""
-    return runtime_min(WORK[rule](params, step)[0], attempt)
+def _work(rule: str, params: Mapping, step: int | None) -> tuple[float, float]:
+    return run_work(rule, params) if step is None else WORK[rule](params, step)
 
 
-def job_mem_mb(rule: str, params: Mapping, step: int, attempt: int) -> int:
-    """``mem_mb`` of a ``train``, ``measure`` or ``measure_run`` job."""
-    return mem_mb(WORK[rule](params, step)[1], attempt)
+def job_runtime(rule: str, params: Mapping, step: int | None, attempt: int) -> int:
+    """``runtime`` (minutes) of a ``train`` (step = segment end) or ``measure`` job (step =
+    the checkpoint); step None: a job per run (:func:`run_work`)."""
+    return runtime_min(_work(rule, params, step)[0], attempt)
+
+
+def job_mem_mb(rule: str, params: Mapping, step: int | None, attempt: int) -> int:
+    """``mem_mb`` of a ``train`` or ``measure`` job (step None: a job per run)."""
+    return mem_mb(_work(rule, params, step)[1], attempt)

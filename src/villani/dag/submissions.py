@@ -41,15 +41,16 @@ def job_counts(doc: Mapping) -> Counter:
                                              "metrics")})
         counts["rays"] += 1 if p["rays"]["lambdas"] else 0
         counts["landscape"] += len(p["landscape"]["lambdas"])
-        counts["train"] += len(targets.segments(p))
-        per_run = targets.measure_per_run(doc)  # jobs.measure: one job per run, else per checkpoint
-        counts["measure"] += len(list(targets.runs(p))) if per_run else len(targets.measurements(p))
+        n_runs = len(list(targets.runs(p)))  # jobs.train / jobs.measure: one job per run, or per segment / checkpoint
+        counts["train"] += n_runs if targets.per_run(doc, "train") else len(targets.segments(p))
+        counts["measure"] += n_runs if targets.per_run(doc, "measure") else len(targets.measurements(p))
     return +counts
 
 
 def connected_pieces(doc: Mapping) -> dict[str, int]:
-    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run); a
-    measure job (of a checkpoint or, with ``jobs.measure: run``, of a run) is a piece of its own."""
+    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run; with
+    ``jobs.train: run`` one job); a measure job (of a checkpoint or, with ``jobs.measure:
+    run``, of a run) is a piece of its own."""
     from villani.plan.config import dataset_names, dataset_params
     from villani.plan.runs import runs
 

@@ -79,22 +79,72 @@ def segments(params: Mapping, variants_=None) -> list[str]:
             for e in segment_ends(params["train"])]
 
 
-def measure_per_run(doc: Mapping) -> bool:
-    """``jobs.measure: run``: one measure job per run (all its checkpoints), not per checkpoint."""
-    return doc["jobs"]["measure"] == "run"
+def per_run(doc: Mapping, rule: str) -> bool:
+    """``jobs.<rule>: run`` (rule ``train`` or ``measure``): one job per run — its segments in
+    sequence, or every checkpoint after its last segment — instead of one per segment or
+    checkpoint. ``doc``: the resolved document or one dataset's parameters (they share ``jobs``)."""
+    return doc["jobs"][rule] == "run"
 
 
-def run_measure_outputs(doc: Mapping, file: str) -> list[str]:
-    """The outputs of a per-run measure job: ``file`` (a layout pattern with ``{step}``) at
-    every checkpoint step, the run's wildcards ({dataset}, {variant}, {lam}, {seed}) kept.
-    The datasets of ``doc`` share their checkpoint steps (checked by
-    :func:`villani.plan.config.resolve` for ``jobs.measure: run``)."""
-    steps = checkpoint_steps(dataset_params(doc, dataset_names(doc)[0])["train"])
+def job_outputs(doc: Mapping, rule: str, file: str) -> list[str]:
+    """The outputs of a ``train`` or ``measure`` job for ``file`` (a layout pattern with
+    ``{step}``): the pattern itself with a job per segment / checkpoint; with a job per run,
+    one file per segment end / checkpoint step, the run's wildcards ({dataset}, {variant},
+    {lam}, {seed}) kept — the datasets share those steps (checked by
+    :func:`villani.plan.config.resolve`)."""
+    if not per_run(doc, rule):
+        return [pattern(file)]
+    train = dataset_params(doc, dataset_names(doc)[0])["train"]
+    steps = segment_ends(train) if rule == "train" else checkpoint_steps(train)
     return [pattern(file).replace("{step}", layout.format_step(s)) for s in steps]
 
 
-def run_segments(params: Mapping, wc) -> list[str]:
-    """Every segment manifest of the run of ``wc``: what a per-run measure job reads."""
+def job_log(doc: Mapping, rule: str) -> str:
+    """The log of a ``train`` or ``measure`` job: per segment / checkpoint, or ``all.log`` per run."""
+    name = "all" if per_run(doc, rule) else ("seg{step}" if rule == "train" else "step{step}")
+    return f"{ROOT}/logs/{rule}/{{dataset}}/{{variant}}/lam{{lam}}/seed{{seed}}/{name}.log"
+
+
+def job_step(wc) -> int | None:
+    """The segment end / checkpoint of a job, or None for a job per run (no ``{step}``)."""
+    step = wc.get("step")
+    return None if step is None else int(step)
+
+
+# the command of a train / measure job; a job per run is asked for --all. A job per segment or
+# checkpoint keeps the command (and params) it always had, so Snakemake's params and code
+# triggers re-run nothing that an earlier version wrote. `exec`: `villani train` replaces the
+# shell, so a stop signal (SLURM: the job-side Snakemake, a shell, villani) reaches a process
+# that saves its work state, and no shell dies first and takes the job step down with it
+# (docs/slurm.md, "Time limits").
+_COMMAND = {
+    "train": "exec villani train --threads {threads} {params.files} --dataset {wildcards.dataset} "
+             "--variant {wildcards.variant} --lam {wildcards.lam} --seed {wildcards.seed} --until {params.step} "
+             "> {log} 2>&1",
+    "measure": "villani measure --threads {threads} {params.files} --dataset {wildcards.dataset} "
+               "--variant {wildcards.variant} --lam {wildcards.lam} --seed {wildcards.seed} --step {params.step} "
+               "> {log} 2>&1",
+}
+
+
+def job_command(doc: Mapping, rule: str) -> str:
+    """The shell command of a ``train`` or ``measure`` job: ``--until {params.step}`` /
+    ``--step {params.step}`` for a job per segment / checkpoint, ``--all`` for a job per run."""
+    flag = "--until" if rule == "train" else "--step"
+    command = _COMMAND[rule]
+    return command.replace(f"{flag} {{params.step}}", "--all") if per_run(doc, rule) else command
+
+
+def train_inputs(params: Mapping, wc) -> list[str]:
+    """A train job's previous segment (a job per segment, none for the first); nothing for a job per run."""
+    return [] if job_step(wc) is None else previous_segment(params, wc)
+
+
+def measure_segments(params: Mapping, wc) -> list[str]:
+    """The segment manifests a measure job reads: the one certifying its checkpoint, or with a
+    job per run every segment of the run."""
+    if job_step(wc) is not None:
+        return [segment_of_checkpoint(params, wc)]
     run = _run(params, wc)
     return [str(run.path(layout.SEGMENT, ROOT, step=e)) for e in segment_ends(params["train"])]
 

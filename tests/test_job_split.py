@@ -1,0 +1,70 @@
+"""jobs.train / jobs.measure: a job per segment / checkpoint, or per run — what the train
+and measure rules get from villani.dag.targets in each case (no Snakemake; the DAGs
+themselves: tests/workflow/test_presets_dry_run.py, tests/slurm/test_submissions.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO
+from villani.dag import targets
+from villani.plan.config import load_params, resolve
+from villani.plan.schedule import checkpoint_steps, segment_ends
+
+
+@pytest.fixture(scope="module")
+def per_run():
+    return load_params([REPO / "params.yaml"])  # as shipped: jobs {measure: run, train: run}
+
+
+@pytest.fixture(scope="module")
+def per_step():
+    return load_params([REPO / "params.yaml", REPO / "configs/ptb.yaml"])  # {measure: checkpoint, train: segment}
+
+
+RUN = {"dataset": "pydoc", "variant": "adamw", "lam": "0.012", "seed": "1"}
+
+
+def test_the_shipped_files_split_as_documented(per_run, per_step):
+    assert targets.per_run(per_run, "train") and targets.per_run(per_run, "measure")
+    assert not targets.per_run(per_step, "train") and not targets.per_run(per_step, "measure")
+
+
+def test_a_job_per_run_has_every_segment_and_checkpoint_and_runs_all_of_them(per_run):
+    ends, steps = segment_ends(per_run["train"]), checkpoint_steps(per_run["train"])
+    manifests = targets.job_outputs(per_run, "train", "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/seg{step}.json")
+    assert manifests == [f"results/runs/{{dataset}}/{{variant}}/lam{{lam}}/seed{{seed}}/seg{e:07d}.json" for e in ends]
+    assert len(targets.job_outputs(per_run, "measure", "{root}/m/step{step}.json")) == len(steps) == 4
+    assert targets.job_log(per_run, "train").endswith("/seed{seed}/all.log")
+    assert targets.job_log(per_run, "measure") == "results/logs/measure/{dataset}/{variant}/lam{lam}/seed{seed}/all.log"
+    assert targets.job_step(RUN) is None
+    for rule in ("train", "measure"):
+        assert targets.job_command(per_run, rule).endswith("--seed {wildcards.seed} --all > {log} 2>&1")
+        assert "{params.step}" not in targets.job_command(per_run, rule)
+    assert targets.job_command(per_run, "train").startswith("exec villani train ")  # a stop signal reaches villani
+    assert targets.train_inputs(per_run, RUN) == []  # the job trains the run from its start
+    segs = targets.measure_segments(per_run, RUN)
+    assert segs == [f"results/runs/pydoc/adamw/lam0.012/seed1/segments/seg{e:07d}.json" for e in ends] and len(segs) == 2
+
+
+def test_a_job_per_segment_or_checkpoint_keeps_the_step_wildcard(per_step):
+    ends = segment_ends(per_step["train"])
+    assert targets.job_outputs(per_step, "measure", "{root}/m/step{step}.json") == ["results/m/step{step}.json"]
+    assert targets.job_log(per_step, "train") == "results/logs/train/{dataset}/{variant}/lam{lam}/seed{seed}/seg{step}.log"
+    second = {**RUN, "dataset": "ptb", "step": f"{ends[1]:07d}"}
+    assert targets.job_step(second) == ends[1]
+    # the command and params an earlier version recorded: no params or code trigger re-runs its jobs
+    assert targets.job_command(per_step, "train").endswith("--seed {wildcards.seed} --until {params.step} > {log} 2>&1")
+    assert targets.job_command(per_step, "measure").endswith("--seed {wildcards.seed} --step {params.step} > {log} 2>&1")
+    assert targets.train_inputs(per_step, second) == targets.previous_segment(per_step, second) != []
+    assert targets.train_inputs(per_step, {**second, "step": f"{ends[0]:07d}"}) == []  # the first segment
+    assert targets.measure_segments(per_step, second) == [targets.segment_of_checkpoint(per_step, second)]
+
+
+def test_switching_the_job_split_changes_no_digest(per_run, per_step):
+    """jobs.* is how the work is split, never what is computed: no stage digest reads it."""
+    from villani.plan.digest import stage_digest
+
+    flipped = resolve({**per_run, "jobs": {"measure": "checkpoint", "train": "segment"}})
+    for stage in ("train", "measure", "rays", "figures", "claims"):
+        assert stage_digest(flipped, stage) == stage_digest(per_run, stage), stage
