@@ -2,10 +2,12 @@
 plus the CI overlay:
 
     snakemake --profile profiles/slurm --profile tests/profiles/ci-slurm \
-              --configfile tests/configs/tiny.yaml
+              --configfile tests/configs/tiny.yaml cluster-jobs.yaml
 
+(cluster-jobs.yaml: the presets' job per segment and per checkpoint.)
 (a) every rule (but the local `all`) goes through sbatch, and the results are those of a
-    local run: identical checkpoint weights (sha256) and measurement numbers;
+    local run with params.yaml's job per run: identical checkpoint weights (sha256) and
+    measurement numbers;
 (b) preemption: a running `train` job is scancel'ed mid-way, snakemake's retry
     resumes it from its work state, and the final weights are an uninterrupted run's.
 
@@ -101,15 +103,15 @@ def weights_digests(results: Path) -> dict[str, str]:
 def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     # The SLURM run spends most of its time waiting (job start-up, status polling), so the
     # local reference runs meanwhile, each in its own copy of the repository.
-    # jobs as on a cluster, one per segment and per checkpoint (params.yaml's are per run)
+    # SLURM: a job per segment and per checkpoint, as the presets; local: params.yaml's job per
+    # run (jobs.train / jobs.measure: run) — the two splits must give the same results
     wd = copy_repo(tmp_path / "slurm" / "repo")
     (wd / CLUSTER_JOBS).write_text(CLUSTER_JOBS_YAML)
     proc, log, t0 = snakemake(wd, *slurm_profiles(), "--configfile", TINY, CLUSTER_JOBS, timeout=2400, popen=True)
     slurm.watch(proc)
     local_wd = copy_repo(tmp_path / "local" / "repo")
-    (local_wd / CLUSTER_JOBS).write_text(CLUSTER_JOBS_YAML)
-    local_run = snakemake(local_wd, "--profile", "profiles/local", "--configfile", TINY, CLUSTER_JOBS,
-                          "--cores", "2", timeout=1800)
+    local_run = snakemake(local_wd, "--profile", "profiles/local", "--configfile", TINY, "--cores", "2",
+                          timeout=1800)
     assert local_run.returncode == 0, local_run.tail()
     run = wait_run(proc, log, t0, 2400)
     print(f"tiny workflow under SLURM: {run.seconds:.0f}s (local, concurrently: {local_run.seconds:.0f}s)")
@@ -119,8 +121,10 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
     # jobs once each, a group job per training run (its segments in sequence) and per
     # bundle of measure jobs; no retry was needed
     doc = load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / CLUSTER_JOBS)])
-    assert S.job_counts(doc)["measure"] == 15  # 3 runs × 5 checkpoints
-    assert job_counts(run) == job_counts(local_run) == dict(S.job_counts(doc))
+    local_doc = load_params([str(local_wd / "params.yaml"), str(local_wd / TINY)])
+    assert (S.job_counts(doc)["train"], S.job_counts(doc)["measure"]) == (6, 15)  # 3 runs × 2 segments / × 5 checkpoints
+    assert (S.job_counts(local_doc)["train"], S.job_counts(local_doc)["measure"]) == (3, 3)  # a job per run
+    assert job_counts(run) == dict(S.job_counts(doc)) and job_counts(local_run) == dict(S.job_counts(local_doc))
     expected = {r: n for r, n in S.submissions(doc, wd / "profiles/slurm/config.yaml").items() if r != "total"}
     by_rule = submitted_by_rule(run, wd)
     assert {r: sum(map(len, ws.values())) for r, ws in by_rule.items()} == expected
@@ -143,7 +147,7 @@ def test_tiny_workflow_under_slurm_equals_local(slurm, tmp_path):
                 assert f"rule {rule}:" in text or f"localrule {rule}:" in text, log
                 assert re.search(r"(\d+) of \1 steps \(100%\) done", text), log
 
-    # same results: checkpoint weights bit for bit, measurement / metrics numbers exactly
+    # same results from either job split: checkpoint weights bit for bit, measurement / metrics numbers exactly
     lres, sres = local_wd / "results", wd / "results"
     lw, sw = weights_digests(lres), weights_digests(sres)
     assert lw and lw == sw
