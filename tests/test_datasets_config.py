@@ -69,16 +69,19 @@ def test_bad_datasets_name_the_dataset_and_key_in_one_line(doc, start, fragment)
 
 
 def test_one_job_per_run_needs_the_datasets_to_share_their_checkpoints_and_segments():
-    """jobs.measure / jobs.train: run name every checkpoint / segment of a run as one rule's outputs."""
+    """jobs.measure / jobs.train: run name every checkpoint / segment of a run as one rule's
+    outputs: the workflow refuses datasets that differ in them (the rest of villani ignores it)."""
+    doc = resolve({**TWO, "jobs": {"measure": "run"}}, source="p.yaml")  # a valid document for every reader
     with pytest.raises(ParamsError) as e:
-        resolve({**TWO, "jobs": {"measure": "run"}}, source="p.yaml")
+        targets.check_job_split(doc, source="p.yaml")
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith('p.yaml: jobs.measure: "run" is invalid'), msg
-    assert "differ" in msg, msg
+    assert "\n" not in msg and msg.startswith('p.yaml: jobs.measure: "run" is invalid (checkpoint; '), msg
+    assert "differ — checkpoints: a 5 up to step 20; b 5 up to step 40" in msg, msg
     with pytest.raises(ParamsError, match=r'^p.yaml: jobs.train: "run" is invalid \(segment; .* differ — segments: a '):
-        resolve({**TWO, "jobs": {"train": "run"}}, source="p.yaml")
+        targets.check_job_split(resolve({**TWO, "jobs": {"train": "run"}}), source="p.yaml")
     same = resolve({"train": {"steps": 40, "warmup_steps": 4}, "jobs": {"measure": "run", "train": "run"},
                     "datasets": {"a": {"train": {"lambdas": [0.0]}}, "b": {"data": {"seq_len": 32}}}})
+    targets.check_job_split(same)
     assert dataset_params(same, "b")["jobs"] == {"measure": "run", "train": "run"}  # the workflow's, in each dataset's
     outs = targets.job_outputs(same, "measure", "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.json")
     steps = [int(o.rsplit("step", 1)[1][:7]) for o in outs]

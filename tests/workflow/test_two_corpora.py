@@ -102,3 +102,15 @@ def test_second_invocation_is_a_no_op(two):
     out = run([BIN / "snakemake", "--profile", "profiles/local", "--configfile", CONFIG, "--cores", "2", "-n"],
               cwd=work)
     assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_a_job_per_run_is_refused_in_one_line_where_the_corpora_differ_in_steps(two):
+    """params.yaml's job per run names a run's files by step; these corpora's steps differ."""
+    _, work = two
+    (work / "per-run.yaml").write_text("jobs: {measure: run, train: segment}\n")
+    out = run([BIN / "snakemake", "-n", "--configfile", CONFIG, "per-run.yaml"], cwd=work, check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    line = next(ln for ln in text.splitlines() if 'jobs.measure: "run" is invalid' in ln)
+    assert line.endswith("differ — checkpoints: alpha 2 up to step 12; beta 2 up to step 8)"), line
+    assert "rule " not in text, text[-2000:]

@@ -22,7 +22,9 @@ from villani.tracking.dvc_plots import plot_outputs
 
 try:
     check_files(workflow.configfiles)
-    P = resolve(config, source=", ".join(map(str, workflow.configfiles)) or "config")
+    SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
+    P = resolve(config, source=SOURCE)
+    targets.check_job_split(P, source=SOURCE)
 except ParamsError as e:
     raise WorkflowError(str(e)) from None
 

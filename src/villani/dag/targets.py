@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from villani.plan import layout
-from villani.plan.config import dataset_names, dataset_params
+from villani.plan.config import ParamsError, dataset_names, dataset_params
 from villani.plan.runs import Run, landscape_center, rays_center, runs, variants
 from villani.plan.schedule import (
     checkpoint_steps,
@@ -86,12 +86,27 @@ def per_run(doc: Mapping, rule: str) -> bool:
     return doc["jobs"][rule] == "run"
 
 
+def check_job_split(doc: Mapping, source: str = "params") -> None:
+    """Refuse ``jobs.<rule>: run`` where the datasets of ``doc`` differ in segment ends (train)
+    or checkpoint steps (measure): one rule then names every run's files, steps included.
+    Only the workflow needs this (the Snakefile calls it); every other reader of the
+    parameters ignores the job split."""
+    for rule, unit, steps_of in (("train", "segment", segment_ends), ("measure", "checkpoint", checkpoint_steps)):
+        if not per_run(doc, rule):
+            continue
+        steps = {name: list(steps_of(dataset_params(doc, name)["train"])) for name in dataset_names(doc)}
+        if len({tuple(s) for s in steps.values()}) > 1:
+            which = "; ".join(f"{name} {len(s)} up to step {s[-1]}" for name, s in steps.items())
+            other = "segment" if rule == "train" else "checkpoint"
+            raise ParamsError(f'{source}: jobs.{rule}: "run" is invalid ({other}; run only where every dataset has '
+                              f"the same {unit} steps, and here they differ — {unit}s: {which})")
+
+
 def job_outputs(doc: Mapping, rule: str, file: str) -> list[str]:
     """The outputs of a ``train`` or ``measure`` job for ``file`` (a layout pattern with
     ``{step}``): the pattern itself with a job per segment / checkpoint; with a job per run,
     one file per segment end / checkpoint step, the run's wildcards ({dataset}, {variant},
-    {lam}, {seed}) kept — the datasets share those steps (checked by
-    :func:`villani.plan.config.resolve`)."""
+    {lam}, {seed}) kept — the datasets share those steps (:func:`check_job_split`)."""
     if not per_run(doc, rule):
         return [pattern(file)]
     train = dataset_params(doc, dataset_names(doc)[0])["train"]

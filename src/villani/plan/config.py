@@ -36,7 +36,7 @@ import jsonschema
 from ruamel.yaml import YAML
 
 from villani.plan.layout import ACROSS
-from villani.plan.schedule import checkpoint_steps, segment_ends
+from villani.plan.schedule import checkpoint_steps
 
 SCHEMA = "schemas/params.schema.yaml"  # inside the villani package
 
@@ -359,25 +359,11 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
     p = _fill_defaults(p, schema)
     _schema_errors(p, schema, source)
     if p.get("datasets"):
-        merged = {name: dataset_params(p, name, source=source) for name in p["datasets"]}
-        _check_per_run_jobs(p, merged, source)
+        for name in p["datasets"]:
+            dataset_params(p, name, source=source)
     else:
         _cross_checks(p, source)
     return p
-
-
-def _check_per_run_jobs(p: Mapping, merged: Mapping[str, Mapping], source: str) -> None:
-    """``jobs.measure: run`` and ``jobs.train: run`` give one rule every run's checkpoints
-    (segments) as outputs: the datasets of a document must then share them."""
-    for key, per_run, what, steps_of in (("measure", "run", "checkpoint", checkpoint_steps),
-                                         ("train", "run", "segment", segment_ends)):
-        if p["jobs"][key] != per_run:
-            continue
-        steps = {name: list(steps_of(d["train"])) for name, d in merged.items()}
-        if len({tuple(s) for s in steps.values()}) > 1:
-            which = "; ".join(f"{name} {len(s)} up to step {s[-1]}" for name, s in steps.items())
-            _fail(source, f"jobs.{key}", per_run, f"{what}; run only where every dataset has the same {what} "
-                  f"steps, and here they differ — {what}s: {which}")
 
 
 def dataset_names(p: Mapping) -> list[str]:
