@@ -33,3 +33,11 @@ def test_segments_partition_the_checkpoints():
     assert written == checkpoint_steps(t)
     assert [segment_start(t, e) for e in ends] == [0, 120, 180]
     assert segment_for(t, 0) == 120 and segment_for(t, 60) == 120 and segment_for(t, 240) == 240
+
+
+def test_a_job_per_run_covers_the_segment_ends_or_the_checkpoints():
+    from villani.plan.schedule import job_steps
+
+    t = _t(segments=2)
+    assert job_steps("train", t) == segment_ends(t) == [120, 240]
+    assert job_steps("measure", t) == checkpoint_steps(t) == [0, 60, 120, 180, 240]

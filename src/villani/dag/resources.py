@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from villani.plan.schedule import checkpoint_steps, segment_ends, segment_start
+from villani.plan.schedule import checkpoint_steps, job_steps, segment_start
 
 GiB, MiB = 2**30, 2**20
 TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
@@ -84,8 +84,7 @@ def measure_work(params: Mapping, step: int) -> tuple[float, float]:
 def run_work(rule: str, params: Mapping) -> tuple[float, float]:
     """(seconds, host bytes) of a job per run (``jobs.<rule>: run``): the work of every
     segment end (train) or checkpoint (measure) in one process; its largest memory."""
-    steps = segment_ends(params["train"]) if rule == "train" else checkpoint_steps(params["train"])
-    works = [WORK[rule](params, s) for s in steps]
+    works = [WORK[rule](params, s) for s in job_steps(rule, params["train"])]
     return sum(w[0] for w in works), max(w[1] for w in works)
 
 

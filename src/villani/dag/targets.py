@@ -18,6 +18,7 @@ from villani.plan.config import ParamsError, dataset_names, dataset_params
 from villani.plan.runs import Run, landscape_center, rays_center, runs, variants
 from villani.plan.schedule import (
     checkpoint_steps,
+    job_steps,
     segment_ends,
     segment_for,
     segment_start,
@@ -73,10 +74,14 @@ def segment_of_checkpoint(params: Mapping, wc) -> str:
     return _certifying_segment(params, _run(params, wc), int(wc["step"]))
 
 
+def _run_segments(params: Mapping, run: Run) -> list[str]:
+    """The manifest of every training segment of ``run``."""
+    return [str(run.path(layout.SEGMENT, ROOT, step=e)) for e in segment_ends(params["train"])]
+
+
 def segments(params: Mapping, variants_=None) -> list[str]:
     """The last segment manifest of every training segment of every run (of ``variants_``)."""
-    return [str(r.path(layout.SEGMENT, ROOT, step=e)) for r in runs(params, variants_)
-            for e in segment_ends(params["train"])]
+    return [f for r in runs(params, variants_) for f in _run_segments(params, r)]
 
 
 def per_run(doc: Mapping, rule: str) -> bool:
@@ -91,14 +96,13 @@ def check_job_split(doc: Mapping, source: str = "params") -> None:
     or checkpoint steps (measure): one rule then names every run's files, steps included.
     Only the workflow needs this (the Snakefile calls it); every other reader of the
     parameters ignores the job split."""
-    for rule, unit, steps_of in (("train", "segment", segment_ends), ("measure", "checkpoint", checkpoint_steps)):
+    for rule, unit in (("train", "segment"), ("measure", "checkpoint")):
         if not per_run(doc, rule):
             continue
-        steps = {name: list(steps_of(dataset_params(doc, name)["train"])) for name in dataset_names(doc)}
+        steps = {name: job_steps(rule, dataset_params(doc, name)["train"]) for name in dataset_names(doc)}
         if len({tuple(s) for s in steps.values()}) > 1:
             which = "; ".join(f"{name} {len(s)} up to step {s[-1]}" for name, s in steps.items())
-            other = "segment" if rule == "train" else "checkpoint"
-            raise ParamsError(f'{source}: jobs.{rule}: "run" is invalid ({other}; run only where every dataset has '
+            raise ParamsError(f'{source}: jobs.{rule}: "run" is invalid ({unit}; run only where every dataset has '
                               f"the same {unit} steps, and here they differ — {unit}s: {which})")
 
 
@@ -109,8 +113,7 @@ def job_outputs(doc: Mapping, rule: str, file: str) -> list[str]:
     {lam}, {seed}) kept — the datasets share those steps (:func:`check_job_split`)."""
     if not per_run(doc, rule):
         return [pattern(file)]
-    train = dataset_params(doc, dataset_names(doc)[0])["train"]
-    steps = segment_ends(train) if rule == "train" else checkpoint_steps(train)
+    steps = job_steps(rule, dataset_params(doc, dataset_names(doc)[0])["train"])
     return [pattern(file).replace("{step}", layout.format_step(s)) for s in steps]
 
 
@@ -160,8 +163,7 @@ def measure_segments(params: Mapping, wc) -> list[str]:
     job per run every segment of the run."""
     if job_step(wc) is not None:
         return [segment_of_checkpoint(params, wc)]
-    run = _run(params, wc)
-    return [str(run.path(layout.SEGMENT, ROOT, step=e)) for e in segment_ends(params["train"])]
+    return _run_segments(params, _run(params, wc))
 
 
 def measurements(params: Mapping) -> list[str]:

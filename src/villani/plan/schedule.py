@@ -64,3 +64,9 @@ def checkpoints_in_segment(train: Mapping, end: int) -> list[int]:
     """Checkpoint steps written by the segment ending at ``end`` (step 0 belongs to the first)."""
     start = segment_start(train, end)
     return [s for s in checkpoint_steps(train) if (start < s <= end) or (s == 0 and start == 0)]
+
+
+def job_steps(rule: str, train: Mapping) -> list[int]:
+    """The steps that name a ``train`` job's outputs (segment ends) or a ``measure`` job's
+    (checkpoints): what a job per run (``jobs.<rule>: run``) covers."""
+    return segment_ends(train) if rule == "train" else checkpoint_steps(train)
