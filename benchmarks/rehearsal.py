@@ -303,8 +303,8 @@ def hvps_per_checkpoint(me: dict, d: int, steps: list[int]) -> tuple[int, int]:
     """The fewest and the most HVPs the measure jobs of one run take over its checkpoints:
     the Lanczos steps, the Hutchinson probes (with a CI target, Stein's rule stops between
     ``min_probes`` and ``num_probes``; measured counts: benchmarks/README.md, issue 14) and
-    the SLQ starts after the first (:func:`villani.measure.checkpoint.slq_starts`)."""
-    from villani.measure.checkpoint import slq_starts
+    the SLQ starts after the first (:func:`villani.measure.curvature_phase.slq_starts`)."""
+    from villani.measure.curvature_phase import slq_starts
 
     targeted = me.get("trace_rel_ci") is not None or me.get("psi_rel_ci") is not None
     m_hi = int(me["num_probes"])

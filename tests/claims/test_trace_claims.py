@@ -72,3 +72,16 @@ def test_stable_step_is_where_the_cv_stays_within_10_percent_of_its_last_value()
                       "trace_L_diag_sq": [0.0] * 4, "laplacian_F": [10.0] * 4})
     assert stable_step(g) == 160.0
     assert stable_step(g.assign(trace_L_frob_sq=25.0)) == 0.0  # never off: the first step
+
+
+def test_checkpoints_without_a_frobenius_norm_are_left_out_of_the_cv():
+    """A doubly stochastic trace (measure.ds_blocks) records no ‖∇²L‖_F²: its CV is NaN, and the
+    stable regime is read from the checkpoints that have one."""
+    from villani.claims.trace import stable_step
+
+    g = pd.DataFrame({"step": [240, 0, 160, 80, 120], "trace_L_frob_sq": [25.0, 100.0, 26.0, 50.0, np.nan],
+                      "trace_L_diag_sq": [0.0, 0.0, 0.0, 0.0, np.nan], "laplacian_F": [10.0] * 5})
+    cv = cv_F(g)
+    assert np.isnan(cv[4]) and np.isfinite(cv[:4]).all()
+    assert stable_step(g) == 160.0
+    assert stable_step(g.assign(trace_L_frob_sq=np.nan)) is None

@@ -136,3 +136,72 @@ def test_model_operator_per_group(model_blocks):
     dense = doubly_stochastic_trace(_for(hs), 6, groups=2, blocks=3, probes=2, seed=1)
     np.testing.assert_allclose(est.samples, dense.samples, rtol=1e-6)
     assert (est.blocks == dense.blocks).all()
+
+
+def test_coordinate_traces_sum_to_the_samples_and_are_unbiased():
+    """Per-coordinate-block group means: they partition each group mean, and over seeds their
+    means approach tr H_cc of the full-set H (dense float64)."""
+    blocks = _blocks()
+    H = torch.stack(blocks).mean(0)
+    coords = {"a": slice(0, 5), "b": slice(5, 12)}
+    est = doubly_stochastic_trace(_for(blocks), 8, groups=6, blocks=2, probes=3, seed=2, coordinates=coords)
+    assert est.coordinate_names == ("a", "b") and est.coordinate_samples.shape == (6, 2)
+    np.testing.assert_allclose(est.coordinate_samples.sum(axis=1), est.group_means, rtol=1e-12)
+    runs = np.stack([doubly_stochastic_trace(_for(blocks), 8, groups=6, blocks=2, probes=3, seed=s,
+                                             coordinates=coords).coordinate_samples.mean(axis=0) for s in range(300)])
+    for j, sl in enumerate(coords.values()):
+        exact = float(torch.trace(H[sl, sl]))
+        z = (runs[:, j].mean() - exact) / (runs[:, j].std(ddof=1) / np.sqrt(len(runs)))
+        assert abs(z) < 4, (j, z)
+    # ‖H_B v‖² is kept, and is not ‖H‖_F²'s estimate: E‖H_B v‖² = E‖H_B‖_F² ≥ ‖H‖_F²
+    assert est.sq_samples.shape == (6, 3)
+
+
+def test_a_ci_target_stops_by_stein_over_groups():
+    """With a CI target the pilot's groups decide how many follow (Stein's rule on the group
+    means), the interval is Stein's, and it covers at the 95 % level over seeds."""
+    from villani.curvature import CITarget
+    from villani.curvature.stein1945twostage import two_stage_half_width, two_stage_size
+
+    blocks = _blocks()
+    exact = float(torch.trace(torch.stack(blocks).mean(0)))
+    target = CITarget(((0.05, 0.0),), min_probes=4)
+    est = doubly_stochastic_trace(_for(blocks), 8, groups=200, blocks=2, probes=2, seed=0, target=target)
+    assert est.pilot == 4 and 4 <= est.num_groups <= 200
+    assert est.num_groups == two_stage_size(est.group_means[:4], target, 200)
+    lo, hi = est.ci95
+    assert (hi - lo) / 2 == pytest.approx(two_stage_half_width(est.group_means, 4), rel=1e-12)
+    hits = 0
+    for s in range(300):
+        lo, hi = doubly_stochastic_trace(_for(blocks), 8, groups=200, blocks=2, probes=2, seed=s, target=target).ci95
+        hits += lo <= exact <= hi
+    lo, hi = stats.binomtest(hits, 300).proportion_ci(0.999)
+    assert lo <= 0.95 <= hi, hits
+
+
+def test_operators_are_released_and_progress_is_reported():
+    blocks = _blocks()
+    released, seen = [], []
+
+    class Op(DenseOperator):
+        def release(self):
+            released.append(1)
+
+    est = doubly_stochastic_trace(lambda idx: Op(sum(blocks[i] for i in idx) / len(idx)), 8, groups=3, blocks=2,
+                                  probes=2, seed=0, callback=lambda done, planned, means: seen.append((done, planned,
+                                                                                                         len(means))))
+    assert len(released) == 3 and est.num_matvecs == 6
+    assert seen == [(2, 6, 1), (4, 6, 2), (6, 6, 3)]
+
+
+def test_as_trace_estimate_is_over_group_means():
+    blocks = _blocks()
+    est = doubly_stochastic_trace(_for(blocks), 8, groups=5, blocks=3, probes=4, seed=7,
+                                  coordinates={"a": slice(0, 4), "b": slice(4, 12)})
+    te = est.as_trace_estimate()
+    np.testing.assert_allclose(te.samples, est.group_means)
+    assert te.mean == pytest.approx(est.mean) and te.stderr == pytest.approx(est.stderr)
+    assert te.ci95 == pytest.approx(est.ci95) and te.num_matvecs == 20 and te.num_probes == 5
+    assert te.frob_sq is None and te.diag_sq is None and te.predicted_var is None
+    assert te.block_names == ("a", "b")
+    assert sum(te.block_means.values()) == pytest.approx(te.mean, rel=1e-12)

@@ -194,7 +194,7 @@ def test_cost_counts_with_the_graph_rebuilt_per_call():
     import torch
 
     from villani.curvature import DenseOperator, hutchinson
-    from villani.measure.checkpoint import cost_counts
+    from villani.measure.cost_model import cost_counts
 
     calls = []
     hutchinson(DenseOperator(torch.eye(5, dtype=torch.float64)), 10, batch_size=4, callback=lambda *a: calls.append(a))

@@ -31,7 +31,7 @@ import pandas as pd
 from villani.claims.context import Context, collapsed_note, join, none, per_seed_text
 from villani.claims.registry import Measured, claim
 from villani.claims.verdict import Region
-from villani.io.results import trace_samples
+from villani.io.results import is_doubly_stochastic, trace_samples
 from villani.plan.paper_lambda import PAPER_LAMBDAS
 from villani.plan.runs import Run
 from villani.stats import exact_value, predicted_cv, proportion_interval, shapiro_p
@@ -52,6 +52,9 @@ def cv_F(m: pd.DataFrame) -> np.ndarray:
     diag = m["trace_L_diag_sq"] if "trace_L_diag_sq" in m else pd.Series(np.nan, index=m.index)
     out = []
     for frob, dg, tr in zip(m["trace_L_frob_sq"], diag, m["laplacian_F"]):
+        if frob is None or not np.isfinite(frob):  # a doubly stochastic trace: no ‖∇²L‖_F²
+            out.append(np.nan)
+            continue
         d = None if dg is None or not np.isfinite(dg) else max(float(dg), 0.0)
         v = predicted_cv(max(float(frob), 0.0), float(tr), 1, d)
         out.append(np.nan if v is None else v)
@@ -152,6 +155,9 @@ def stable_step(g: pd.DataFrame) -> float | None:
     (Fig 9's "stable regime")."""
     g = g.sort_values("step")
     cv = cv_F(g)
+    g, cv = g[np.isfinite(cv)], cv[np.isfinite(cv)]  # the checkpoints with a ‖∇²L‖_F² (measure.ds_blocks)
+    if cv.size == 0:
+        return None
     if not np.isfinite(cv[-1]) or cv[-1] == 0:
         return None
     off = np.abs(cv / cv[-1] - 1.0) > 0.1
@@ -260,6 +266,10 @@ def fig8_normality(ctx: Context) -> Measured:
         return none(mt.text(), where, match_=mt)
     if picked.empty:
         return none(join("no learned run", collapsed_note(excl)), where, match_=mt, excluded=excl)
+    if "trace_L_estimator" in picked and picked["trace_L_estimator"].map(is_doubly_stochastic).any():
+        return none("untestable here: a doubly stochastic trace (measure.ds_blocks) recorded group means at some "
+                    "of these checkpoints, not the paper's plain samples", where, match_=mt, testable=False,
+                    excluded=excl)
     if (picked["trace_L_deflation_rank"].fillna(0) > 0).any():
         return none("untestable here: the measure stage recorded deflated samples (measure.trace_estimator: "
                     "deflated), not the paper's plain ones; measure.trace_estimator: hutchinson records them",

@@ -65,7 +65,7 @@ def train_work(params: Mapping, end: int) -> tuple[float, float]:
 
 def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
     """The most Hessian-vector products a measure job of checkpoint ``step`` takes."""
-    from villani.measure.checkpoint import slq_starts
+    from villani.measure.curvature_phase import slq_starts
 
     starts = slq_starts(measure, D_125M, step, steps)[0]
     return int(measure["lanczos_steps"]) + (starts - 1) * int(measure["slq_steps"]) + int(measure["num_probes"])

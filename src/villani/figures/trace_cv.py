@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from villani.figures.style import DOUBLE, lam_color, plain_log_ticks, run_label, variant_style, wrap
-from villani.io.results import measurements
+from villani.io.results import is_doubly_stochastic, measurements
 from villani.stats import predicted_cv
 
 PAPER_CLAIM = 0.049
@@ -43,6 +43,8 @@ def cv_table(m: pd.DataFrame) -> pd.DataFrame:
     cols = ["variant", "lam", "seed", "step", "trace_L_mean", "trace_L_stderr", "trace_L_frob_sq", "trace_L_diag_sq",
             "trace_L_num_probes", "trace_L_deflation_rank", "trace_L_remainder_frob_sq", "trace_L_remainder_diag_sq",
             "lam_d"]
+    if "trace_L_estimator" in m:  # a doubly stochastic trace has no ‖∇²L‖_F² and group-mean samples
+        m = m[~m["trace_L_estimator"].map(is_doubly_stochastic)]
     out = m.reindex(columns=cols).copy()
     out["trace_L_deflation_rank"] = out["trace_L_deflation_rank"].fillna(0)
     M = out["trace_L_num_probes"].to_numpy(float)

@@ -23,7 +23,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from villani.figures.style import DOUBLE, fmt_num, lam_color, middle_lam, run_label, wrap
-from villani.io.results import measurements, trace_samples
+from villani.io.results import is_doubly_stochastic, measurements, trace_samples
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
 from villani.stats import sample_stats
@@ -75,7 +75,9 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
             ax.set_title(f"{phase}: step {step}, M = {x.size}\ntr∇²L ≈ {fmt_num(st.mean, 3)}, λd = {fmt_num(lam_d, 3)}\n"
                          f"Shapiro p = {fmt_num(st.shapiro_p, 2)}\nCV: ∇²F {cv_f}%, ∇²L {cv_l}%",
                          fontsize=7)
-            ax.set(xlabel=f"deflated sample (k = {rank})" if rank else "sample vᵀ∇²L v")
+            ds = is_doubly_stochastic(rec.get("trace_L_estimator"))
+            ax.set(xlabel="group mean of vᵀ∇²L_B v (doubly stochastic)" if ds else
+                   f"deflated sample (k = {rank})" if rank else "sample vᵀ∇²L v")
             rows += [{"variant": run.variant, "phase": phase, "step": step, "lam": run.lam, "seed": run.seed,
                       "probe": i, "sample_L": v, "sample_F": v + lam_d, "lam_d": lam_d, "cv_F": st_f.cv,
                       "cv_L": st.cv, "shapiro_p": st.shapiro_p, "deflation_rank": rank} for i, v in enumerate(x)]

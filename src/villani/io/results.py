@@ -51,7 +51,7 @@ __all__ = [
     "MEASURE_SCALARS", "MEASURE_LABELS", "TRACE_FIELDS",
     "read_stats", "data_stats", "train_tokens", "vocabulary",
     "read_checkpoint_meta", "checkpoint_table", "training_log",
-    "measure_paths", "read_measure", "measurement_row", "measurements", "measure_samples", "run_records",
+    "is_doubly_stochastic", "measure_paths", "read_measure", "measurement_row", "measurements", "measure_samples", "run_records",
     "eigen_frame", "trace_samples",
     "rays_table", "landscape_surface", "bounds_summary", "bounds_frame", "cost_table",
 ]
@@ -140,6 +140,12 @@ MEASURE_LABELS = ("decay_mode", "decay_params", "spectrum_of", "precision")
 TRACE_FIELDS = ("mean", "std", "stderr", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq", "num_probes",
                 "max_probes", "deflation_rank", "exact_part", "remainder_frob_sq", "remainder_diag_sq",
                 "target_half_width")
+
+
+def is_doubly_stochastic(estimator) -> bool:
+    """Whether a record's ``trace_L.estimator`` is the doubly stochastic one (``measure.ds_blocks``):
+    its samples are group means, and it has no ‖∇²L‖_F² (``frob_sq`` null)."""
+    return isinstance(estimator, str) and estimator.startswith("doubly stochastic")
 
 
 def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] | None = ("adamw",)

@@ -27,7 +27,9 @@ measurement set (:mod:`villani.measure.measurement_set`):
 - Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
 - with ``measure.spectrum_every`` = n > 1 (:func:`villani.measure.cost_model.spectrum_at`)
   the top-k run, the SLQ density and the deflation only at every n-th checkpoint and the
-  last; elsewhere plain Hutchinson for the trace and null spectrum fields;
+  last; elsewhere plain Hutchinson for the trace and null spectrum fields — or, with
+  ``measure.ds_blocks``, the doubly stochastic trace (:func:`villani.measure.curvature_phase.ds_curvature`: groups of
+  ``probe_block`` probes on fresh samples of ``ds_blocks`` measurement blocks; no ‖∇²L‖_F²);
 - the trace products at ``measure.precision`` and the job's audit of it, ``precision_audit``
   (:mod:`villani.measure.precision_audit`: a few products recomputed at fp32 "highest" —
   in bf16 when the job's were "highest" — their error against the trace's standard error;
@@ -46,28 +48,19 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 import torch
 
-from villani.curvature import (
-    CITarget,
-    ModelHessian,
-    ShiftedOperator,
-    deflation_from_lanczos,
-    hutchinson,
-    slq,
-    slq_num_starts,
-    top_eigenvalues,
-)
+from villani.curvature import ModelHessian
 from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
 from villani.io.results import data_stats, vocabulary
-from villani.measure.cost_model import cost_counts, spectrum_at
+from villani.measure.cost_model import cost_counts
+from villani.measure.curvature_phase import Clock, curvature
 from villani.measure.grad_noise import gradient_noise
 from villani.measure.measurement_set import (
     mean_token_loss,
@@ -75,17 +68,16 @@ from villani.measure.measurement_set import (
     train_blocks,
 )
 from villani.measure.parameter_groups import group_columns
-from villani.measure.precision_audit import TracePrecision
 from villani.model import num_params
 from villani.plan import layout
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
-from villani.progress import Progress, running_top_eigenvalue, running_trace
+from villani.progress import Progress
 from villani.psi import psi_key, psi_s, psi_s_interval
 from villani.stats import predicted_cv, sample_stats
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["measure_checkpoint", "ci_target", "slq_starts", "cost_counts", "SCHEMA_VERSION", "NOTE"]
+__all__ = ["measure_checkpoint", "SCHEMA_VERSION", "NOTE"]
 
 log = logging.getLogger(__name__)
 
@@ -96,26 +88,8 @@ NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson wit
         "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
         "grad_F_sq_norm/s; top_eigenvalues, lambda_median and the SLQ nodes are of ∇²F = ∇²L + λI")
 ESTIMATOR_NAMES = {"hutchinson": "hutchinson (Rademacher)",
-                   "deflated": "deflated hutchinson (Rademacher, Lanczos basis)"}
-
-
-def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
-    """The CI target of ``measure.trace_rel_ci`` (relative to |tr ∇²L|) and
-    ``measure.psi_rel_ci`` (relative to |Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)| for every s), or None."""
-    bounds = []
-    if me.get("trace_rel_ci") is not None:
-        bounds.append((float(me["trace_rel_ci"]), 0.0))
-    if me.get("psi_rel_ci") is not None:
-        bounds += [(float(me["psi_rel_ci"]), grad_F_sq / float(s) - lam * d) for s in me["s_values"]]
-    return CITarget(tuple(bounds), min_probes=int(me.get("min_probes", 8))) if bounds else None
-
-
-def slq_starts(me: Mapping, d: int, step: int, steps: list[int]) -> tuple[int, bool]:
-    """(SLQ starts at this checkpoint, whether it is a full-density checkpoint)."""
-    full = {"every": True, "ends": step in (steps[0], steps[-1]), "never": False}[me.get("full_density", "every")]
-    if me.get("slq_cdf_tol") is None or full:
-        return int(me["slq_probes"]), True
-    return min(int(me["slq_probes"]), slq_num_starts(d, float(me["slq_cdf_tol"]))), False
+                   "deflated": "deflated hutchinson (Rademacher, Lanczos basis)",
+                   "doubly_stochastic": "doubly stochastic hutchinson (Rademacher, fresh measurement blocks per group)"}
 
 
 def _trace_block(est, names: list[str], model_type: str) -> tuple[dict, dict, dict, np.ndarray, list[str]]:
@@ -141,7 +115,7 @@ def _predicted_cv(est, mean: float) -> float | None:
     return math.sqrt(max(var, 0.0)) / (math.sqrt(est.num_probes) * abs(mean))
 
 
-def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | None) -> pd.DataFrame:
+def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | None, ds=None) -> pd.DataFrame:
     rows: list[dict] = []
     M = est.num_probes
 
@@ -158,7 +132,8 @@ def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | No
 
     add("trace_L", est.samples)
     add("trace_F", est.samples + lam_d)
-    add("frob_sq_L", est.frob_sq_samples)
+    if est.frob_sq_samples is not None:
+        add("frob_sq_L", est.frob_sq_samples)
     probes = np.repeat(np.arange(M), len(gnames))
     add("group_trace", gs.ravel(), probe=probes, block=np.tile(np.asarray(gnames, dtype=object), M))
     tn = list(est.block_names)
@@ -171,6 +146,11 @@ def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | No
     if top is not None:
         add("top_eigenvalue", top.values, probe=np.zeros(len(top.values), dtype=np.int64),
             index=np.arange(len(top.values)), weight=top.residuals)
+    if ds is not None:  # the raw vᵀH_Bv of each group (index) and the measurement blocks it drew
+        J, k = ds.samples.shape
+        add("ds_sample", ds.samples.ravel(), probe=np.tile(np.arange(k), J), index=np.repeat(np.arange(J), k))
+        add("ds_group_block", ds.blocks.ravel(), probe=np.tile(np.arange(ds.blocks.shape[1]), J),
+            index=np.repeat(np.arange(J), ds.blocks.shape[1]))
     if noise is not None:
         add("grad_noise_batch_sq_norm", noise["grad_sq_norms"])
     df = pd.concat(rows, ignore_index=True)
@@ -196,27 +176,7 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
         return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device, bar=bar)
 
 
-class _Clock:
-    """Seconds per phase (``seconds_breakdown``), and the progress bar's phase names."""
-
-    def __init__(self, bar: Progress):
-        self.bar, self.t0, self.t = bar, time.perf_counter(), time.perf_counter()
-        self.laps: dict[str, float] = {}
-
-    def start(self, name: str, **kw) -> None:
-        self.bar.phase(name, **kw)
-
-    def lap(self, name: str) -> None:
-        t1 = time.perf_counter()
-        self.laps[name] = round(t1 - self.t, 4)
-        self.t = t1
-
-    def total(self) -> float:
-        self.laps["total_before_write"] = round(time.perf_counter() - self.t0, 4)
-        return self.laps["total_before_write"]
-
-
-def _load(params: Mapping, run: Run, step: int, root, device, clock: _Clock) -> dict:
+def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> dict:
     """Model, measurement batches and the validation loss of one checkpoint."""
     me = params["measure"]
     clock.start("load")
@@ -246,67 +206,8 @@ def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
     return float(theta.square().sum()), first
 
 
-def _curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[int], grad_F_sq: float,
-               clock: _Clock, where: str, make_op, model_type: str) -> dict:
-    """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F; at a
-    checkpoint without a spectrum (``measure.spectrum_every``) plain Hutchinson only. The
-    trace products at ``measure.precision``, audited (:mod:`villani.measure.precision_audit`);
-    everything else on ``H``, at ``highest``."""
-    bar, spectrum = clock.bar, spectrum_at(int(me.get("spectrum_every", 1)), step, steps)
-    seed_p = int(me["probe_seed"])
-    deflate = spectrum and me.get("trace_estimator", "hutchinson") == "deflated"
-    hessian_F, d = ShiftedOperator(H, lam), H.dim
-    n_starts, full_density = slq_starts(me, d, step, steps)
-    m_max = int(me["num_probes"])
-    slq_rest = (n_starts - 1) * int(me["slq_steps"]) if spectrum else 0
-    top = density = None
-    if spectrum:
-        clock.start("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
-        top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
-                              keep_basis=deflate, tol=me.get("lanczos_tol"),
-                              callback=bar.counter(0, running_top_eigenvalue))
-        clock.lap("lanczos")
-    done = top.num_matvecs if spectrum else 0
-    deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
-    clock.start("hutchinson", total=done + m_max + slq_rest)
-    calls, progress = [0], bar.counter(done, running_trace)
-
-    def counted(*a):  # one call per operator call: one graph build each where the graph is not kept
-        calls[0] += 1
-        return progress(*a)
-
-    def trace(op):
-        est = hutchinson(op, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
-                         batch_size=int(me.get("probe_block", 1)), deflation=deflation,
-                         target=ci_target(me, grad_F_sq, lam, d), callback=counted)
-        check_finite(est.samples, where, "trace_L samples")
-        return est
-
-    prec = TracePrecision(me.get("precision", "highest"), H, make_op)
-    est = trace(prec.recording)
-    prec.trace_done()
-    clock.lap("hutchinson")
-    if spectrum:
-        clock.start("slq", total=done + est.num_matvecs + slq_rest)
-        density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
-                      callback=bar.counter(done + est.num_matvecs))
-        clock.lap("slq")
-    clock.start("precision_audit")
-    est, audit = prec.settle(est, trace, blocks=H.param_blocks(), model_type=model_type)
-    del deflation
-    clock.lap("precision_audit")
-    kept = H.graph_kept
-    H.release()
-    products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
-    extra = audit["products"] + prec.fallback_products  # spent, not behind a published number
-    return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
-                graph_kept=kept, products=int(products), spent=int(products + extra), hutchinson_calls=calls[0] + 1,
-                hutchinson_products=int(est.num_matvecs + extra), kept_builds=prec.graph_builds(),
-                build_seconds=sum(op.build_seconds for op in prec.ops), precision_audit=audit)
-
-
 def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
-    clock = _Clock(bar)
+    clock = Clock(bar)
     ds, lam, seed, step = params["data"]["name"], float(lam), int(seed), int(step)
     run, steps = Run(ds, variant, lam, seed), checkpoint_steps(params["train"])
     if step not in steps:
@@ -322,8 +223,11 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     clock.lap("gradient")
     make_op = lambda prec: ModelHessian(job["model"], job["batches"], lam=0.0, method=method,  # noqa: E731
                                         reuse_graph=H.graph_kept, precision=prec)
-    cur = _curvature(params["measure"], H, lam, step, steps, first["grad_F_sq_norm"], clock, where, make_op,
-                     job["model"].config.model_type)
+    rows, bs = torch.cat(job["batches"]), int(params["measure"]["batch_size"])
+    sub_op = lambda idx, prec: ModelHessian(job["model"], list(rows[idx].split(bs)), lam=0.0,  # noqa: E731
+                                            method=method, reuse_graph=H.graph_kept, precision=prec)
+    cur = curvature(params["measure"], H, lam, step, steps, first["grad_F_sq_norm"], clock, where, make_op,
+                     job["model"].config.model_type, sub_op, int(rows.shape[0]))
     noise = None
     if step in (steps[0], steps[-1]):
         clock.start("grad_noise")
@@ -332,7 +236,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     rec = _record(params, run, step, str(ckpt), job, H, theta_sq, first, cur, noise)
     tensor_tr, group_tr, group_err, gs, gnames = _trace_block(cur["est"], H.names, job["model"].config.model_type)
     rec.update(block_traces=group_tr, block_traces_stderr=group_err, tensor_traces=tensor_tr)
-    frame = _samples_frame(cur["est"], gs, gnames, cur["top"], cur["density"], rec["lam_d"], noise)
+    frame = _samples_frame(cur["est"], gs, gnames, cur["top"], cur["density"], rec["lam_d"], noise, cur.get("ds"))
     check_finite(rec, where)
     check_finite(frame["value"].to_numpy(), where, "samples")
     rec["seconds"] = clock.total()
@@ -348,11 +252,12 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
 
 def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
     """The ``trace_L`` object: the estimate of tr ∇²L, its CI, and how it was made."""
-    est, deflate = cur["est"], cur["deflate"]
-    return {
+    est, deflate, ds = cur["est"], cur["deflate"], cur.get("ds")
+    out = {
         "mean": st.mean, "std": st.std, "stderr": st.stderr, "ci95": list(ci) if ci else None,
         "cv": st.cv, "rel_stderr": st.rel_stderr, "shapiro_p": st.shapiro_p,
-        "frob_sq": float(est.frob_sq), "diag_sq": None if est.diag_sq is None else float(est.diag_sq),
+        "frob_sq": None if est.frob_sq is None else float(est.frob_sq),
+        "diag_sq": None if est.diag_sq is None else float(est.diag_sq),
         "num_probes": est.num_probes, "probe_seed": cur["seed_p"], "first_probe": 1 if deflate else 0,
         "estimator": ESTIMATOR_NAMES["deflated" if deflate else "hutchinson"],
         "deflation_rank": est.deflation_rank, "exact_part": est.exact_part,
@@ -361,7 +266,19 @@ def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
         "min_probes": int(me.get("min_probes", 8)) if est.target_half_width is not None else None,
         "target_half_width": est.target_half_width,
         "ci_rule": "t" if est.target_half_width is None else "stein two-stage",
+        "doubly_stochastic": None,
     }
+    if ds is not None:  # the samples above are the J group means; probes count products
+        k = ds.probes_per_group
+        out.update(num_probes=ds.num_matvecs, max_probes=ds.max_groups * k, first_probe=None,
+                   estimator=ESTIMATOR_NAMES["doubly_stochastic"],
+                   min_probes=None if ds.pilot is None else ds.pilot * k,
+                   doubly_stochastic={"groups": ds.num_groups, "probes_per_group": k,
+                                      "blocks_per_group": ds.blocks_per_group, "n_blocks": ds.n_blocks,
+                                      "max_groups": ds.max_groups, "pilot_groups": ds.pilot,
+                                      "between_var": _finite_or_none(ds.between_var),
+                                      "within_var": _finite_or_none(ds.within_var)})
+    return out
 
 
 def _spectrum_fields(me: Mapping, cur: dict) -> dict:
@@ -425,14 +342,15 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
         "psi_s_ci95": None if ci is None else {
             psi_key(s): psi_s_interval(ci, gF_sq, lam, d, s) for s in me["s_values"]},
         "predicted_cv": _predicted_cv(est, st.mean),
-        "predicted_cv_plain": predicted_cv(est.frob_sq, st.mean, est.num_probes,
-                                           None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
-        "predicted_cv_bound": predicted_cv(est.frob_sq, st.mean, est.num_probes),
+        "predicted_cv_plain": None if est.frob_sq is None else predicted_cv(
+            est.frob_sq, st.mean, est.num_probes, None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
+        "predicted_cv_bound": None if est.frob_sq is None else predicted_cv(est.frob_sq, st.mean, est.num_probes),
         **_spectrum_fields(me, cur),
         "hvp_count": products,
         "cost": cost_counts(cur["spent"], int(H.num_tokens), graph_kept=cur["graph_kept"], noise_tokens=noise_tokens,
                             val_tokens=job["val_tokens"], hutchinson_products=cur["hutchinson_products"],
-                            hutchinson_calls=cur["hutchinson_calls"], kept_builds=cur["kept_builds"]),
+                            hutchinson_calls=cur["hutchinson_calls"], kept_builds=cur["kept_builds"],
+                            subset=cur.get("subset")),
         "hvp_method": me["hvp_method"],
         "precision": cur["precision_audit"]["used"],
         "precision_audit": cur["precision_audit"],

@@ -139,16 +139,23 @@ def job_equivalents(c: "Counts | Mapping[str, Counts]", k: Constants = REHEARSAL
 
 
 def cost_counts(products: int, tokens: int, *, graph_kept: bool, noise_tokens: int, val_tokens: int,
-                hutchinson_products: int = 0, hutchinson_calls: int = 0, kept_builds: int = 1) -> dict:
+                hutchinson_products: int = 0, hutchinson_calls: int = 0, kept_builds: int = 1,
+                subset: Mapping[str, int] | None = None) -> dict:
     """The ``cost`` object of a measure JSON (:class:`Counts` and
-    its token-equivalents): every product on the whole measurement set; ``kept_builds``
-    graph builds when ModelHessian kept the graph (one per precision the job's products
-    used), else one per Lanczos/SLQ product and one per Hutchinson or audit operator call
-    (``measure.probe_block`` probes each), ∇L then by a plain gradient."""
+    its token-equivalents): ``products`` on the whole measurement set of ``tokens``;
+    ``kept_builds`` graph builds when ModelHessian kept the graph (one per precision the
+    job's products used), else one per Lanczos/SLQ product and one per Hutchinson or audit
+    operator call (``measure.probe_block`` probes each), ∇L then by a plain gradient.
+    ``subset``: the doubly stochastic trace's ``products`` and graph ``builds`` on
+    ``tokens`` tokens each (its audit's included); ``tokens_per_product`` is then the mean
+    over all products (rounded)."""
     builds = kept_builds if graph_kept else products - hutchinson_products + hutchinson_calls
     c = Counts(products, builds, products * tokens, builds * tokens, noise_tokens + (0 if graph_kept else tokens),
                val_tokens)
-    return {**asdict(c), "graph_kept": bool(graph_kept), "tokens_per_product": int(tokens),
+    if subset is not None:
+        n, b, t = int(subset["products"]), int(subset["builds"]), int(subset["tokens"])
+        c = c + Counts(n, b, n * t, b * t)
+    return {**asdict(c), "graph_kept": bool(graph_kept), "tokens_per_product": int(tokens) if subset is None else int(round(c.tokens_per_product)),
             "training_token_equivalents": token_equivalents(c)}
 
 
@@ -281,7 +288,7 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
     steps × batch × sequence length. With ``sweep_at_ends`` the lr/warm-up sweep arms are
     measured at their first and last checkpoint only (a DAG change: today every run is
     measured at every checkpoint)."""
-    from villani.measure.checkpoint import slq_starts
+    from villani.measure.curvature_phase import slq_starts
     from villani.measure.precision_audit import AUDIT_PRODUCTS
     from villani.plan.runs import runs, sweep_variants
     from villani.plan.schedule import checkpoint_steps

@@ -27,7 +27,9 @@ outputs). With :math:`a_i` the cheaper product, :math:`r_i` the ``highest`` one 
   enters — ``trace_L`` (and so ΔF and Ψ_s, which differ from it by exact terms),
   the worst of the ``block_traces`` groups (:math:`\delta_{i,g}` summed over the group's
   coordinates, over the group's stderr) and ``frob_sq``
-  (:math:`\big|\|a_i\|^2 - \|r_i\|^2\big|` over the stderr of the ‖Hy‖² samples);
+  (:math:`\big|\|a_i\|^2 - \|r_i\|^2\big|` over the stderr of the ‖Hy‖² samples; not
+  for a doubly stochastic trace, which estimates no ‖∇²L‖_F²). For a doubly stochastic
+  trace the samples are the group means and the audited products those of group 0's blocks;
 - ``passed``: every ratio ≤ :data:`AUDIT_FRACTION` (the issue's bar: the added error at
   most 10 % of the statistical one; for the trace, ``trace_rel_error`` ≤ ``bound`` =
   0.1 × ``trace_rel_stderr``).
@@ -131,10 +133,11 @@ def audit(rec: Recording, other: Callable[[str], Callable[[Tensor], Tensor]], *,
     for cols in groups.values():
         err = float(np.abs(per_tensor[:, cols].sum(axis=1)).max())
         group_ratios.append(_ratio(err, sample_stats(est.block_samples[:, cols].sum(axis=1)).stderr))
-    frob_err = float(np.abs(_dots(A, A) - _dots(R, R)).max())
     ratios = {"trace_L": _ratio(trace_err, st.stderr),
-              "block_traces": None if None in group_ratios else max(group_ratios),
-              "frob_sq": _ratio(frob_err, sample_stats(est.frob_sq_samples).stderr)}
+              "block_traces": None if None in group_ratios else max(group_ratios)}
+    if est.frob_sq_samples is not None:  # a doubly stochastic trace estimates no ‖∇²L‖_F²
+        frob_err = float(np.abs(_dots(A, A) - _dots(R, R)).max())
+        ratios["frob_sq"] = _ratio(frob_err, sample_stats(est.frob_sq_samples).stderr)
     rel_stderr = st.stderr / abs(tr) if st.stderr is not None and tr else None
     return {
         "requested": requested, "used": used, "audited": audited, "device": rec.device.type, "note": note,

@@ -327,6 +327,8 @@ def _cross_checks(p: dict, source: str) -> None:
     for w in t["sweep"]["warmup_steps"]:
         if w > t["steps"]:
             _fail(source, "train.sweep.warmup_steps", t["sweep"]["warmup_steps"], f"values ≤ train.steps = {t['steps']}")
+    if me["ds_blocks"] is not None and me["ds_blocks"] > me["blocks"]:
+        _fail(source, "measure.ds_blocks", me["ds_blocks"], f"≤ measure.blocks = {me['blocks']}, or null")
     if me["lanczos_steps"] < me["top_k"]:
         _fail(source, "measure.lanczos_steps", me["lanczos_steps"], f"≥ measure.top_k = {me['top_k']}")
     if len(set(me["s_values"])) != len(me["s_values"]):

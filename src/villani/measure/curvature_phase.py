@@ -1,0 +1,195 @@
+r"""The curvature part of one checkpoint's measurement (:mod:`villani.measure.checkpoint`).
+
+:func:`curvature`: the top-k Lanczos run of ∇²F, the (deflated) Hutchinson trace of ∇²L
+and the SLQ density, or at a checkpoint without a spectrum (``measure.spectrum_every``)
+the trace only — plain Hutchinson on the whole measurement set, or with
+``measure.ds_blocks`` the doubly stochastic trace (:func:`ds_curvature`). The trace
+products run at ``measure.precision`` and are audited
+(:mod:`villani.measure.precision_audit`). :func:`ci_target` and :func:`slq_starts` turn
+``measure`` settings into the estimators' stopping rules; :class:`Clock` times the phases.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Mapping
+
+from villani.curvature import (
+    CITarget,
+    ModelHessian,
+    ShiftedOperator,
+    deflation_from_lanczos,
+    hutchinson,
+    slq,
+    slq_num_starts,
+    top_eigenvalues,
+)
+from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
+from villani.io.finite import check_finite
+from villani.measure.cost_model import ds_groups, spectrum_at
+from villani.measure.precision_audit import TracePrecision
+from villani.progress import Progress, running_top_eigenvalue, running_trace
+
+__all__ = ["Clock", "ci_target", "slq_starts", "curvature", "ds_curvature"]
+
+
+def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
+    """The CI target of ``measure.trace_rel_ci`` (relative to |tr ∇²L|) and
+    ``measure.psi_rel_ci`` (relative to |Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)| for every s), or None."""
+    bounds = []
+    if me.get("trace_rel_ci") is not None:
+        bounds.append((float(me["trace_rel_ci"]), 0.0))
+    if me.get("psi_rel_ci") is not None:
+        bounds += [(float(me["psi_rel_ci"]), grad_F_sq / float(s) - lam * d) for s in me["s_values"]]
+    return CITarget(tuple(bounds), min_probes=int(me.get("min_probes", 8))) if bounds else None
+
+
+def slq_starts(me: Mapping, d: int, step: int, steps: list[int]) -> tuple[int, bool]:
+    """(SLQ starts at this checkpoint, whether it is a full-density checkpoint)."""
+    full = {"every": True, "ends": step in (steps[0], steps[-1]), "never": False}[me.get("full_density", "every")]
+    if me.get("slq_cdf_tol") is None or full:
+        return int(me["slq_probes"]), True
+    return min(int(me["slq_probes"]), slq_num_starts(d, float(me["slq_cdf_tol"]))), False
+
+
+class Clock:
+    """Seconds per phase (``seconds_breakdown``), and the progress bar's phase names."""
+
+    def __init__(self, bar: Progress):
+        self.bar, self.t0, self.t = bar, time.perf_counter(), time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def start(self, name: str, **kw) -> None:
+        self.bar.phase(name, **kw)
+
+    def lap(self, name: str) -> None:
+        t1 = time.perf_counter()
+        self.laps[name] = round(t1 - self.t, 4)
+        self.t = t1
+
+    def total(self) -> float:
+        self.laps["total_before_write"] = round(time.perf_counter() - self.t0, 4)
+        return self.laps["total_before_write"]
+
+
+def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[int], grad_F_sq: float,
+               clock: Clock, where: str, make_op, model_type: str, sub_op, n_blocks: int) -> dict:
+    """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F; at a
+    checkpoint without a spectrum (``measure.spectrum_every``) the trace only: plain
+    Hutchinson, or with ``measure.ds_blocks`` doubly stochastic (:func:`ds_curvature`). The
+    trace products at ``measure.precision``, audited (:mod:`villani.measure.precision_audit`);
+    everything else on ``H``, at ``highest``."""
+    bar, spectrum = clock.bar, spectrum_at(int(me.get("spectrum_every", 1)), step, steps)
+    if not spectrum and me.get("ds_blocks") is not None:
+        return ds_curvature(me, H, lam, grad_F_sq, clock, where, sub_op, n_blocks, model_type)
+    seed_p = int(me["probe_seed"])
+    deflate = spectrum and me.get("trace_estimator", "hutchinson") == "deflated"
+    hessian_F, d = ShiftedOperator(H, lam), H.dim
+    n_starts, full_density = slq_starts(me, d, step, steps)
+    m_max = int(me["num_probes"])
+    slq_rest = (n_starts - 1) * int(me["slq_steps"]) if spectrum else 0
+    top = density = None
+    if spectrum:
+        clock.start("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
+        top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
+                              keep_basis=deflate, tol=me.get("lanczos_tol"),
+                              callback=bar.counter(0, running_top_eigenvalue))
+        clock.lap("lanczos")
+    done = top.num_matvecs if spectrum else 0
+    deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
+    clock.start("hutchinson", total=done + m_max + slq_rest)
+    calls, progress = [0], bar.counter(done, running_trace)
+
+    def counted(*a):  # one call per operator call: one graph build each where the graph is not kept
+        calls[0] += 1
+        return progress(*a)
+
+    def trace(op):
+        est = hutchinson(op, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
+                         batch_size=int(me.get("probe_block", 1)), deflation=deflation,
+                         target=ci_target(me, grad_F_sq, lam, d), callback=counted)
+        check_finite(est.samples, where, "trace_L samples")
+        return est
+
+    prec = TracePrecision(me.get("precision", "highest"), H, make_op)
+    est = trace(prec.recording)
+    prec.trace_done()
+    clock.lap("hutchinson")
+    if spectrum:
+        clock.start("slq", total=done + est.num_matvecs + slq_rest)
+        density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
+                      callback=bar.counter(done + est.num_matvecs))
+        clock.lap("slq")
+    clock.start("precision_audit")
+    est, audit = prec.settle(est, trace, blocks=H.param_blocks(), model_type=model_type)
+    del deflation
+    clock.lap("precision_audit")
+    kept = H.graph_kept
+    H.release()
+    products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
+    extra = audit["products"] + prec.fallback_products  # spent, not behind a published number
+    return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
+                graph_kept=kept, products=int(products), spent=int(products + extra), hutchinson_calls=calls[0] + 1,
+                hutchinson_products=int(est.num_matvecs + extra), kept_builds=prec.graph_builds(),
+                build_seconds=sum(op.build_seconds for op in prec.ops), precision_audit=audit)
+
+
+def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clock: Clock, where: str, sub_op,
+                  n_blocks: int, model_type: str) -> dict:
+    r"""tr ∇²L at a checkpoint without a spectrum by the doubly stochastic estimator
+    (:mod:`villani.curvature.doubly_stochastic`): J groups of k = ``measure.probe_block``
+    probes, group j on its own uniform sample of b = ``measure.ds_blocks`` of the n
+    measurement blocks (one operator call, one graph build, k products of b/n of the
+    tokens); J = ⌈num_probes/k⌉ (≥ 2), or with a CI target Stein's rule over the group means
+    after a pilot of ⌈min_probes/k⌉ (≥ 2) groups. The estimate and its t (Stein) interval
+    are over the J i.i.d. group means, so the between-block variance is inside the CI.
+    ``sub_op(indices, precision)`` is the Hessian of those blocks. The precision audit runs
+    on group 0's blocks (the same vectors at the other precision); a failed audit below
+    ``highest`` recomputes every group there. ∇L was made on the whole set (``H``), whose
+    graph is released first."""
+    seed_p, b, k = int(me["probe_seed"]), int(me["ds_blocks"]), int(me.get("probe_block", 1))
+    groups = ds_groups(int(me["num_probes"]), k)
+    target = ci_target(me, grad_F_sq, lam, H.dim)
+    if target is not None:
+        target = replace(target, min_probes=max(2, math.ceil(target.min_probes / k)))
+    kept = H.graph_kept
+    H.release()
+    ops: list[ModelHessian] = []
+
+    def make(idx, precision: str) -> ModelHessian:
+        ops.append(sub_op(idx, precision))
+        return ops[-1]
+
+    idx0 = [int(i) for i in group_blocks(n_blocks, b, seed_p, 0)]
+    prec = TracePrecision(me.get("precision", "highest"), make(idx0, "highest"), lambda p: make(idx0, p))
+    clock.start("hutchinson", total=groups * k)
+    progress, latest = clock.bar.counter(0, running_trace), {}
+
+    def trace(first, precision: str):
+        pending = [first] if first is not None else []
+        est = doubly_stochastic_trace(lambda idx: pending.pop() if pending else make(idx, precision), n_blocks,
+                                      groups=groups, blocks=b, probes=k, seed=seed_p,
+                                      coordinates=H.param_blocks(), target=target, callback=progress)
+        check_finite(est.samples, where, "trace_L samples")
+        latest["ds"] = est
+        return est.as_trace_estimate()
+
+    est = trace(prec.recording, prec.used)
+    prec.trace_done()
+    clock.lap("hutchinson")
+    clock.start("precision_audit")
+    est, audit = prec.settle(est, lambda _H: trace(None, "highest"), blocks=H.param_blocks(), model_type=model_type)
+    clock.lap("precision_audit")
+    for op in ops:
+        op.release()
+    ds = latest["ds"]
+    subset_builds = sum(op.builds // len(op.batches) for op in ops)
+    extra = audit["products"] + prec.fallback_products
+    return dict(top=None, est=est, density=None, deflate=False, seed_p=seed_p, full_density=False, graph_kept=kept,
+                products=int(ds.num_matvecs), spent=0, hutchinson_calls=0, hutchinson_products=0,
+                kept_builds=int(kept), build_seconds=sum(op.build_seconds for op in [H, *ops]),
+                precision_audit=audit, ds=ds,
+                subset=dict(products=int(ds.num_matvecs + extra), builds=int(subset_builds),
+                            tokens=int(ops[0].num_tokens)))
