@@ -1,13 +1,16 @@
 """Measurement at the price of its training (issue 24): today's and the new preset ratio.
 
-    python benchmarks/measure_cost.py --results results --params params.yaml --run adamw,1.0,0,240 --threads 1
+    python benchmarks/measure_cost.py --results results --params params.yaml --run adamw,0.12,0,240 --threads 1
 
-1. On one trained checkpoint of the default run (``--run variant,λ,seed,step``) it measures
-   the doubly stochastic trace's variance components (:mod:`villani.curvature.doubly_stochastic`:
-   ``--groups`` groups of ``--ds-probes`` probes on one measurement block each): the
-   between-block variance of one block's trace σ²_B,1 and the probe variance σ²_v, both
-   relative to tr². The plain and deflated probes' relative variances come from that
-   checkpoint's measure JSON (``predicted_cv_plain``, ``predicted_cv``, × √M).
+1. On one trained checkpoint (``--run variant,λ,seed,step`` of ``--params``; the presets'
+   511-token blocks: ``benchmarks/blocks511.yaml``, benchmarks/README.md) it measures the
+   doubly stochastic trace's variance components: the between-block variance of one block's
+   trace σ²_B,1 and the probe variance σ²_v on one block, both relative to tr², from every
+   measurement block's own Hutchinson estimate (``--block-probes`` each), and runs the
+   estimator (:mod:`villani.curvature.doubly_stochastic`, ``--groups`` groups of
+   ``--ds-probes`` probes on one block each) as a check. The plain and deflated probes'
+   relative variances come from that checkpoint's measure JSON (``predicted_cv_plain``,
+   ``predicted_cv``, × √M).
 2. With those, the cost model (:mod:`villani.measure.cost_model`, the rehearsal's 3.41 /
    3.59 training token passes per token) prints the preset ratio measurement/training of
    ``--preset`` (default ``configs/ptb.yaml``) today — every checkpoint: 60 Lanczos steps +
@@ -42,9 +45,13 @@ Z = 1.959963984540054
 
 
 def variance_components(params: dict, root: str, variant: str, lam: float, seed: int, step: int, *, groups: int,
-                        probes: int) -> dict:
-    """Relative (÷ tr²) variances at one checkpoint: DS between-block (one block) and probe, plain, deflated."""
-    from villani.curvature import ModelHessian
+                        probes: int, block_probes: int) -> dict:
+    """Relative (÷ tr²) variances at one checkpoint: between-block (one block's trace over the
+    measurement blocks) and a probe's on one block — both from every block's own Hutchinson
+    estimate (``block_probes`` probes each: σ²_B,1 = the variance of the block estimates less
+    their mean squared standard error) —, plain and deflated (the measure JSON), and a doubly
+    stochastic run (``groups`` × ``probes`` on one block each) with its CI, as a check."""
+    from villani.curvature import ModelHessian, hutchinson
     from villani.curvature.doubly_stochastic import doubly_stochastic_trace
     from villani.io.results import read_measure
     from villani.measure.measurement_set import measurement_batches
@@ -59,12 +66,28 @@ def variance_components(params: dict, root: str, variant: str, lam: float, seed:
     rows = torch.cat(batches)
     est = doubly_stochastic_trace(lambda idx: ModelHessian(model, [rows[idx]]), rows.shape[0], groups=groups,
                                   blocks=1, probes=probes, seed=0)
+    per_block = [hutchinson(ModelHessian(model, [rows[i:i + 1]]), block_probes, seed=1000 + i, batch_size=block_probes)
+                 for i in range(rows.shape[0])]
+    means = np.array([e.mean for e in per_block])
+    noise = float(np.mean([e.stderr**2 for e in per_block]))
     tr = rec["trace_L"]
     M, mean = tr["num_probes"], tr["mean"]
     return {"trace": mean, "ds_mean": est.mean, "ds_ci95": est.ci95, "n_blocks": int(rows.shape[0]),
-            "block_tokens": int(rows.shape[1] - 1), "between_one": est.between_var / mean**2,
-            "probe": est.within_var / mean**2, "plain": (rec["predicted_cv_plain"] * math.sqrt(M)) ** 2,
+            "block_tokens": int(rows.shape[1] - 1), "between_one": (means.var(ddof=1) - noise) / mean**2,
+            "block_mean": float(means.mean()), "ds_between_one": est.between_var / mean**2,
+            "between_one_upper": _between_upper(means, noise) / mean**2,
+            "probe": float(np.mean([e.std**2 for e in per_block])) / mean**2,
+            "plain": (rec["predicted_cv_plain"] * math.sqrt(M)) ** 2,
             "deflated": (rec["predicted_cv"] * math.sqrt(M)) ** 2 if rec.get("predicted_cv") else None}
+
+
+def _between_upper(means: np.ndarray, noise: float) -> float:
+    """The 95 % upper confidence bound of σ²_B,1 from n block estimates: their sample variance's
+    χ² bound, (n − 1)s²/χ²_{0.025, n−1}, less the probes' noise in them."""
+    from scipy import stats
+
+    n = means.size
+    return (n - 1) * float(means.var(ddof=1)) / float(stats.chi2.ppf(0.025, n - 1)) - noise
 
 
 def probes_for(rel_var: float, rel_ci: float, lo: int = 2, hi: int = 10_000) -> int:
@@ -109,11 +132,27 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
     out = []
     shipped = cm.Schedule(block=int(me.get("probe_block", 1)))  # every checkpoint, the preset's probe_block
     for m in (int(me.get("min_probes", 8)), 16, int(me["num_probes"])):
-        plan, ratios = _ratios(preset, args, probes=m, schedule=shipped)
+        plan, ratios = _ratios(preset, args, probes=m, schedule=shipped, sweep_at_ends=False)
         out.append((f"today, M = {m}", ratios, f"{60 + m} products/checkpoint, {shipped.block} trace probes per "
                     f"graph build, graph kept: {plan['keeps_graph']}"))
     m_defl = probes_for(comp["deflated"], args.rel_ci, lo=int(me.get("min_probes", 8)), hi=int(me["num_probes"]))
+    ships = cm.Schedule.of(me)
+    bounds = [("", comp["between_one"])]
+    if comp.get("between_one_upper") is not None:
+        bounds.append((", σ²_B at its 95 % upper bound", comp["between_one_upper"]))
+    for suffix, between in bounds if ships.ds_blocks else ():  # as the preset ships it: schedule, DS, sweep arms
+        var = cm.ds_group_variance(between, comp["probe"], ships.ds_blocks, n_blocks, ships.ds_probes)
+        cap = cm.ds_group_cap(int(me["num_probes"]), n_blocks, ships.ds_blocks, ships.ds_probes)
+        J = min(cap, probes_for(var, args.rel_ci))
+        plan, ratios = _ratios(preset, args, probes=m_defl, trace_probes=J * ships.ds_probes, schedule=ships)
+        n_spec = sum(cm.spectrum_at(ships.spectrum_every, s, plan["steps"]) for s in plan["steps"])
+        out.append((f"as {args.preset} ships it{suffix}", ratios,
+                    f"spectrum at {n_spec}/{len(plan['steps'])} checkpoints (M = {m_defl} deflated); elsewhere DS "
+                    f"b = {ships.ds_blocks}, k = {ships.ds_probes}, J = {J} (of at most {cap}); sweep arms measured at "
+                    f"{me.get('sweep_arms', 'every')} checkpoint(s)"))
     scales = (("σ²_B unscaled", 1.0), ("σ²_B scaled by tokens", comp["block_tokens"] / (T - 1)))
+    if comp["block_tokens"] == T - 1:  # measured at the preset's block length: nothing to scale
+        scales = (("σ²_B as measured", 1.0),)
     for every, sweep in ((args.spectrum_every, False), (10**6, False), (args.spectrum_every, True)):
         for label, scale in scales:
             b, k, J, _ = best_ds(comp, n_blocks, T - 1, args.rel_ci, scale)
@@ -130,11 +169,12 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--run", default="adamw,1.0,0,240", help="variant,λ,seed,step of a measured default checkpoint")
+    ap.add_argument("--params", nargs="+", default=["params.yaml"], help="parameter files, merged in order")
+    ap.add_argument("--run", default="adamw,0.12,0,240", help="variant,λ,seed,step of a measured default checkpoint")
     ap.add_argument("--preset", default="configs/ptb.yaml")
     ap.add_argument("--groups", type=int, default=24)
     ap.add_argument("--ds-probes", type=int, default=2)
+    ap.add_argument("--block-probes", type=int, default=64, help="probes per measurement block for σ²_B,1")
     ap.add_argument("--rel-ci", type=float, default=0.02)
     ap.add_argument("--spectrum-every", type=int, default=30)
     ap.add_argument("--block", type=int, default=8, help="deflated probes per graph build at spectrum checkpoints")
@@ -155,11 +195,13 @@ def main() -> None:
         print(f"variance components from {args.components}")
     else:
         variant, lam, seed, step = args.run.split(",")
-        comp = variance_components(load_params([args.params]), args.results, variant, float(lam), int(seed),
-                                   int(step), groups=args.groups, probes=args.ds_probes)
-        print(f"default checkpoint {args.run}: tr ∇²L = {comp['trace']:.6g} (measure JSON); doubly stochastic "
+        comp = variance_components(load_params(args.params), args.results, variant, float(lam), int(seed),
+                                   int(step), groups=args.groups, probes=args.ds_probes, block_probes=args.block_probes)
+        print(f"checkpoint {args.run}: tr ∇²L = {comp['trace']:.6g} (measure JSON); mean of the {comp['n_blocks']} "
+              f"blocks' own estimates ({args.block_probes} probes each) {comp['block_mean']:.6g}; doubly stochastic "
               f"(1 block of {comp['block_tokens']} tokens, {args.ds_probes} probes, {args.groups} groups) "
-              f"{comp['ds_mean']:.6g}, 95% CI [{comp['ds_ci95'][0]:.6g}, {comp['ds_ci95'][1]:.6g}]")
+              f"{comp['ds_mean']:.6g}, 95% CI [{comp['ds_ci95'][0]:.6g}, {comp['ds_ci95'][1]:.6g}], its σ²_B,1/tr² "
+              f"{comp['ds_between_one']:.4g}")
     print("relative variances (÷ tr²): " + ", ".join(
         f"{k} {comp[k]:.4g}" for k in ("between_one", "probe", "plain", "deflated") if comp[k] is not None))
     rows = ratio_rows(load_params([args.preset]), comp, args)

@@ -13,6 +13,7 @@ from tests.conftest import REPO, tiny_params
 from villani.dag import targets
 from villani.plan.config import ParamsError, dataset_names, dataset_params, load_params, resolve
 from villani.plan.digest import datasets_digest, stage_digest
+from villani.plan.schedule import checkpoint_steps
 
 TWO = {"train": {"steps": 40, "warmup_steps": 4},
        "datasets": {"a": {"train": {"lambdas": [0.0, 0.001], "steps": 20}},
@@ -86,7 +87,7 @@ def test_one_job_per_run_needs_the_datasets_to_share_their_checkpoints_and_segme
     outs = targets.job_outputs(same, "measure", "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.json")
     steps = [int(o.rsplit("step", 1)[1][:7]) for o in outs]
     assert outs[0].startswith("results/runs/{dataset}/{variant}/lam{lam}/seed{seed}/")
-    assert steps == targets.checkpoint_steps(dataset_params(same, "a")["train"]) and len(steps) > 2
+    assert steps == checkpoint_steps(dataset_params(same, "a")["train"]) and len(steps) > 2
     ends = [int(o.rsplit("seg", 1)[1][:7]) for o in targets.job_outputs(same, "train", "{root}/x/seg{step}.json")]
     assert ends == targets.segment_ends(dataset_params(same, "b")["train"])
 

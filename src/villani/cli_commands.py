@@ -145,11 +145,11 @@ def _check_run(p, args) -> None:
 
 def cmd_measure(args) -> None:
     from villani.measure import measure_checkpoint
-    from villani.plan.schedule import checkpoint_steps
+    from villani.plan.schedule import measured_steps
 
     p = _params(args)
     _check_run(p, args)
-    steps = checkpoint_steps(p["train"]) if args.all else [args.step]
+    steps = measured_steps(p, args.variant) if args.all else [args.step]
     for step in steps:
         out = measure_checkpoint(p, variant=args.variant, lam=args.lam, seed=args.seed, step=step,
                                  root=args.results, device=args.device)

@@ -92,10 +92,11 @@ def test_graph_fits_follows_the_memory_model():
 
 
 def test_ptb_preset_today_is_the_issues_25x():
-    """configs/ptb.yaml as shipped: every checkpoint of every run, 60 Lanczos steps + 1 SLQ start +
-    M = 16 probes (76 products, the issue's count), the graph rebuilt for every product (7 per token)."""
+    """configs/ptb.yaml as the issue found it: a spectrum at every checkpoint of every run, 60
+    Lanczos steps + 1 SLQ start + M = 16 probes (76 products, the issue's count), the graph
+    rebuilt for every product (7 per token)."""
     p = load_params(["configs/ptb.yaml"])
-    plan = cm.preset_plan(p, probes=16, memory_bytes=80e9)
+    plan = cm.preset_plan(p, probes=16, memory_bytes=80e9, sweep_at_ends=False)
     tokens = 64 * 511
     assert plan["tokens_per_product"] == tokens and not plan["keeps_graph"]
     assert plan["train_tokens"] == plan["runs"] * 84_000 * 512
@@ -106,6 +107,25 @@ def test_ptb_preset_today_is_the_issues_25x():
     expected = (n_jobs * ((60 + 16) * tokens * (3.41 + 3.59) + tokens + audit) + noise) / plan["train_tokens"]
     assert cm.preset_ratio(plan["jobs"], plan["train_tokens"]) == pytest.approx(expected, rel=1e-12)
     assert 23 < expected < 27  # the issue's ≈ 25×
+
+
+def test_ptb_preset_as_shipped_plans_its_own_schedule():
+    """configs/ptb.yaml's measure keys (spectrum_every 20, ds_blocks 1, probe_block 1,
+    sweep_arms ends): 4 spectrum checkpoints per main run, the sweep arms at their ends, and
+    at the other checkpoints J one-block products (one build each) on 511 tokens."""
+    p = load_params(["configs/ptb.yaml"])
+    me = p["measure"]
+    sched = cm.Schedule.of(me)
+    assert (sched.spectrum_every, sched.ds_blocks, sched.block, sched.ds_probes) == (20, 1, 1, 1)
+    plan = cm.preset_plan(p, probes=8, trace_probes=229, memory_bytes=80e9, schedule=sched)
+    steps = plan["steps"]
+    assert sum(n for n, _ in plan["jobs"]) == 21 * 61 + 24 * 2 == 1329
+    inner = dict(plan["jobs"][1][1])
+    c = sum(inner.values(), cm.Counts(0, 0, 0, 0))
+    assert c.products == 229 + 3 and c.product_tokens == (229 + 3) * 511  # + the audit, on group 0's block
+    assert not cm.spectrum_at(20, steps[1], steps) and cm.spectrum_at(20, steps[20], steps)
+    assert 1.0 < cm.preset_ratio(plan["jobs"], plan["train_tokens"]) < 2.0
+    assert cm.ds_group_cap(me["num_probes"], me["blocks"], 1, 1) == 64 * 64
 
 
 def test_spectrum_schedule_keeps_the_ends():

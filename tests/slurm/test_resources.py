@@ -38,15 +38,18 @@ def test_train_work_is_steps_times_tokens_at_the_measured_rate(ptb):
 def test_measure_work_is_hvps_times_tokens(ptb):
     m = ptb["measure"]
     steps = checkpoint_steps(ptb["train"])
-    # deflated trace: Lanczos 60 + at most 64 probes; one SLQ start at d = 1.25e8 (slq_cdf_tol)
-    assert R.max_hvps(m, steps[3], steps) == 60 + 64
+    # at a spectrum checkpoint (every 20th): Lanczos 60 + at most 64 deflated probes; one SLQ
+    # start at d = 1.25e8 (slq_cdf_tol); elsewhere the trace only — doubly stochastic, at most
+    # the tokens of 64 whole-set products
+    assert m["spectrum_every"] == 20 and R.max_hvps(m, steps[20], steps) == 60 + 64
+    assert R.max_hvps(m, steps[3], steps) == 64
     full = _with(ptb, "measure", full_density="every")["measure"]
-    assert R.max_hvps(full, steps[3], steps) == 60 + (m["slq_probes"] - 1) * m["slq_steps"] + 64
-    seconds, nbytes = R.measure_work(ptb, steps[3])
+    assert R.max_hvps(full, steps[20], steps) == 60 + (m["slq_probes"] - 1) * m["slq_steps"] + 64
+    seconds, nbytes = R.measure_work(ptb, steps[20])
     assert seconds == pytest.approx(124 * 64 * 511 * 3.40 * (67.0 / 19.5) / 32_704)  # H200 s/HVP → A100 by fp32 peak
     assert nbytes == pytest.approx(17.12 * 2**30 + 3.95 * 2**20 * (8 * 511 - 511))
     half = _with(ptb, "measure", blocks=32)
-    assert R.measure_work(half, steps[3])[0] == pytest.approx(seconds / 2)
+    assert R.measure_work(half, steps[20])[0] == pytest.approx(seconds / 2)
 
 
 def test_a_per_run_measure_job_asks_for_its_checkpoints_work_at_one_start_up(ptb):
@@ -96,8 +99,8 @@ def test_rules_ask_for_their_work():
 def test_readme_requests():
     """The requests the README quotes for configs/paper.yaml (minutes, attempt 1)."""
     doc = load_params(["configs/paper.yaml"])
-    for name, segment, run in (("ptb", 12, 240), ("wikitext103", 147, 1764)):
+    for name, segment, run, measure in (("ptb", 12, 240, {24, 42}), ("wikitext103", 147, 1764, {42})):
         p = dataset_params(doc, name)
         minutes = [R.job_runtime("train", p, end, 1) for end in segment_ends(p["train"])]
         assert set(minutes) == {segment} and sum(minutes) == run
-        assert {R.job_runtime("measure", p, s, 1) for s in checkpoint_steps(p["train"])} == {42}
+        assert {R.job_runtime("measure", p, s, 1) for s in checkpoint_steps(p["train"])} == measure

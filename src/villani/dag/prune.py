@@ -3,7 +3,8 @@
 A checkpoint's weights are needed until its ``measure.json`` exists. Kept always:
 segment ends (the next segment and any rerun resume there), the checkpoints the rays and
 landscape stages read, and every checkpoint JSON (step, loss, ‖θ‖², sha256 — the figures
-read these). Every run of every variant is measured, so the same rule applies to all.
+read these). A checkpoint no stage measures (a sweep arm's inner checkpoints with
+``measure.sweep_arms: ends``) is prunable at once.
 Checkpoint files are not declared Snakemake outputs, so pruning never triggers reruns;
 under DVC the run's ``ckpt`` output changes, so prune there only what you will not
 ``dvc push``. At GPT-Neo-125M scale a checkpoint's weights are 0.5 GB.
@@ -16,7 +17,7 @@ from typing import Mapping
 
 from villani.plan import layout
 from villani.plan.runs import landscape_center, rays_center, runs
-from villani.plan.schedule import checkpoint_steps, segment_ends
+from villani.plan.schedule import checkpoint_steps, measured_steps, segment_ends
 
 
 def protected(params: Mapping) -> set[tuple[str, float, int, int]]:
@@ -34,11 +35,12 @@ def prunable(params: Mapping, root=layout.RESULTS) -> list[Path]:
     keep = protected(params)
     out = []
     for r in runs(params):
+        measured = measured_steps(params, r.variant)
         for step in checkpoint_steps(params["train"]):
             if (r.variant, r.lam, r.seed, step) in keep:
                 continue
-            if not r.path(layout.MEASURE_JSON, root, step=step).exists():
-                continue
+            if step in measured and not r.path(layout.MEASURE_JSON, root, step=step).exists():
+                continue  # not measured yet (a checkpoint no run measures — measure.sweep_arms: ends — goes)
             out += [p for p in (r.path(layout.CKPT_WEIGHTS, root, step=step),
                                 r.path(layout.CKPT_STATE, root, step=step)) if p.exists()]
     return out

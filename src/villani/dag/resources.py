@@ -18,7 +18,9 @@ h_m = :data:`MEMORY_HEADROOM`, and the work W (seconds) and host memory M (bytes
 * **measure**, one checkpoint (a per-run job, ``jobs.measure: run``: the sum over the
   run's checkpoints, once S): W = K·N·r_hvp with K the most HVPs the job may take
   (Lanczos steps + SLQ starts after the first × SLQ steps + ``num_probes``: Stein's rule
-  stops at or below it) and N = ``measure.blocks``·(T − 1) tokens per product;
+  stops at or below it; at a checkpoint without a spectrum, ``measure.spectrum_every``,
+  ``num_probes`` only — a doubly stochastic trace's cap is the same tokens) and
+  N = ``measure.blocks``·(T − 1) tokens per product;
   M = M_measure + b·(``measure.batch_size``·(T − 1) − 511).
 
 The rates are GPT-Neo-125M's, measured on one H200 by ``benchmarks/gpu_check.sh``
@@ -65,8 +67,11 @@ def train_work(params: Mapping, end: int) -> tuple[float, float]:
 
 def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
     """The most Hessian-vector products a measure job of checkpoint ``step`` takes."""
+    from villani.measure.cost_model import spectrum_at
     from villani.measure.curvature_phase import slq_starts
 
+    if not spectrum_at(int(measure.get("spectrum_every", 1)), int(step), steps):
+        return int(measure["num_probes"])  # the trace only (doubly stochastic: the same tokens at most)
     starts = slq_starts(measure, D_125M, step, steps)[0]
     return int(measure["lanczos_steps"]) + (starts - 1) * int(measure["slq_steps"]) + int(measure["num_probes"])
 

@@ -15,10 +15,10 @@ from typing import Mapping
 
 from villani.plan import layout
 from villani.plan.config import ParamsError, dataset_names, dataset_params
-from villani.plan.runs import Run, landscape_center, rays_center, runs, variants
+from villani.plan.runs import Run, is_sweep_arm, landscape_center, rays_center, runs, variants
 from villani.plan.schedule import (
-    checkpoint_steps,
     job_steps,
+    measured_steps,
     segment_ends,
     segment_for,
     segment_start,
@@ -104,6 +104,13 @@ def check_job_split(doc: Mapping, source: str = "params") -> None:
             which = "; ".join(f"{name} {len(s)} up to step {s[-1]}" for name, s in steps.items())
             raise ParamsError(f'{source}: jobs.{rule}: "run" is invalid ({unit}; run only where every dataset has '
                               f"the same {unit} steps, and here they differ — {unit}s: {which})")
+    if per_run(doc, "measure"):
+        for name in dataset_names(doc):
+            p = dataset_params(doc, name)
+            if p["measure"]["sweep_arms"] == "ends" and any(is_sweep_arm(v) for v in variants(p)):
+                raise ParamsError(f'{source}: jobs.measure: "run" is invalid with measure.sweep_arms: ends and sweep '
+                                  f"arms (dataset {name}: one rule would name every checkpoint of a sweep arm; use "
+                                  f"jobs.measure: checkpoint, or measure.sweep_arms: every)")
 
 
 def job_outputs(doc: Mapping, rule: str, file: str) -> list[str]:
@@ -167,9 +174,11 @@ def measure_segments(params: Mapping, wc) -> list[str]:
 
 
 def measurements(params: Mapping) -> list[str]:
-    """measure.json of every checkpoint of every run, of every variant."""
+    """measure.json of every measured checkpoint of every run, of every variant
+    (:func:`~villani.plan.schedule.measured_steps`: every checkpoint, the sweep arms' ends
+    only with ``measure.sweep_arms: ends``)."""
     return [str(r.path(layout.MEASURE_JSON, ROOT, step=s)) for r in runs(params)
-            for s in checkpoint_steps(params["train"])]
+            for s in measured_steps(params, r.variant)]
 
 
 def lam_values(params: Mapping) -> list[str]:

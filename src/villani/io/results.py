@@ -44,7 +44,7 @@ from villani.io import atomic, validate
 from villani.plan import layout
 from villani.plan.runs import Run, runs
 from villani.plan.runs import variants as variant_names
-from villani.plan.schedule import checkpoint_steps, segment_ends
+from villani.plan.schedule import checkpoint_steps, measured_steps, segment_ends
 from villani.psi import psi_column
 
 __all__ = [
@@ -151,9 +151,10 @@ def is_doubly_stochastic(estimator) -> bool:
 def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] | None = ("adamw",)
                   ) -> Iterator[tuple[Run, int, Path]]:
     """(run, step, json path) of every checkpoint measurement of the runs of ``variants``
-    (``None``: every variant)."""
+    (``None``: every variant), at the checkpoints each run is measured at
+    (:func:`~villani.plan.schedule.measured_steps`)."""
     for r in runs(params, None if variants is None else tuple(variants)):
-        for s in checkpoint_steps(params["train"]):
+        for s in measured_steps(params, r.variant):
             yield r, s, r.path(layout.MEASURE_JSON, root, step=s)
 
 

@@ -46,7 +46,7 @@ from typing import Any, Mapping
 __all__ = [
     "HVP_TOKEN_COST", "GRAPH_TOKEN_COST", "GRADIENT_TOKEN_COST", "FORWARD_TOKEN_COST", "Constants", "REHEARSAL",
     "Counts", "token_equivalents", "cost_counts", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
-    "preset_ratio", "preset_plan", "spectrum_at", "ds_groups", "ds_group_variance", "A100_PEAK_TFLOPS",
+    "preset_ratio", "preset_plan", "spectrum_at", "ds_groups", "ds_group_cap", "ds_group_variance", "A100_PEAK_TFLOPS",
     "TRAINING_PRECISION", "precision_factor", "planned_parts", "job_equivalents",
 ]
 
@@ -193,6 +193,14 @@ class Schedule:
     ds_blocks: int = 0
     ds_probes: int = 1
 
+    @classmethod
+    def of(cls, me: Mapping) -> "Schedule":
+        """The schedule a preset's ``measure`` settings ask for: ``spectrum_every``,
+        ``probe_block`` (probes per build, and per doubly stochastic group), ``ds_blocks``."""
+        k = int(me.get("probe_block", 1))
+        return cls(spectrum_every=int(me.get("spectrum_every", 1)), block=k, ds_blocks=int(me.get("ds_blocks") or 0),
+                   ds_probes=k)
+
 
 TODAY = Schedule()
 
@@ -245,6 +253,14 @@ def ds_groups(probes: int, per_group: int) -> int:
     return max(2, math.ceil(probes / max(1, per_group)))
 
 
+def ds_group_cap(num_probes: int, n_blocks: int, blocks: int, per_group: int) -> int:
+    """The most doubly stochastic groups a job may draw: ``measure.num_probes`` counts whole-set
+    products, and a group of ``per_group`` products on ``blocks`` of the ``n_blocks`` blocks
+    costs ``per_group·blocks/n_blocks`` of them — so ⌈num_probes·n/(b·k)⌉ groups (≥ 2), the
+    same tokens as num_probes products on the whole set."""
+    return max(2, math.ceil(int(num_probes) * int(n_blocks) / (int(blocks) * max(1, int(per_group)))))
+
+
 def ds_group_variance(var_between_one: float, var_probe: float, blocks: int, n_blocks: int, per_group: int) -> float:
     r"""Variance of one doubly stochastic group mean :math:`g = \frac1k\sum_i v_iᵀ H_B v_i`
     with B a uniform sample of b of the n measurement blocks (without replacement) and
@@ -278,7 +294,7 @@ def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
 
 def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,
                 trace_probes: int | None = None, d: int = 125_198_592, val_tokens: int = 0,
-                sweep_at_ends: bool = False, precision: str | None = None) -> dict:
+                sweep_at_ends: bool | None = None, precision: str | None = None) -> dict:
     """Every measure job of a preset (every run × checkpoint) as (count, its counts by
     precision, :func:`planned_parts`), with ``probes`` Hutchinson probes at spectrum
     checkpoints and ``trace_probes`` (default the same) elsewhere, at ``precision`` (default
@@ -286,8 +302,8 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
     if it fits ``memory_bytes`` (:func:`graph_fits`); the gradient-noise batches at the first
     and last checkpoint; ``val_tokens`` forward tokens per job. Training tokens: runs ×
     steps × batch × sequence length. With ``sweep_at_ends`` the lr/warm-up sweep arms are
-    measured at their first and last checkpoint only (a DAG change: today every run is
-    measured at every checkpoint)."""
+    measured at their first and last checkpoint only (default: the preset's
+    ``measure.sweep_arms``, :func:`villani.plan.schedule.measured_steps`)."""
     from villani.measure.curvature_phase import slq_starts
     from villani.measure.precision_audit import AUDIT_PRODUCTS
     from villani.plan.runs import runs, sweep_variants
@@ -295,6 +311,8 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
 
     t, me, T = params["train"], params["measure"], int(params["data"]["seq_len"])
     precision = precision or me.get("precision", "highest")
+    if sweep_at_ends is None:
+        sweep_at_ends = me.get("sweep_arms", "every") == "ends"
     n_runs, steps = len(list(runs(params))), checkpoint_steps(t)
     n_sweep = len(list(runs(params, sweep_variants(params)))) if sweep_at_ends else 0
     block_tokens = T - 1

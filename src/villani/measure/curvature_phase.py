@@ -16,6 +16,8 @@ import time
 from dataclasses import replace
 from typing import Mapping
 
+import numpy as np
+
 from villani.curvature import (
     CITarget,
     ModelHessian,
@@ -27,9 +29,10 @@ from villani.curvature import (
     top_eigenvalues,
 )
 from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
+from villani.curvature.probes import ProbeStream
 from villani.io.finite import check_finite
-from villani.measure.cost_model import ds_groups, spectrum_at
-from villani.measure.precision_audit import TracePrecision
+from villani.measure.cost_model import ds_group_cap, spectrum_at
+from villani.measure.precision_audit import AUDIT_PRODUCTS, TracePrecision
 from villani.progress import Progress, running_top_eigenvalue, running_trace
 
 __all__ = ["Clock", "ci_target", "slq_starts", "curvature", "ds_curvature"]
@@ -142,15 +145,17 @@ def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clo
     (:mod:`villani.curvature.doubly_stochastic`): J groups of k = ``measure.probe_block``
     probes, group j on its own uniform sample of b = ``measure.ds_blocks`` of the n
     measurement blocks (one operator call, one graph build, k products of b/n of the
-    tokens); J = ⌈num_probes/k⌉ (≥ 2), or with a CI target Stein's rule over the group means
+    tokens); J = ⌈num_probes·n/(b·k)⌉ (≥ 2: the tokens of num_probes whole-set products,
+    :func:`~villani.measure.cost_model.ds_group_cap`), or with a CI target Stein's rule over the group means
     after a pilot of ⌈min_probes/k⌉ (≥ 2) groups. The estimate and its t (Stein) interval
     are over the J i.i.d. group means, so the between-block variance is inside the CI.
     ``sub_op(indices, precision)`` is the Hessian of those blocks. The precision audit runs
     on group 0's blocks (the same vectors at the other precision); a failed audit below
-    ``highest`` recomputes every group there. ∇L was made on the whole set (``H``), whose
-    graph is released first."""
+    ``highest`` recomputes every group there (with k below the audit's 3 vectors, Rademacher
+    vectors of a seed of their own top them up on group 0's blocks). ∇L was made on the whole
+    set (``H``), whose graph is released first."""
     seed_p, b, k = int(me["probe_seed"]), int(me["ds_blocks"]), int(me.get("probe_block", 1))
-    groups = ds_groups(int(me["num_probes"]), k)
+    groups = ds_group_cap(int(me["num_probes"]), n_blocks, b, k)
     target = ci_target(me, grad_F_sq, lam, H.dim)
     if target is not None:
         target = replace(target, min_probes=max(2, math.ceil(target.min_probes / k)))
@@ -177,6 +182,10 @@ def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clo
         return est.as_trace_estimate()
 
     est = trace(prec.recording, prec.used)
+    topped = AUDIT_PRODUCTS - len(prec.recording.inputs)
+    if topped > 0:  # group 0 had fewer probes than the audit multiplies: more Rademacher vectors on its blocks
+        rec = prec.recording
+        rec.matmat(ProbeStream(rec.dim, _audit_seed(seed_p), dtype=rec.dtype, device=rec.device).next(topped))
     prec.trace_done()
     clock.lap("hutchinson")
     clock.start("precision_audit")
@@ -186,10 +195,15 @@ def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clo
         op.release()
     ds = latest["ds"]
     subset_builds = sum(op.builds // len(op.batches) for op in ops)
-    extra = audit["products"] + prec.fallback_products
+    extra = audit["products"] + prec.fallback_products + max(topped, 0)
     return dict(top=None, est=est, density=None, deflate=False, seed_p=seed_p, full_density=False, graph_kept=kept,
                 products=int(ds.num_matvecs), spent=0, hutchinson_calls=0, hutchinson_products=0,
                 kept_builds=int(kept), build_seconds=sum(op.build_seconds for op in [H, *ops]),
                 precision_audit=audit, ds=ds,
                 subset=dict(products=int(ds.num_matvecs + extra), builds=int(subset_builds),
                             tokens=int(ops[0].num_tokens)))
+
+
+def _audit_seed(seed: int) -> int:
+    """The seed of the audit's top-up vectors: apart from every group's probe stream."""
+    return int(np.random.SeedSequence((int(seed), 2**31 - 1)).generate_state(1)[0])

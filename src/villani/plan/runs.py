@@ -77,6 +77,11 @@ def variant_kind(variant: str) -> str:
     raise ValueError(f"unknown variant {variant!r} (variants: {', '.join(KINDS)}, adamw_lr<η>, adamw_wu<steps>)")
 
 
+def is_sweep_arm(variant: str) -> bool:
+    """Whether ``variant`` is an lr / warm-up sweep arm (``adamw_lr<η>``, ``adamw_wu<w>``)."""
+    return bool(_SWEEP.match(variant))
+
+
 def sweep_variants(params: Mapping) -> list[str]:
     """``adamw_lr<η>`` for ``train.sweep.lr`` and ``adamw_wu<w>`` for ``train.sweep.warmup_steps``."""
     sw = params["train"]["sweep"]

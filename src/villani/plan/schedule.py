@@ -16,6 +16,8 @@ from typing import Mapping
 
 import numpy as np
 
+from villani.plan.runs import is_sweep_arm
+
 
 def checkpoint_steps(train: Mapping) -> list[int]:
     """Sorted checkpoint steps including 0 and ``train['steps']``."""
@@ -64,6 +66,16 @@ def checkpoints_in_segment(train: Mapping, end: int) -> list[int]:
     """Checkpoint steps written by the segment ending at ``end`` (step 0 belongs to the first)."""
     start = segment_start(train, end)
     return [s for s in checkpoint_steps(train) if (start < s <= end) or (s == 0 and start == 0)]
+
+
+def measured_steps(params: Mapping, variant: str) -> list[int]:
+    """The checkpoints a run of ``variant`` is measured at: every checkpoint, or — for an lr /
+    warm-up sweep arm (``adamw_lr…``, ``adamw_wu…``) with ``measure.sweep_arms: ends`` — the
+    first and the last."""
+    steps = checkpoint_steps(params["train"])
+    if params["measure"].get("sweep_arms", "every") == "ends" and is_sweep_arm(variant):
+        return [steps[0], steps[-1]]
+    return steps
 
 
 def job_steps(rule: str, train: Mapping) -> list[int]:
