@@ -73,8 +73,8 @@ def main() -> int:
     copy_repo(work)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--profile", "profiles/local", "--cores", args.cores]
-    for c in args.configfile:
-        cmd += ["--configfile", str(Path(c).resolve())]
+    if args.configfile:  # one --configfile with every file: a second --configfile would replace the first
+        cmd += ["--configfile", *(str(Path(c).resolve()) for c in args.configfile)]
     t0 = time.perf_counter()
     snakemake(cmd, work, env)
     total = time.perf_counter() - t0
