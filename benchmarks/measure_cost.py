@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from villani.measure import cost_model as cm
+from villani.plan.schedule import spectrum_at
 
 Z = 1.959963984540054
 
@@ -145,7 +146,7 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
         cap = cm.ds_group_cap(int(me["num_probes"]), n_blocks, ships.ds_blocks, ships.ds_probes)
         J = min(cap, probes_for(var, args.rel_ci))
         plan, ratios = _ratios(preset, args, probes=m_defl, trace_probes=J * ships.ds_probes, schedule=ships)
-        n_spec = sum(cm.spectrum_at(ships.spectrum_every, s, plan["steps"]) for s in plan["steps"])
+        n_spec = sum(spectrum_at(ships.spectrum_every, s, plan["steps"]) for s in plan["steps"])
         out.append((f"as {args.preset} ships it{suffix}", ratios,
                     f"spectrum at {n_spec}/{len(plan['steps'])} checkpoints (M = {m_defl} deflated); elsewhere DS "
                     f"b = {ships.ds_blocks}, k = {ships.ds_probes}, J = {J} (of at most {cap}); sweep arms measured at "
@@ -159,7 +160,7 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
             sched = cm.Schedule(spectrum_every=every, block=args.block, ds_blocks=b, ds_probes=k)
             plan, ratios = _ratios(preset, args, probes=m_defl, trace_probes=J * k, schedule=sched,
                                    sweep_at_ends=sweep)
-            n_spec = sum(cm.spectrum_at(every, s, plan["steps"]) for s in plan["steps"])
+            n_spec = sum(spectrum_at(every, s, plan["steps"]) for s in plan["steps"])
             out.append((f"new, {label}" + (", sweep arms at the ends" if sweep else ""), ratios,
                         f"spectrum at {n_spec}/{len(plan['steps'])} checkpoints (M = {m_defl} deflated, {args.block} "
                         f"per build); elsewhere DS b = {b}, k = {k}, J = {J}"))

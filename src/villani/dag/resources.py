@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from villani.plan.schedule import checkpoint_steps, job_steps, segment_start
+from villani.plan.schedule import checkpoint_steps, job_steps, segment_start, spectrum_at
 
 GiB, MiB = 2**30, 2**20
 TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
@@ -67,7 +67,6 @@ def train_work(params: Mapping, end: int) -> tuple[float, float]:
 
 def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
     """The most Hessian-vector products a measure job of checkpoint ``step`` takes."""
-    from villani.measure.cost_model import spectrum_at
     from villani.measure.curvature_phase import slq_starts
 
     if not spectrum_at(int(measure.get("spectrum_every", 1)), int(step), steps):

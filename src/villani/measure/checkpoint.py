@@ -25,7 +25,7 @@ measurement set (:mod:`villani.measure.measurement_set`):
   Σ(∇²L)_ii² (and, deflated, the remainder's, which predict this estimator's variance;
   SPEC §5);
 - Ψ_s = −ΔF + ‖∇F‖²/s for every s in ``measure.s_values``;
-- with ``measure.spectrum_every`` = n > 1 (:func:`villani.measure.cost_model.spectrum_at`)
+- with ``measure.spectrum_every`` = n > 1 (:func:`villani.plan.schedule.spectrum_at`)
   the top-k run, the SLQ density and the deflation only at every n-th checkpoint and the
   last; elsewhere plain Hutchinson for the trace and null spectrum fields — or, with
   ``measure.ds_blocks``, the doubly stochastic trace (:func:`villani.measure.curvature_phase.ds_curvature`: groups of

@@ -43,10 +43,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from villani.plan.schedule import spectrum_at
+
 __all__ = [
     "HVP_TOKEN_COST", "GRAPH_TOKEN_COST", "GRADIENT_TOKEN_COST", "FORWARD_TOKEN_COST", "Constants", "REHEARSAL",
     "Counts", "token_equivalents", "cost_counts", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
-    "preset_ratio", "preset_plan", "spectrum_at", "ds_groups", "ds_group_cap", "ds_group_variance", "A100_PEAK_TFLOPS",
+    "preset_ratio", "preset_plan", "ds_groups", "ds_group_cap", "ds_group_variance", "A100_PEAK_TFLOPS",
     "TRAINING_PRECISION", "precision_factor", "planned_parts", "job_equivalents",
 ]
 
@@ -281,15 +283,6 @@ def preset_ratio(jobs: list[tuple[int, "Counts | Mapping[str, Counts]"]], train_
     if train_tokens <= 0:
         raise ValueError(f"train_tokens: {train_tokens} is invalid (expected > 0)")
     return sum(n * job_equivalents(c, k, peaks) for n, c in jobs) / train_tokens
-
-
-def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
-    """Whether checkpoint ``step`` of ``steps`` gets the top-k run and the density: every
-    ``every``-th checkpoint counted from the first, and the last."""
-    if int(every) < 1:
-        raise ValueError(f"measure.spectrum_every: {every!r} is invalid (expected an integer ≥ 1)")
-    i = steps.index(step)
-    return i % int(every) == 0 or i == len(steps) - 1
 
 
 def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,

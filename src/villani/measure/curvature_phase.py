@@ -31,8 +31,9 @@ from villani.curvature import (
 from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
 from villani.curvature.probes import ProbeStream
 from villani.io.finite import check_finite
-from villani.measure.cost_model import ds_group_cap, spectrum_at
+from villani.measure.cost_model import ds_group_cap
 from villani.measure.precision_audit import AUDIT_PRODUCTS, TracePrecision
+from villani.plan.schedule import spectrum_at
 from villani.progress import Progress, running_top_eigenvalue, running_trace
 
 __all__ = ["Clock", "ci_target", "slq_starts", "curvature", "ds_curvature"]

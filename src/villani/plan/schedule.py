@@ -82,3 +82,12 @@ def job_steps(rule: str, train: Mapping) -> list[int]:
     """The steps that name a ``train`` job's outputs (segment ends) or a ``measure`` job's
     (checkpoints): what a job per run (``jobs.<rule>: run``) covers."""
     return segment_ends(train) if rule == "train" else checkpoint_steps(train)
+
+
+def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
+    """Whether checkpoint ``step`` of ``steps`` gets the top-k run and the density: every
+    ``every``-th checkpoint counted from the first, and the last."""
+    if int(every) < 1:
+        raise ValueError(f"measure.spectrum_every: {every!r} is invalid (expected an integer ≥ 1)")
+    i = steps.index(step)
+    return i % int(every) == 0 or i == len(steps) - 1

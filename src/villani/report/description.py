@@ -19,8 +19,8 @@ from typing import Mapping, Sequence
 
 from villani.plan import layout
 from villani.plan.config import dataset_names, dataset_params
-from villani.plan.runs import DESCRIPTION, runs, variant_kind, variant_lambdas, variant_params, variants
-from villani.plan.schedule import checkpoint_steps
+from villani.plan.runs import DESCRIPTION, is_sweep_arm, runs, variant_kind, variant_lambdas, variant_params, variants
+from villani.plan.schedule import checkpoint_steps, spectrum_at
 
 FIXED_PART = Path(__file__).with_name("workflow.rst")  # links to every figure's files (Jinja)
 DESCRIPTION_FILE = Path(".snakemake/villani/report-description.rst")  # under the working directory
@@ -70,6 +70,22 @@ def rule_text(p: Mapping, variant: str) -> str:
     return f"{name} at λ ∈ {_values(variant_lambdas(p, variant))} ({extra})"
 
 
+def schedule_text(p: Mapping) -> str:
+    """What ``measure.spectrum_every``, ``ds_blocks`` and ``sweep_arms`` leave out ("" when nothing)."""
+    m, steps = p["measure"], checkpoint_steps(p["train"])
+    parts = []
+    every = int(m.get("spectrum_every", 1))
+    if every > 1:
+        n = sum(spectrum_at(every, s, steps) for s in steps)
+        elsewhere = (f"doubly stochastic Hutchinson, {m['probe_block']} probe(s) per group on {m['ds_blocks']} fresh "
+                     f"block(s) of {m['blocks']}" if m.get("ds_blocks") else "plain Hutchinson")
+        parts.append(f"the eigenvalues and the density at every {every}th checkpoint and the last ({n} per run), "
+                     f"elsewhere Ψ_s and the trace only ({elsewhere})")
+    if m.get("sweep_arms", "every") == "ends" and any(is_sweep_arm(v) for v in variants(p)):
+        parts.append("the lr / warm-up sweep arms at their first and last checkpoint only")
+    return "; " + "; ".join(parts) if parts else ""
+
+
 def dataset_text(p: Mapping) -> str:
     """The bullet list of one dataset's run: data, model, rules, checkpoints, measurements."""
     t, m, ds = p["train"], p["measure"], p["data"]["name"]
@@ -89,7 +105,7 @@ def dataset_text(p: Mapping) -> str:
         f"{len(steps) * n_runs} in all; {spacing} steps), each measured: Ψ_s at s ∈ "
         f"{_values(m['s_values'])}, tr ∇²L ({trace}, {m['num_probes']} probes), "
         f"the top {m['top_k']} eigenvalues of ∇²F (Lanczos, {m['lanczos_steps']} steps) and the spectral "
-        f"density (SLQ, {m['slq_probes']} probe(s) × {m['slq_steps']} steps).",
+        f"density (SLQ, {m['slq_probes']} probe(s) × {m['slq_steps']} steps){schedule_text(p)}.",
         f"- **Bounds** at δ = {p['bounds']['delta']}; **claims ledger**: ``{ledger}`` (and ``.json``), "
         "the section *Claims* of this report.",
     ])
