@@ -164,7 +164,7 @@ def doubly_stochastic_trace(operator_for: Callable[[Sequence[int]], object], n_b
     if groups < 2 or probes < 1:
         raise ValueError(f"groups: {groups}, probes: {probes} are invalid (expected groups ≥ 2, probes ≥ 1)")
     named = list((coordinates or {}).items())
-    samples, chosen, sq, coords = [], [], [], []
+    samples, means, chosen, sq, coords = [], [], [], [], []
 
     def run_group(j: int, planned: int) -> None:
         idx = group_blocks(n_blocks, blocks, seed, j)
@@ -175,25 +175,25 @@ def doubly_stochastic_trace(operator_for: Callable[[Sequence[int]], object], n_b
             op.release()
         D = V * HV
         samples.append(D.sum(dim=1, dtype=torch.float64).cpu().numpy())
+        means.append(float(samples[-1].mean()))
         sq.append((HV * HV).sum(dim=1, dtype=torch.float64).cpu().numpy())
         if named:
             coords.append(np.array([float(D[:, sl].sum(dtype=torch.float64)) / probes for _, sl in named]))
         chosen.append(idx)
         if callback is not None:
-            callback(len(samples) * probes, planned * probes, np.stack(samples).mean(axis=1))
+            callback(len(samples) * probes, planned * probes, np.asarray(means))
 
     pilot = groups if target is None else min(max(2, target.min_probes), groups)
     for j in range(pilot):
         run_group(j, groups)
-    total = pilot if target is None else two_stage_size(np.stack(samples).mean(axis=1), target, groups)
+    total = pilot if target is None else two_stage_size(np.asarray(means), target, groups)
     for j in range(pilot, total):
         run_group(j, total)
-    means = np.stack(samples).mean(axis=1)
     return DoublyStochasticTrace(
         np.stack(samples), np.stack(chosen), int(n_blocks), sq_samples=np.stack(sq),
         coordinate_names=tuple(n for n, _ in named), coordinate_samples=np.stack(coords) if named else None,
         max_groups=int(groups), pilot=None if target is None else int(pilot),
-        target_half_width=None if target is None else float(target.half_width(float(means.mean()))))
+        target_half_width=None if target is None else float(target.half_width(float(np.mean(means)))))
 
 
 def _probe_seed(seed: int, group: int) -> int:

@@ -299,15 +299,15 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
     ``measure.sweep_arms``, :func:`villani.plan.schedule.measured_steps`)."""
     from villani.measure.curvature_phase import slq_starts
     from villani.measure.precision_audit import AUDIT_PRODUCTS
-    from villani.plan.runs import runs, sweep_variants
-    from villani.plan.schedule import checkpoint_steps
+    from villani.plan.runs import runs
+    from villani.plan.schedule import checkpoint_steps, measured_steps
 
     t, me, T = params["train"], params["measure"], int(params["data"]["seq_len"])
     precision = precision or me.get("precision", "highest")
-    if sweep_at_ends is None:
-        sweep_at_ends = me.get("sweep_arms", "every") == "ends"
-    n_runs, steps = len(list(runs(params))), checkpoint_steps(t)
-    n_sweep = len(list(runs(params, sweep_variants(params)))) if sweep_at_ends else 0
+    if sweep_at_ends is not None:  # the plan's own choice, else the preset's measure.sweep_arms
+        params = {**params, "measure": {**me, "sweep_arms": "ends" if sweep_at_ends else "every"}}
+    measured = [set(measured_steps(params, r.variant)) for r in runs(params)]
+    n_runs, steps = len(measured), checkpoint_steps(t)
     block_tokens = T - 1
     tokens = int(me["blocks"]) * block_tokens
     keeps = graph_fits(tokens, memory_bytes)
@@ -320,6 +320,6 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
                           slq_starts=slq_starts(me, d, step, steps)[0], keeps_graph=keeps, spectrum=spectrum,
                           schedule=schedule, noise_tokens=noise if step in (steps[0], steps[-1]) else 0,
                           val_tokens=val_tokens, precision=precision, audit=AUDIT_PRODUCTS)
-        jobs.append((n_runs - (0 if step in (steps[0], steps[-1]) else n_sweep), c))
+        jobs.append((sum(step in m for m in measured), c))
     return {"runs": n_runs, "steps": steps, "jobs": jobs, "keeps_graph": keeps, "tokens_per_product": tokens,
             "train_tokens": n_runs * int(t["steps"]) * int(t["batch_size"]) * T, "precision": precision}
