@@ -19,6 +19,10 @@
 #   profile-125m  benchmarks/hvp.py --mode profile at 125M (1 × 512): ours vs PyHessian, one
 #              product each under torch.profiler — kernels, device time, the operators that differ
 #   regimes-125m  benchmarks/hvp.py --mode regimes at 125M (1 × 512): build + first, next, rebuilt
+#   floor-125m benchmarks/hvp_floor.py --linearize at 125M (1 × 512): PyHessian's kept-graph product,
+#              ours, its matrix products alone (the floor), a compiled linearized product (triton)
+#              with its one-time trace + compile (minutes: with the 15 device minutes of a session,
+#              skip the parts measured before) and peak memory
 #   precision  `villani measure` jobs at 125M on the paper's measurement set, plain Hutchinson
 #              trace, at measure.precision highest / tf32 / bf16 and probe_block 1 / 8: seconds
 #              per trace product and each job's precision audit (error over the standard error)
@@ -146,6 +150,13 @@ hvp_lines() {  # hvp_lines NAME PATTERN AFTER ARGS...: hvp.py ARGS; the lines ma
   grep --no-group-separator -A"$after" -E "$pattern" "$OUT/$name.log" | tr -s ' ' | paste -sd';' >"$OUT/$name.result"
 }
 
+floor() {  # floor NAME ARGS...: hvp_floor.py --linearize ARGS; the multiply-adds, the compile and the wall table
+  local name="$1"; shift
+  "$PYTHON" benchmarks/hvp_floor.py --device "$DEVICE" --repeats "$REPEATS" --linearize "$@"
+  grep --no-group-separator -E -A4 "multiply-adds|trace \+ compile|^wall seconds|one-time|^peak" "$OUT/$name.log" \
+    | grep -v -E "^  round|^CPU|^\[W|USDT" | tr -s ' ' | paste -sd';' >"$OUT/$name.result"
+}
+
 hvp() {  # hvp NAME ARGS...
   local name="$1"; shift
   "$PYTHON" benchmarks/hvp.py --device "$DEVICE" --k 8 --repeats "$REPEATS" "$@"
@@ -238,6 +249,7 @@ part hvp-125m hvp hvp-125m --vocab 50257 --hidden 768 --layers 12 --heads 12 --s
 part measure measure_125m
 part profile-125m hvp_lines profile-125m "ms wall per product" 0 --mode profile --model gpt-neo-125m --seq 512 --batch 1
 part regimes-125m hvp_lines regimes-125m "^wall seconds" 5 --mode regimes --model gpt-neo-125m --seq 512 --batch 1
+part floor-125m floor floor-125m --model gpt-neo-125m --seq 512 --batch 1
 part precision measure_precision
 part workflow workflow   # last: the parts above give the numbers, this one the end-to-end CUDA path
 
