@@ -227,10 +227,11 @@ def test_cost_counts_with_the_graph_rebuilt_per_call():
     assert (kept["graph_builds"], kept["build_tokens"], kept["gradient_tokens"]) == (1, 100, 0)
 
 
-def test_probe_blocks_change_nothing_where_the_graph_is_kept(micro, measured, tmp_path):
+def _measure_again(micro, measured, tmp_path, **measure) -> tuple[dict, dict]:
+    """(the fixture's first measure JSON, the same checkpoint measured again in a fresh results
+    root with the ``measure`` keys changed)."""
     import shutil
 
-    from tests.measure.conftest import micro_params
     from villani.measure import measure_checkpoint
 
     p, root = micro
@@ -238,8 +239,24 @@ def test_probe_blocks_change_nothing_where_the_graph_is_kept(micro, measured, tm
     shutil.copytree(root / "data", r2 / "data")
     shutil.copytree(root / "runs", r2 / "runs", ignore=shutil.ignore_patterns("measure"))
     (lam, step), path = next(iter(measured.items()))
-    base = json.loads(open(path).read())
-    blocked = json.loads(open(measure_checkpoint({**p, "measure": {**p["measure"], "probe_block": 4}}, variant="adamw",
-                                                 lam=lam, seed=0, step=step, root=r2, device="cpu")).read())
+    again = measure_checkpoint({**p, "measure": {**p["measure"], **measure}}, variant="adamw", lam=lam, seed=0,
+                               step=step, root=r2, device="cpu")
+    return json.loads(open(path).read()), json.loads(open(again).read())
+
+
+def test_probe_blocks_change_nothing_where_the_graph_is_kept(micro, measured, tmp_path):
+    base, blocked = _measure_again(micro, measured, tmp_path, probe_block=4)
     assert blocked["trace_L"]["mean"] == pytest.approx(base["trace_L"]["mean"], rel=1e-12)
     assert blocked["cost"]["graph_builds"] == 2 and blocked["cost"]["products"] == base["cost"]["products"]
+
+
+def test_forward_over_reverse_counts_a_build_per_product(micro, measured, tmp_path):
+    """hvp_method fwd_over_rev keeps no graph: every product reruns forward and backward, so
+    the record says graph_kept false and as many builds as products (blocks or not), and ∇L
+    by a plain gradient pass; the trace is the double backward's, to rounding."""
+    base, fwd = _measure_again(micro, measured, tmp_path, hvp_method="fwd_over_rev", probe_block=2)
+    assert fwd["trace_L"]["mean"] == pytest.approx(base["trace_L"]["mean"], rel=1e-5)
+    c = fwd["cost"]
+    assert not c["graph_kept"] and base["cost"]["graph_kept"]
+    assert c["graph_builds"] == c["products"] == base["cost"]["products"]
+    assert c["gradient_tokens"] == base["cost"]["gradient_tokens"] + c["tokens_per_product"]

@@ -144,7 +144,9 @@ class ModelHessian:
         names: parameter names, in flat-vector order.
         num_tokens: N, predicted tokens in the batches.
         build_seconds, builds: wall seconds spent in, and number of, forward + first
-            backward passes over a batch (graph builds and rebuilds, first-order passes).
+            backward passes over a batch (graph builds and rebuilds, first-order passes;
+            ``fwd_over_rev`` reruns one per product per batch, counted in ``builds``, its
+            seconds inside the products').
     """
 
     def __init__(
@@ -354,8 +356,9 @@ class ModelHessian:
 
     @property
     def graph_kept(self) -> bool:
-        """Products reuse one gradient graph; False: it did not fit (CUDA) or ``reuse_graph=False``."""
-        return self._reuse is not False
+        """Products reuse one gradient graph; False: it did not fit (CUDA), ``reuse_graph=False``,
+        or ``fwd_over_rev`` (which keeps nothing: every product reruns forward and backward)."""
+        return self.method == "double_backward" and self._reuse is not False
 
     def _graph_fits(self, before: int) -> bool:
         if self.device.type != "cuda":
@@ -445,6 +448,7 @@ class ModelHessian:
         out = None
         for x in self.batches:
             rows = self._func_hvp(params, x, tangents)
+            self.builds += V.shape[0]  # each row reran forward + backward on the batch (timed with the product)
             flat = torch.cat([r.reshape(V.shape[0], -1) for r in rows], dim=1)
             out = flat if out is None else out + flat
         return out

@@ -135,7 +135,9 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
     products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
     extra = audit["products"] + prec.fallback_products  # spent, not behind a published number
     return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
-                graph_kept=kept, products=int(products), spent=int(products + extra), hutchinson_calls=calls[0] + 1,
+                graph_kept=kept, products=int(products), spent=int(products + extra),
+                # fwd_over_rev reruns forward + backward for every product, blocks or not
+                hutchinson_calls=int(est.num_matvecs + extra) if H.method == "fwd_over_rev" else calls[0] + 1,
                 hutchinson_products=int(est.num_matvecs + extra), kept_builds=prec.graph_builds(),
                 build_seconds=sum(op.build_seconds for op in prec.ops), precision_audit=audit)
 
