@@ -70,6 +70,7 @@ import torch
 from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss, choose_loss_path, functional_hvp_rows
+from .decay_mask import decay_runs, decayed_names
 from .device_timer import DeviceTimer
 from .precision import check_precision, product_precision
 
@@ -87,33 +88,6 @@ def _check_attention(model: nn.Module) -> None:
             f"ModelHessian needs attn_implementation='eager', the model uses {impl!r}: "
             "flash/SDPA attention kernels have no double backward or forward-mode AD"
         )
-
-
-def decayed_names(names: Sequence[str], params: Sequence[nn.Parameter], decay) -> list[str]:
-    """The names (in ``names`` order) that the weight-decay spec ``decay`` selects: all for
-    ``None``, those listed (each must be a name), or those where ``decay(name, param)``."""
-    if decay is None:
-        return list(names)
-    if callable(decay):
-        chosen = {n for n, p in zip(names, params) if decay(n, p)}
-    else:
-        chosen = set(decay)
-        unknown = chosen - set(names)
-        if unknown:
-            raise ValueError(f"decay names not among the trainable parameters: {sorted(unknown)}")
-    return [n for n in names if n in chosen]
-
-
-def _runs(flags: Sequence[bool], sizes: Sequence[int]) -> list[slice]:
-    """Maximal runs of consecutive flagged tensors as slices of the flat vector."""
-    out, start = [], 0
-    for flag, size in zip(flags, sizes):
-        if flag and out and out[-1].stop == start:
-            out[-1] = slice(out[-1].start, start + size)
-        elif flag:
-            out.append(slice(start, start + size))
-        start += size
-    return out
 
 
 class ModelHessian:
@@ -145,8 +119,7 @@ class ModelHessian:
         num_tokens: N, predicted tokens in the batches.
         build_seconds, builds: wall seconds spent in, and number of, forward + first
             backward passes over a batch (graph builds and rebuilds, first-order passes;
-            ``fwd_over_rev`` reruns one per product per batch, counted in ``builds``, its
-            seconds inside the products').
+            with ``fwd_over_rev`` one per product per batch, its seconds inside the product's).
     """
 
     def __init__(
@@ -202,7 +175,7 @@ class ModelHessian:
         self.decay_names = decayed_names(self.names, self._params, decay)
         chosen = set(self.decay_names)
         self._decayed = [n in chosen for n in self.names]
-        self._decay_runs = _runs(self._decayed, self._sizes)  # slices where m = 1
+        self._decay_runs = decay_runs(self._decayed, self._sizes)  # slices where m = 1
         self._versions = tuple(p._version for p in self._params)
         self._reuse = reuse_graph
         self._graph: list[list[Tensor | None]] | None = None  # per batch: ∇L_b per tensor, with graph
