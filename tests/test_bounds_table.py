@@ -10,6 +10,7 @@ import math
 import pytest
 
 from tests.conftest import tiny_params
+from tests.figures.synthetic import write_record
 from villani.bounds.table import run_sigma_sq, write_bounds
 from villani.plan import layout
 from villani.plan.runs import Run
@@ -41,9 +42,7 @@ def _tree(root, p, d, vocab=50, n_tokens=101, losses=(2.0, 1.5), theta_sq=(4.0, 
                    "top_eigenvalues": [3.0, 1.0] if i == 0 else [2.0, 1.0],
                    "grad_noise_sigma_sq": (0.5, 0.2)[i],
                    "trace_L": {"mean": 1.0, "ci95": [0.9, 1.1]}}  # a complete measure record; no bound uses it
-            out = run.path(layout.MEASURE_JSON, root, step=step)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(rec))
+            write_record(root, p, run, step, rec)
     write_bounds(p, root)
     folder = layout.fmt(layout.BOUNDS_DIR, root, dataset=ds)
     with open(folder / "bounds.csv") as f:

@@ -52,22 +52,48 @@ def _every_params(args) -> list[dict]:
 def cmd_validate(args) -> None:
     import json
 
-    from villani.io.results import data_stats
-    from villani.plan import layout
+    from villani.io.results import current_stats
+    from villani.plan.config import ParamsError
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, segment_ends
 
     for p in _every_params(args):
+        stats, stale = current_stats(p, args.results)
+        blocks = None if stats is None else int(stats["splits"]["train"]["blocks"])
+        if blocks is not None and int(p["measure"]["blocks"]) > blocks:
+            raise ParamsError(f"measure.blocks: {p['measure']['blocks']} is invalid (≤ {blocks}, the blocks of the "
+                              f"train split in {args.results}/data/{p['data']['name']}/stats.json)")
+        _check_positions(p, args.results)
         rs = list(runs(p))
         print(f"ok: {p['data']['name']}: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
               f"{len(checkpoint_steps(p['train']))} checkpoints per run")
-        if layout.fmt(layout.DATA_STATS, args.results, dataset=p["data"]["name"]).exists():
-            blocks = data_stats(p, args.results)["splits"]["train"]["blocks"]
-            t = p["train"]
-            print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
-                  f"of {blocks} train blocks (batch {t['batch_size']})")
+        t = p["train"]
+        print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
+              f"of {blocks} train blocks (batch {t['batch_size']})" if blocks else
+              f"  the split sizes are not known ({stale}): `villani tokenize` writes them; measure.blocks is "
+              "checked against the train split then")
         if args.print:
             print(json.dumps(p, indent=2))
+
+
+def _check_positions(p, root) -> None:
+    """data.seq_len against model.name's positions, where the pretrained stage saved its
+    config (the parameter check knows them only when model.config gives them)."""
+    import json
+
+    from villani.plan import layout
+    from villani.plan.config import ParamsError
+
+    config = layout.fmt(layout.PRETRAINED_CONFIG, root, dataset=p["data"]["name"])
+    if not p["model"]["name"] or not config.is_file():
+        return
+    try:
+        positions = json.loads(config.read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return  # the train stage reads it with its own checks
+    if isinstance(positions, int) and p["data"]["seq_len"] > positions:
+        raise ParamsError(f"data.seq_len: {p['data']['seq_len']} is invalid (≤ {positions}, max_position_embeddings "
+                          f"of model.name {p['model']['name']} in {config})")
 
 
 def cmd_fetch(args) -> None:
@@ -105,25 +131,15 @@ def cmd_tokenize(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from villani.plan.schedule import segment_ends
-    from villani.training import train_segment
+    from villani.training import train_run, train_segment
 
     p = _params(args)
     _check_run(p, args)
-    ends = segment_ends(p["train"]) if args.all else [args.until]
-    for end in ends:
-        if args.all and _segment_done(p, args, end):
-            continue
-        m = train_segment(p, variant=args.variant, lam=args.lam, seed=args.seed, end=end, root=args.results,
-                          device=args.device)
-        print(f"segment {m['start']}→{m['end']}: checkpoints {[c['step'] for c in m['checkpoints']]}")
-
-
-def _segment_done(p, args, end) -> bool:
-    from villani.plan import layout
-
-    return layout.fmt(layout.SEGMENT, args.results, dataset=p["data"]["name"], variant=args.variant,
-                      lam=args.lam, seed=args.seed, step=end).exists()
+    run = dict(variant=args.variant, lam=args.lam, seed=args.seed, root=args.results, device=args.device)
+    done = train_run(p, **run) if args.all else [(train_segment(p, end=args.until, **run), "asked")]
+    for m, why in done:
+        verb = "trained" if why else "done under these parameters"
+        print(f"segment {m['start']}→{m['end']}: {verb}; checkpoints {[c['step'] for c in m['checkpoints']]}")
 
 
 def _check_run(p, args) -> None:

@@ -31,6 +31,7 @@ import copy
 import inspect
 import json
 import logging
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -157,17 +158,27 @@ def load_causal_lm(name_or_path: str) -> torch.nn.Module:
     in float32, eager attention, eval mode, remote code off. A directory or name that
     holds no causal LM, or a hub model neither cached nor reachable, is a one-line ValueError."""
     _quiet_transformers()
+    import pickle
+
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     from villani.data import hub
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), attn_implementation=EAGER,
-                                                     trust_remote_code=False, dtype=torch.float32)
+        with warnings.catch_warnings():  # torch's note on a pickle protocol: the error below says it
+            warnings.simplefilter("ignore", UserWarning)
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), attn_implementation=EAGER,
+                                                         trust_remote_code=False, dtype=torch.float32)
     except SafetensorError as e:
         raise ValueError(f"--model: {name_or_path!r}: model.safetensors is truncated or corrupt ({str(e)[:200]}); "
                          "copy it again (a villani checkpoint: retrain its segment)") from None
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as e:  # torch.load(weights_only=True) of a .bin
+        where = next((str(f) for f in Path(str(name_or_path)).glob("pytorch_model*.bin")), repr(str(name_or_path)))
+        why = ("a pickle that needs code to load, refused (weights load with weights_only=True)"
+               if isinstance(e, pickle.UnpicklingError) else
+               f"truncated or corrupt ({' '.join(str(e).split())[:120] or type(e).__name__})")
+        raise ValueError(f"--model: {where}: cannot be read as plain tensors: {why}") from None
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if not Path(str(name_or_path)).exists() and hub.is_hub_name(str(name_or_path)) and (
@@ -325,13 +336,15 @@ def hf_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def save_weights(model: torch.nn.Module, path: str | Path) -> None:
     """Write ``model.safetensors`` atomically: :func:`hf_tensors`, metadata ``format: pt``
-    (what ``from_pretrained`` expects)."""
-    from safetensors.torch import save_file
+    (what ``from_pretrained`` expects). The bytes go through our atomic writer, so the file
+    gets the umask's mode (0644 under umask 022) — safetensors' ``save_file`` swaps in a
+    0600 file of its own."""
+    from safetensors.torch import save
 
-    from villani.io.atomic import write_with
+    from villani.io.atomic import write_bytes
 
     tensors = {k: v.cpu() for k, v in hf_tensors(model).items()}
-    write_with(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    write_bytes(path, save(tensors, metadata={"format": "pt"}))
 
 
 def _causal_lm_class(config, where: str) -> str:

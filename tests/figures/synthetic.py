@@ -20,7 +20,10 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from villani.io.atomic import sha256_file
+from villani.io.records import sealed
 from villani.plan import layout
+from villani.plan.digest import run_digest, stage_digest, stage_inputs, trained_params
 from villani.plan.runs import runs
 from villani.plan.schedule import checkpoint_steps, segment_ends
 from villani.stats import fit_slope, predicted_cv, sample_stats
@@ -94,6 +97,31 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
     return root
 
 
+def provenance(root: Path, params: Mapping, run, step: int) -> dict:
+    """The fields naming what a measure JSON was computed from, as `villani measure` writes
+    them (villani.measure.checkpoint): the checkpoint written above, these parameters."""
+    return {"weights_sha256": "0" * 64,
+            "checkpoint_meta_sha256": sha256_file(run.path(layout.CKPT_META, root, step=step)),
+            "train_digest": run_digest(params, run.variant, run.lam, run.seed),
+            "train_params": trained_params(params, run.variant),
+            "measure_digest": stage_digest(params, "measure", run.variant),
+            "measure_params": stage_inputs(params, "measure", run.variant)}
+
+
+def write_record(root: Path, params: Mapping, run, step: int, rec: Mapping) -> Path:
+    """Write ``rec`` as `villani measure` writes a measure JSON: with the fields naming its
+    checkpoint (a checkpoint.json is written first where the run has none) and parameters,
+    sealed by its record_sha256 (villani.io.records). Tests that change a measure JSON
+    rewrite it through here, as a new measurement would be written."""
+    meta = run.path(layout.CKPT_META, root, step=step)
+    if not meta.exists():
+        _write_json(meta, {"dataset": run.dataset, "variant": run.variant, "lam": run.lam, "seed": run.seed,
+                           "step": step, "weights_sha256": "0" * 64})
+    path = run.path(layout.MEASURE_JSON, root, step=step)
+    _write_json(path, sealed({**rec, **provenance(root, params, run, step)}))
+    return path
+
+
 def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
     me = params["measure"]
     lam, M, k = run.lam, int(me["num_probes"]), int(me["top_k"])
@@ -134,8 +162,7 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
         "predicted_cv": predicted_cv(frob_sq, st.mean, M), "predicted_cv_bound": predicted_cv(frob_sq, st.mean, M),
         "spectrum_of": "hessian_F",
     }
-    path = run.path(layout.MEASURE_JSON, root, step=step)
-    _write_json(path, rec)
+    write_record(root, params, run, step, rec)
     nodes = []
     for p in range(int(me["slq_probes"])):
         ns = np.sort(rng.normal(lam, 1.0, int(me["slq_steps"])))

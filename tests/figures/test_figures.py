@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from tests.figures.conftest import figure_params
-from tests.figures.synthetic import build_results
+from tests.figures.synthetic import build_results, write_record
 from villani.bounds.theory import c_ls_upper
 from villani.figures import CAPTIONS, REGISTRY, figure_outputs, render_all
 from villani.figures.style import lam_color, middle_lam, save_figure
 from villani.plan import layout
-from villani.plan.runs import Run
+from villani.plan.runs import Run, runs
 from villani.plan.schedule import checkpoint_steps
 from villani.stats import fit_cost_model
 
@@ -273,11 +273,11 @@ def test_fig4_draws_the_spectrum_checkpoints_only(tmp_path):
     root = build_results(tmp_path, p, rays=False, landscape=False, cost=False)
     steps = checkpoint_steps(p["train"])
     inner = steps[1]
-    for path in Path(root).glob(f"runs/*/*/*/*/measure/step{inner:07d}.json"):
-        m = json.loads(path.read_text())
+    for run in runs(p, None):
+        m = json.loads(run.path(layout.MEASURE_JSON, root, step=inner).read_text())
         m.update(dict.fromkeys(("top_eigenvalues", "top_residuals", "lambda_max", "lambda_median",
                                 "lambda_median_ci95", "spectral_ratio", "lanczos", "slq"), None))
-        path.write_text(json.dumps(m))
+        write_record(root, p, run, inner, m)
     render_all(p, root, names=["fig4_spectrum"])
     df = _csv(root, "fig4_spectrum")
     assert inner not in set(df["step"]) and steps[-1] in set(df["step"])

@@ -98,7 +98,7 @@ def test_an_edited_checkpoint_json_is_refused_against_its_manifest(copy, capsys)
     seg = RUN.path(layout.SEGMENT, root, step=12)
     assert rc == 2 and "\n" not in err, err
     assert f"{meta_path}: sha256 does not match the one {seg} recorded" in err
-    assert f"delete {seg} and run `villani train --variant adamw --lam 0.01 --seed 0 --until 12`" in err
+    assert "retrain its segment: `villani train --variant adamw --lam 0.01 --seed 0 --until 12`" in err
 
 
 def test_a_deleted_checkpoint_says_which_segment_to_retrain(copy, capsys):
@@ -106,7 +106,7 @@ def test_a_deleted_checkpoint_says_which_segment_to_retrain(copy, capsys):
     shutil.rmtree(RUN.path(layout.CKPT_DIR, root, step=18))
     rc, err = _measure(params, root, 18, capsys)
     assert rc == 2 and "\n" not in err, err
-    assert "checkpoint not found; retrain its segment: delete" in err and "--until 24`" in err
+    assert "checkpoint not found; retrain its segment: `villani train" in err and "--until 24`" in err
 
 
 def test_a_pruned_checkpoint_says_it_was_pruned_and_how_to_retrain(copy, capsys):
@@ -188,11 +188,17 @@ def test_diagnose_options_are_bounded_one_line(trained, tmp_path, capsys, argv, 
 
 
 def test_diagnose_of_a_truncated_safetensors_is_one_line(trained, tmp_path, capsys):
+    """A checkpoint folder (checkpoint.json there): the weights' sha256 names the file; a plain
+    Hugging Face folder (no checkpoint.json): the safetensors reader's refusal, in one line."""
     _, _, root = trained
     folder = tmp_path / "ckpt"
     shutil.copytree(RUN.path(layout.CKPT_DIR, root, step=24), folder)
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
+    rc, _, err = _diagnose(capsys, folder, tmp_path / "o")
+    assert rc == 2 and "\n" not in err, err
+    assert f"{weights}: sha256 does not match {folder / 'checkpoint.json'}" in err
+    (folder / "checkpoint.json").unlink()
     rc, _, err = _diagnose(capsys, folder, tmp_path / "o")
     assert rc == 2 and "\n" not in err, err
     assert f"--model: '{folder}': model.safetensors is truncated or corrupt" in err
@@ -211,3 +217,28 @@ def test_a_key_added_since_training_reads_not_set_there(trained):
     with pytest.raises(ValueError) as e:
         check_trained_under(p, RUN, meta, "ckpt.json")
     assert "model.revision: (not set) there, null here" in str(e.value)
+
+
+def test_diagnose_makes_the_checks_measure_makes_on_a_runs_checkpoint(copy, tmp_path, capsys):
+    """One tensor negated in a run's checkpoint (diagnose measured it as L 7.3, tr 1702 — true
+    4.5, 595): the weights' sha256 names the file; an edited checkpoint.json: its segment
+    manifest names it — before anything is measured."""
+    from safetensors.torch import load_file, save
+
+    _, _, root = copy
+    folder = RUN.path(layout.CKPT_DIR, root, step=24)
+    weights = folder / "model.safetensors"
+    original = weights.read_bytes()
+    tensors = load_file(weights)
+    name = sorted(tensors)[3]
+    tensors[name] = -tensors[name]
+    weights.write_bytes(save(tensors, metadata={"format": "pt"}))
+    rc, _, err = _diagnose(capsys, folder, tmp_path / "o")
+    assert rc == 2 and "\n" not in err, err
+    assert f"{weights}: sha256 does not match checkpoint.json (corrupt or modified checkpoint)" in err
+    weights.write_bytes(original)
+    meta = folder / "checkpoint.json"
+    meta.write_text(json.dumps(dict(json.loads(meta.read_text()), train_loss=0.5), indent=2))
+    rc, _, err = _diagnose(capsys, folder, tmp_path / "o")
+    assert rc == 2 and f"{meta}: sha256 does not match the one {RUN.path(layout.SEGMENT, root, step=24)}" in err, err
+    assert not (tmp_path / "o").exists()

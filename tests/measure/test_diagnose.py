@@ -205,12 +205,62 @@ def test_command_on_a_saved_model(saved_model, single):
     assert "tr ∇²L = " in out and "Ψ_1.0(0) = " in out and "− → + at λ = " in out and str(png) in out
 
 
-def test_a_bad_model_is_one_line(tmp_path, capsys):
-    from villani.cli import main
+class _RunsCode:
+    """A pickle whose loading would run a shell command."""
 
-    assert main(["diagnose", "--model", str(tmp_path), "--data", "builtin:pydoc"]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("villani: error: --model: cannot load a causal LM from "), lines
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
+def _no_tokenizer(folder: Path) -> str:
+    for f in folder.glob("*token*"):
+        f.unlink()
+    for f in folder.glob("vocab*"):
+        f.unlink()
+    return f"--model: {folder}: the folder has no tokenizer files (tokenizer.json"
+
+
+def _bin(folder: Path, data: bytes) -> None:
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(data)
+
+
+def _truncated_bin(folder: Path) -> str:
+    import io
+
+    buf = io.BytesIO()
+    torch.save({"transformer.wte.weight": torch.zeros(3)}, buf)
+    _bin(folder, buf.getvalue()[: len(buf.getvalue()) // 2])
+    return f"--model: {folder / 'pytorch_model.bin'}: cannot be read as plain tensors: truncated or corrupt"
+
+
+def _pickled_code(folder: Path) -> str:
+    import pickle
+
+    _bin(folder, pickle.dumps(_RunsCode()))
+    return (f"--model: {folder / 'pytorch_model.bin'}: cannot be read as plain tensors: a pickle that needs code to "
+            "load, refused")
+
+
+@pytest.mark.parametrize("damage", [
+    lambda f: f"--model: {f.parent / 'no' / 'such' / 'dir'}: no such folder (and not a hub name",
+    lambda f: [x.unlink() for x in f.iterdir()] and f"--model: {f}: the folder has no config.json and no weights",
+    _no_tokenizer, _truncated_bin, _pickled_code,
+], ids=["missing", "empty", "no-tokenizer", "truncated-bin", "pickle"])
+def test_a_bad_model_folder_is_one_line_naming_it(saved_model, tmp_path, damage):
+    """What `--model` lacks or holds that cannot be loaded safely, named in one line: never a
+    hub error about repo ids, a traceback, or a pickle run."""
+    folder = tmp_path / "model"
+    import shutil
+
+    shutil.copytree(saved_model / "tiny-gpt2", folder)
+    named = damage(folder)
+    model = folder.parent / "no" / "such" / "dir" if "no such folder" in named else folder
+    done = run_cli(["--model", str(model), "--data", f"files:{saved_model}/corpus/*.txt", *ARGS,
+                    "--out", str(tmp_path / "out")], tmp_path)
+    err = done.stderr.strip()
+    assert done.returncode == 2 and "\n" not in err and err.startswith(f"villani: error: {named}"), err
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import torch
 from tests.measure.conftest import load_micro_model, micro_params
 from villani.curvature import ModelHessian
 from villani.curvature.probes import rademacher_rows
+from villani.io.records import sealed
 from villani.io.results import read_measure
 from villani.measure import measure_checkpoint, precision_audit
 from villani.measure.measurement_set import measurement_batches
@@ -110,13 +111,13 @@ def test_the_reader_refuses_a_record_without_or_against_its_audit(measured, tmp_
     bad = tmp_path / "bad.json"
 
     def refused(r, match):
-        bad.write_text(json.dumps(r))
+        bad.write_text(json.dumps(sealed(r)))  # the audit is checked, not only the record's own hash
         with pytest.raises(ValueError, match=match):
             read_measure(bad)
 
     refused({k: v for k, v in rec.items() if k != "precision_audit"}, r"bad.json: precision_audit: missing")
     old = {k: v for k, v in rec.items() if k != "precision_audit"} | {"schema": "villani.measure/2", "precision": "fp32"}
-    bad.write_text(json.dumps(old))
+    bad.write_text(json.dumps(sealed(old)))
     assert read_measure(bad)["precision"] == "fp32"  # written before the audit, at fp32: read as it was
     refused(old | {"precision": "bf16"}, r"precision_audit: missing")  # cheaper products, no audit
     a = rec["precision_audit"]

@@ -13,7 +13,7 @@ from villani.plan import layout
 from villani.plan.digest import run_digest
 from villani.plan.schedule import segment_ends
 from villani.training import train_segment
-from villani.training.loop import _restore_finished
+from villani.training.segments import restore_finished
 
 RUN = dict(variant="adamw", lam=0.01, seed=0)
 IDENT = dict(dataset="tiny", **RUN)
@@ -44,6 +44,6 @@ def test_finished_segment_is_restored_not_retrained(tmp_path, tiny_data_root):
     # other parameters, or a checkpoint that no longer matches: trained again
     other = run_digest(tiny_params(train={"steps": 20, "segments": 2, "save_every": 5, "checkpoints": {"count": 2},
                                           "lr": 0.5}), **RUN)
-    assert _restore_finished(root, IDENT, first, other, [0, first]) is None
+    assert restore_finished(root, IDENT, first, other, [0, first]) is None
     ckpt.write_bytes(ckpt.read_bytes()[:-8] + b"\0" * 8)
-    assert _restore_finished(root, IDENT, first, manifest["digest"], [0, first]) is None
+    assert restore_finished(root, IDENT, first, manifest["digest"], [0, first]) is None

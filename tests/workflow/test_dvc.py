@@ -352,3 +352,36 @@ def test_snakemake_refuses_in_one_line_while_dvc_runs(dvc_repo):
         out = dvc.communicate(timeout=600)[0]
     assert dvc.returncode == 0, out[-3000:]
     assert _status(dvc_repo) == {}
+
+
+def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
+    """Edit train.lr in the shipped params.yaml, `dvc repro` (issue 40 item 1): `villani train
+    --all` trains every AdamW run again — a segment is done only under the parameters asked
+    now, whatever `persist: true` kept — the runs are measured again, and every measure JSON,
+    checkpoint and the claims ledger are of the new lr. Back to the committed version after."""
+    from villani.plan.schedule import checkpoint_steps
+
+    _set(dvc_repo, "  lr: 0.01\n", "  lr: 0.012\n")
+    try:
+        out = _sh(README_COMMANDS["repro"], dvc_repo)
+        ran = _ran(out.stdout)
+        assert {"train@0.0-0", "train@0.01-0", "measure@0.0-0", "measure@0.01-0", "bounds", "claims",
+                "metrics"} <= ran, ran
+        assert out.stdout.count("segment 0→12: trained;") == 2, out.stdout[-3000:]
+        p = tiny_params(train={"lr": 0.012})
+        root = dvc_repo / "results"
+        hashes = {}
+        for r in runs(p, ("adamw",)):
+            for step in checkpoint_steps(p["train"]):
+                meta = json.loads(r.path(layout.CKPT_META, root, step=step).read_text())
+                rec = json.loads(r.path(layout.MEASURE_JSON, root, step=step).read_text())
+                assert meta["train_params"]["train.lr"] == rec["train_params"]["train.lr"] == 0.012
+                assert rec["weights_sha256"] == meta["weights_sha256"]
+                hashes[r.path(layout.MEASURE_JSON, root, step=step).relative_to(root).as_posix()] = \
+                    rec["record_sha256"]
+        ledger = json.loads(layout.fmt(layout.CLAIMS_JSON, root, dataset="tiny").read_text())
+        assert {k: v for k, v in ledger["inputs"]["measurements"].items() if k in hashes} == hashes
+    finally:
+        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
+    assert _status(dvc_repo) == {}

@@ -12,18 +12,18 @@ from villani.figures.paper import paper_outputs
 from villani.plan import layout
 from villani.plan.config import (
     ParamsError,
-    check_files,
     dataset_names,
     dataset_params,
-    resolve,
+    resolve_workflow,
 )
 from villani.plan.digest import datasets_digest, stage_digest
 from villani.tracking.dvc_plots import plot_outputs
 
 try:
-    check_files(workflow.configfiles)
     SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
-    P = resolve(config, source=SOURCE)
+    P = resolve_workflow(
+        config, workflow.configfiles, workflow.config_settings.overwrite_config
+    )
     targets.check_job_split(P, source=SOURCE)
 except ParamsError as e:
     raise WorkflowError(str(e)) from None

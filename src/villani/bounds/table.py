@@ -71,6 +71,7 @@ from villani.bounds.theory import (
 )
 from villani.collapse import is_collapsed
 from villani.io import atomic
+from villani.io.records import RECORD_HASH, write_sealed
 from villani.io.results import data_stats, run_records, train_tokens
 from villani.plan import layout
 from villani.plan.runs import run_beta, variant_kind, variant_params
@@ -248,10 +249,12 @@ def bounds_rows(params: Mapping, root) -> tuple[list[dict], dict]:
         "n_train_tokens": train_tokens(stats), "vocab_size": int(stats["vocab_size"]),
         "delta": float(params["bounds"]["delta"]), "eps": float(params["bounds"]["epsilon"]),
         "s_values": [float(s) for s in params["measure"]["s_values"]],
-        "f_star": F_STAR_LOWER, "f_star_method": F_STAR_METHOD, "eta": {}, "sigma_sq": {},
+        "f_star": F_STAR_LOWER, "f_star_method": F_STAR_METHOD, "eta": {}, "sigma_sq": {}, "measurements": {},
     }
     rows: list[dict] = []
     for run, measures in run_records(params, root).items():
+        inputs["measurements"].update({Path(m["_path"]).relative_to(Path(root)).as_posix(): m[RECORD_HASH]
+                                       for m in measures})
         sigma_sq = run_sigma_sq(measures)
         eta = float(variant_params(params, run.variant)["train"]["lr"])
         noise_beta = run_beta(params, run.variant, run.lam)
@@ -364,7 +367,7 @@ def write_bounds(params: Mapping, root=layout.RESULTS) -> str:
         text = format_row(row)
         lines.append(",".join(_csv_cell(text[c]) for c in columns))
     atomic.write_text(folder / "bounds.csv", "\n".join(lines) + "\n")
-    atomic.write_json(folder / "bounds.json", {
+    write_sealed(folder / "bounds.json", {
         "dataset": params["data"]["name"], "inputs": inputs, "summary": summarize(rows, inputs), "rows": rows,
     })
     n_undef = sum(r["status"] == UNDEFINED for r in rows)

@@ -24,6 +24,8 @@ from villani.claims.context import Context
 from villani.claims.registry import Claim, Measured, claims
 from villani.claims.verdict import CODES, INCONCLUSIVE, UNTESTABLE, unit_verdict, verdict
 from villani.io import atomic
+from villani.io.records import write_sealed
+from villani.io.results import record_inputs
 from villani.plan import layout
 
 __all__ = ["COLUMNS", "claim_row", "claim_rows", "write_claims"]
@@ -86,7 +88,8 @@ def write_claims(params: Mapping, root=layout.RESULTS) -> str:
         w.writerow({k: _cell(r[k]) for k in COLUMNS})
     atomic.write_text(csv_path, buf.getvalue())
     counts = {v: sum(r["verdict"] == v for r in rows) for v in CODES}
-    atomic.write_json(json_path, {
-        "dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts, "claims": rows})
+    write_sealed(json_path, {
+        "dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts, "claims": rows,
+        "inputs": record_inputs(params, root)})
     return (f"{csv_path}: {len(rows)} claims — "
             + ", ".join(f"{k} {v}" for k, v in counts.items()))

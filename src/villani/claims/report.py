@@ -20,6 +20,7 @@ from typing import Mapping
 
 from villani.claims.context import Context
 from villani.claims.verdict import REFUTED, SUPPORTED, UNTESTABLE
+from villani.io.results import claims_ledger
 from villani.io import atomic
 from villani.plan import layout
 from villani.plan.paper_lambda import PAPER_LAMBDAS, match
@@ -53,7 +54,7 @@ def _row(r: Mapping) -> str:
 def report(params: Mapping, root=layout.RESULTS) -> str:
     """The three-part section (Markdown) of one dataset's ledger."""
     path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
-    doc = atomic.read_json(path, "claims ledger")
+    doc = claims_ledger(params, root)
     rows = doc["claims"]
     wrong = [r for r in rows if r["verdict"] == REFUTED and r["note"].startswith(ANY_SCALE)]
     refuted = [r for r in rows if r["verdict"] == REFUTED and r not in wrong]

@@ -91,19 +91,20 @@ def write_text(target: str | Path, text: str) -> None:
     write_bytes(target, text.encode())
 
 
-def _finite_json(obj: Any) -> Any:
+def finite_json(obj: Any) -> Any:
+    """``obj`` as :func:`write_json` writes it: NaN → null, ±inf → "inf"/"-inf", keys as text."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     if isinstance(obj, dict):
-        return {str(k): _finite_json(v) for k, v in obj.items()}
+        return {str(k): finite_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite_json(v) for v in obj]
+        return [finite_json(v) for v in obj]
     return obj
 
 
 def write_json(target: str | Path, obj: Any) -> None:
     """Write JSON atomically; ±inf become the strings "inf"/"-inf" (strict JSON has none)."""
-    write_text(target, json.dumps(_finite_json(obj), indent=2, sort_keys=True) + "\n")
+    write_text(target, json.dumps(finite_json(obj), indent=2, sort_keys=True) + "\n")
 
 
 def write_with(target: str | Path, writer: Callable[[Path], None]) -> None:

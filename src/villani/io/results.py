@@ -40,7 +40,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from villani.io import atomic, validate
+from villani.io import atomic, provenance, records, validate
 from villani.plan import layout
 from villani.plan.runs import Run, runs
 from villani.plan.runs import variants as variant_names
@@ -49,9 +49,10 @@ from villani.psi import psi_column
 
 __all__ = [
     "MEASURE_SCALARS", "MEASURE_LABELS", "TRACE_FIELDS",
-    "read_stats", "data_stats", "train_tokens", "vocabulary",
+    "read_stats", "data_stats", "current_stats", "train_tokens", "vocabulary",
     "read_checkpoint_meta", "checkpoint_table", "training_log",
-    "is_doubly_stochastic", "measure_paths", "read_measure", "measurement_row", "measurements", "measure_samples", "run_records",
+    "is_doubly_stochastic", "measure_paths", "read_measure", "checked_measure", "measurement_hashes", "measurement_row",
+    "measurements", "measure_samples", "run_records", "record_inputs", "claims_ledger",
     "eigen_frame", "trace_samples",
     "rays_table", "landscape_surface", "bounds_summary", "bounds_frame", "cost_table",
 ]
@@ -68,8 +69,10 @@ REWRITE = {
     "loss surface": "run `villani landscape --lam λ` (or the workflow)",
     "surface metadata": "rerun `villani landscape --lam λ` (or the workflow)",
     "bounds summary": "run `villani bounds` (or the workflow)",
+    "claims ledger": "run `villani claims` (or the workflow)",
     "HVP cost sweep": "run `villani cost` (or the workflow)",
-    "training log": "retrain the segment: delete its segments/seg<end>.json and rerun the workflow",
+    "training log": "retrain its segment (`villani train … --until <end>`; `--all` retrains every segment that "
+                    "is not intact)",
 }
 
 
@@ -93,6 +96,20 @@ def read_stats(data_dir: str | Path) -> dict[str, Any]:
 def data_stats(params: Mapping, root) -> dict[str, Any]:
     """``results/data/{dataset}/stats.json`` of the params' dataset."""
     return read_stats(layout.fmt(layout.DATA_DIR, root, dataset=params["data"]["name"]))
+
+
+def current_stats(params: Mapping, root) -> tuple[dict | None, str]:
+    """(``stats.json`` of the params' dataset, "") when it was written under the data
+    parameters asked now (its ``seq_len``, ``source`` and ``revision``), else (None, why
+    not): numbers derived from a stale file — blocks, epochs — would be of other data."""
+    path = layout.fmt(layout.DATA_STATS, root, dataset=params["data"]["name"])
+    if not path.exists():
+        return None, f"{path} not written yet"
+    stats = read_stats(path.parent)
+    d = params["data"]
+    stale = [f"data.{k}: {stats.get(k)!r} there, {d.get(k)!r} here" for k in ("seq_len", "source", "revision")
+             if k in stats and stats.get(k) != d.get(k)]
+    return (None, f"{path} is of other data parameters ({'; '.join(stale)})") if stale else (stats, "")
 
 
 def train_tokens(stats: Mapping) -> int:
@@ -124,9 +141,13 @@ def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
 
 
 def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
-    """The per-step log of a run, all segments concatenated in step order."""
-    frames = [_read_csv(run.path(layout.SEGMENT_LOG, root, step=e), "training log", {"step": "integer", "loss": "number"})
-              for e in segment_ends(params["train"])]
+    """The per-step log of a run, all segments concatenated in step order; each segment's
+    steps once each and in order, its values finite (:func:`villani.io.validate.step_log`)."""
+    ends = segment_ends(params["train"])
+    frames = [validate.step_log(_read_csv(run.path(layout.SEGMENT_LOG, root, step=e), "training log",
+                                          {"step": "integer", "loss": "number"}),
+                                run.path(layout.SEGMENT_LOG, root, step=e), start=s, end=e)
+              for s, e in zip([0] + ends[:-1], ends)]
     return pd.concat(frames, ignore_index=True).sort_values("step").reset_index(drop=True)
 
 
@@ -160,12 +181,33 @@ def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] 
 
 def read_measure(path: str | Path, run: Run | None = None, step: int | None = None) -> dict:
     """A measure JSON, checked (:func:`villani.io.validate.measure_record`; with ``run`` and
-    ``step``, its λ, seed, step and variant must be theirs): a one-line ValueError naming
-    the file and field when missing, corrupt, ill-typed or NaN."""
+    ``step``, its λ, seed, step and variant must be theirs) and its ``record_sha256`` against
+    its content (:func:`villani.io.records.check_sealed`): a one-line ValueError naming the
+    file and field when missing, corrupt, ill-typed, NaN or edited."""
     rec = _read_json(path, "measurement")
     ident = {} if run is None else dict(lam=run.lam, seed=run.seed, variant=run.variant)
-    return validate.measure_record(rec, path, scalars=MEASURE_SCALARS, labels=MEASURE_LABELS,
-                                   trace_fields=TRACE_FIELDS, step=step, **ident)
+    rec = validate.measure_record(rec, path, scalars=MEASURE_SCALARS, labels=MEASURE_LABELS,
+                                  trace_fields=TRACE_FIELDS, step=step, **ident)
+    records.check_sealed(rec, path, "measurement", REWRITE["measurement samples"])
+    return rec
+
+
+def checked_measure(params: Mapping, root, run: Run, step: int, path) -> dict:
+    """:func:`read_measure`, and the links it relies on (:func:`villani.io.provenance.check_measure_links`:
+    the run's checkpoint now, trained and measured under ``params``)."""
+    rec = read_measure(path, run, step)
+    meta_path = run.path(layout.CKPT_META, root, step=step)
+    meta = read_checkpoint_meta(meta_path) if meta_path.exists() else None
+    provenance.check_measure_links(rec, path, params, run, meta, meta_path)
+    return rec
+
+
+def measurement_hashes(params: Mapping, root) -> dict[str, str]:
+    """``{path under root: record_sha256}`` of every measure JSON of every variant's runs that
+    exists, each checked (:func:`checked_measure`): what a record computed from them names."""
+    return {Path(path).relative_to(Path(root)).as_posix():
+            checked_measure(params, root, run, step, path)[records.RECORD_HASH]
+            for run, step, path in measure_paths(params, root, None) if path.exists()}
 
 
 def measurement_row(m: Mapping, path) -> dict:
@@ -213,7 +255,7 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
             if missing_ok:
                 continue
             raise ValueError(f"{path}: measurement not found (run `villani measure` for it)")
-        rows.append(measurement_row(read_measure(path, run, step), path))
+        rows.append(measurement_row(checked_measure(params, root, run, step, path), path))
     if not rows:
         return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
     order = {v: i for i, v in enumerate(variant_names(params))}  # AdamW first, the Langevin arm last
@@ -258,7 +300,7 @@ def run_records(params: Mapping, root, variants: Iterable[str] | None = None) ->
     its ``_path``."""
     out: dict[Run, list[dict]] = {}
     for run, step, path in measure_paths(params, root, variants):
-        rec = read_measure(path, run, step)
+        rec = checked_measure(params, root, run, step, path)
         out.setdefault(run, []).append(dict(rec, dataset=run.dataset, variant=run.variant, _path=str(path)))
     return out
 
@@ -306,9 +348,39 @@ def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, 
 
 
 def bounds_summary(params: Mapping, root) -> dict:
-    """``bounds.json`` of the dataset (rows and per-λ summary, see :mod:`villani.bounds.table`)."""
+    """``bounds.json`` of the dataset (rows and per-λ summary, see :mod:`villani.bounds.table`),
+    its ``record_sha256`` checked and the measure JSONs it names those under ``root`` now."""
     path = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json"
-    return _read_json(path, "bounds summary")
+    doc = _read_json(path, "bounds summary")
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: bounds summary is not an object")
+    records.check_sealed(doc, path, "bounds summary", REWRITE["bounds summary"])
+    provenance.check_inputs(doc, path, measurement_hashes(params, root), None, root, "bounds summary",
+                            REWRITE["bounds summary"])
+    return doc
+
+
+def record_inputs(params: Mapping, root) -> dict:
+    """What a record computed from the dataset's results names as its inputs: the measure
+    JSONs by ``record_sha256`` (:func:`measurement_hashes`) and ``bounds.json``'s (null
+    where there is none); :func:`claims_ledger` checks them."""
+    bounds = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json"
+    return {"measurements": measurement_hashes(params, root),
+            "bounds_sha256": bounds_summary(params, root)[records.RECORD_HASH] if bounds.exists() else None}
+
+
+def claims_ledger(params: Mapping, root) -> dict:
+    """``claims/{dataset}.json`` (:mod:`villani.claims.ledger`), its ``record_sha256`` checked
+    and the measure JSONs and bounds.json it names those under ``root`` now."""
+    path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
+    doc = _read_json(path, "claims ledger")
+    if not isinstance(doc, dict) or not isinstance(doc.get("claims"), list):
+        raise ValueError(f"{path}: claims ledger is not an object with a list of claims")
+    records.check_sealed(doc, path, "claims ledger", REWRITE["claims ledger"])
+    bounds = (doc.get("inputs") or {}).get("bounds_sha256") and bounds_summary(params, root)[records.RECORD_HASH]
+    provenance.check_inputs(doc, path, measurement_hashes(params, root), bounds, root, "claims ledger",
+                            REWRITE["claims ledger"])
+    return doc
 
 
 def bounds_frame(params: Mapping, root) -> pd.DataFrame:

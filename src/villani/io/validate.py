@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 __all__ = ["invalid", "missing", "number", "integer", "text", "digest_hex", "measure_record", "precision_audit",
-           "measure_samples", "data_stats", "token_blocks", "checkpoint_meta", "work_state", "columns", "MAX_VOCAB"]
+           "measure_samples", "data_stats", "token_blocks", "checkpoint_meta", "work_state", "step_log", "columns",
+           "MAX_VOCAB"]
 
 MAX_VOCAB = 10_000_000  # larger than any tokenizer's vocabulary; a bigger vocab_size is a damaged file
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -345,6 +346,38 @@ def checkpoint_meta(meta: Any, path) -> dict:
     if "digest" in m:
         text(m["digest"], path, "digest")
     return dict(m)
+
+
+def step_log(df, path, *, start: int, end: int):
+    """A training segment's per-step log (start, end]: integer ``step`` = start+1 … end, once
+    each and in order; ``skipped`` 0 or 1; every other column numeric and finite, except
+    ``loss`` on a skipped step and ``grad_norm`` (a clipped gradient's norm may be inf). A
+    row written by another process, a block of NULs, a lost row: one line naming the row."""
+    columns(df, path, {"step": "integer"})
+    steps = df["step"].to_numpy()
+    want = np.arange(int(start) + 1, int(end) + 1)
+    if len(steps) != len(want) or (steps != want).any():
+        i = next((i for i, (a, b) in enumerate(zip(steps, want)) if a != b), min(len(steps), len(want)))
+        what = (f"step {steps[i]}, expected step {want[i]}" if i < min(len(steps), len(want)) else
+                f"no row, expected step {want[i]}" if i < len(want) else f"step {steps[i]} after the last step {end}")
+        raise ValueError(f"{path}: row {i + 1}: {what} (steps {start + 1}…{end} once each, in order: a damaged "
+                         "log, or two processes wrote it)")
+    columns(df, path, {"loss": "number", "skipped": "integer"})
+    skipped = df["skipped"].to_numpy()
+    if not np.isin(skipped, (0, 1)).all():
+        i = int(np.flatnonzero(~np.isin(skipped, (0, 1)))[0])
+        raise invalid(path, f"row {i + 1} (step {steps[i]}): skipped", int(skipped[i]), "0 or 1")
+    for col in df.columns:
+        if col in ("step", "skipped", "grad_norm"):
+            continue
+        columns(df, path, {col: "number"})
+        bad = ~np.isfinite(df[col].to_numpy(dtype=float))
+        if col == "loss":
+            bad &= skipped == 0
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise invalid(path, f"row {i + 1} (step {steps[i]}): {col}", float(df[col].iloc[i]), "a finite number")
+    return df
 
 
 _STATE_TENSORS = ("torch_rng", "noise_rng", "cuda_rng")

@@ -40,6 +40,12 @@ measurement set (:mod:`villani.measure.measurement_set`):
 
 The Parquet file holds the raw samples (long format: ``kind, probe, index, block,
 value, weight``) and is written first; the JSON is written last and marks completion.
+The JSON names what it was computed from — ``weights_sha256`` and ``checkpoint_meta_sha256``
+(the checkpoint's weights and ``checkpoint.json``), ``train_digest``/``train_params`` (the
+parameters it was trained under), ``measure_digest`` (the measure keys) — and carries its
+own ``record_sha256`` (:mod:`villani.io.records`); the readers check each link
+(:mod:`villani.io.results`). One process measures a checkpoint at a time
+(:mod:`villani.io.one_writer`), and not while a ``villani train`` is rewriting it.
 A non-finite value anywhere raises ``ValueError`` naming the checkpoint and the
 quantity, and nothing is written. Keys of the JSON: ``docs/measurements.md``.
 """
@@ -58,6 +64,8 @@ from villani.curvature import ModelHessian
 from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
+from villani.io.one_writer import WriterBusy, describe, holder, one_writer
+from villani.io.records import write_sealed
 from villani.io.results import data_stats, vocabulary
 from villani.measure.cost_model import cost_counts
 from villani.measure.curvature_phase import Clock, curvature
@@ -70,6 +78,7 @@ from villani.measure.measurement_set import (
 from villani.measure.parameter_groups import group_columns
 from villani.model import num_params
 from villani.plan import layout
+from villani.plan.digest import stage_digest, stage_inputs
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
 from villani.progress import Progress
@@ -81,8 +90,9 @@ __all__ = ["measure_checkpoint", "SCHEMA_VERSION", "NOTE"]
 
 log = logging.getLogger(__name__)
 
-# /2: the `cost` object (counts of products, graph builds, tokens); /3: `precision_audit`
-SCHEMA_VERSION = "villani.measure/3"
+# /2: the `cost` object (counts of products, graph builds, tokens); /3: `precision_audit`;
+# /4: provenance (checkpoint_meta_sha256, train_digest, train_params, measure_digest) and record_sha256
+SCHEMA_VERSION = "villani.measure/4"
 NOTE = ("trace_L estimates tr ∇²L, ΔF's only stochastic part (Hutchinson with Rademacher probes, deflated: "
         "tr(QᵀHQ) exact from the top-k Lanczos basis plus Hutchinson on the remainder); "
         "lam_d = λ·d is exact and laplacian_F = trace_L.mean + lam_d; psi_s[s] = −laplacian_F + "
@@ -172,8 +182,23 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     me = params["measure"]
     what = f"measure {params['data']['name']} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
     hvps = int(me["num_probes"]) + int(me["lanczos_steps"]) + (int(me["slq_probes"]) - 1) * int(me["slq_steps"])
-    with Progress(what, hvps, unit="HVP", logger=log) as bar:
-        return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device, bar=bar)
+    ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
+    out = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
+    with one_writer(layout.fmt(layout.MEASURE_LOCK, root, step=int(step), **ident), f"the measurement {out}",
+                    writes=str(out)):
+        _refuse_while_trained(root, ident, int(step))
+        with Progress(what, hvps, unit="HVP", logger=log) as bar:
+            return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device,
+                            bar=bar)
+
+
+def _refuse_while_trained(root, ident: Mapping, step: int) -> None:
+    """One line when a live ``villani train`` of the run is rewriting checkpoint ``step``."""
+    info = holder(layout.fmt(layout.TRAIN_LOCK, root, **ident))
+    steps = (info or {}).get("steps")
+    if info is not None and (not isinstance(steps, list) or steps[0] <= step <= steps[-1]):
+        raise WriterBusy(f"{layout.fmt(layout.CKPT_DIR, root, step=step, **ident)}: being written by another process "
+                         f"({describe(info)}); measure it once that training ends")
 
 
 def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> dict:
@@ -181,6 +206,7 @@ def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> d
     me = params["measure"]
     clock.start("load")
     model, meta = load_run_model(params, root, run, step, device)
+    meta_sha256 = atomic.sha256_file(run.path(layout.CKPT_META, root, step=step))
     dev = next(model.parameters()).device
     train = train_blocks(params, root)
     ids, batches = measurement_batches(params, root, dev, train=train)
@@ -189,8 +215,8 @@ def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> d
     val = load_split(params, root, "validation")
     val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
     clock.lap("validation")
-    return dict(model=model, meta=meta, dev=dev, train=train, ids=ids, batches=batches, val_loss=val_loss,
-                val_tokens=int(val_tokens), root=root)
+    return dict(model=model, meta=meta, meta_sha256=meta_sha256, dev=dev, train=train, ids=ids, batches=batches,
+                val_loss=val_loss, val_tokens=int(val_tokens), root=root)
 
 
 def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
@@ -246,7 +272,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
     out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
     atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
-    atomic.write_json(out_json, rec)
+    write_sealed(out_json, rec)
     return str(out_json)
 
 
@@ -322,7 +348,10 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
     return {
         "schema": SCHEMA_VERSION,
         "dataset": run.dataset, "variant": run.variant, "lam": lam, "seed": run.seed, "step": step,
-        "checkpoint": ckpt, "weights_sha256": meta["weights_sha256"],
+        "checkpoint": ckpt, "weights_sha256": meta["weights_sha256"], "checkpoint_meta_sha256": job["meta_sha256"],
+        "train_digest": meta.get("digest"), "train_params": meta.get("train_params"),
+        "measure_digest": stage_digest(params, "measure", run.variant),
+        "measure_params": stage_inputs(params, "measure", run.variant),
         "tokens_seen": int(meta["tokens_seen"]), "wall_clock_s": float(meta["wall_clock_s"]),
         "train_loss": meta.get("train_loss"), "decay_mode": meta.get("decay_mode"),
         "decay_params": meta.get("decay_params"),

@@ -310,15 +310,14 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
     (:mod:`villani.measure.diagnose_data`).
     """
     from villani.io.finite import check_finite
-    from villani.measure.diagnose_data import checked_counts, checked_seq_len, measurement_blocks_for
-    from villani.model import describe_model, load_causal_lm, pick_device
+    from villani.measure.diagnose_data import checked_counts, checked_model, measurement_blocks_for
+    from villani.model import describe_model, pick_device
     from villani.progress import Progress
 
     t0 = time.perf_counter()
     s_values, lanczos_steps = checked_counts(blocks, batch_size, probes, top_k, s_values, lanczos_steps)
     dev = pick_device(device)
-    model = load_causal_lm(model_ref)
-    seq_len = checked_seq_len(seq_len, getattr(model.config, "max_position_embeddings", None))
+    model, checkpoint, seq_len = checked_model(str(model_ref), tokenizer, seq_len)
     data = measurement_blocks_for(data_cfg, tokenizer or model_ref, split=split, seq_len=seq_len, blocks=blocks,
                                   set_seed=set_seed, vocab_size=int(model.get_input_embeddings().num_embeddings),
                                   min_distinct=min_distinct_tokens,
@@ -343,7 +342,8 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
     curve, per_s = _psi_curves(parts, s_values, grid)
     record = {
         "schema": SCHEMA_VERSION,
-        "model": {"source": str(model_ref), **arch},
+        "model": {"source": str(model_ref), **arch,
+                  "weights_sha256": None if checkpoint is None else checkpoint["weights_sha256"]},
         "tokenizer": str(tokenizer or model_ref),
         "data": {"source": data["source"], "revision": data_cfg.get("revision"), "source_commit": data["source_commit"],
                  "text_column": data_cfg.get("text_column"), "split": split, "split_origin": data["origin"],

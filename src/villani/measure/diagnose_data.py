@@ -13,6 +13,14 @@ A tokenizer is refused (one line naming the tokenizer, the model and both number
 The pipeline's own tokenizer folder ``results/data/<dataset>`` (``tokenizer.json`` +
 ``stats.json``) and a checkpoint folder ``ckpt/step<t>/`` (its saved tokenizer) are
 tokenizers like any other (:func:`villani.data.tokenizer.load_pretrained`).
+
+Before a model is loaded, ``--model`` is checked (:func:`check_model_folder`): a path that
+does not exist (and is no hub name), a folder without ``config.json``, weights or — when
+``--tokenizer`` is not given — tokenizer files is one line naming the folder and what it
+lacks; a villani checkpoint folder (its ``checkpoint.json``) gets the checks ``measure``
+makes (:func:`villani.training.checkpoint.verify_folder`: every file against its sha256,
+and in a run's layout its identity and segment manifest), so a damaged or edited
+checkpoint is refused in one line naming the file instead of being measured.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import numpy as np
 import torch
 
 __all__ = ["measurement_blocks_for", "check_vocabulary", "check_distinct_tokens", "checked_counts",
-           "checked_seq_len", "MAX_PROBES"]
+           "checked_seq_len", "check_model_folder", "check_finite_weights", "checked_model", "MAX_PROBES"]
 
 MAX_PROBES = 100_000  # as measure.num_probes (villani/schemas/params.schema.yaml)
 
@@ -44,6 +52,56 @@ def checked_counts(blocks, batch_size, probes, top_k, s_values, lanczos_steps) -
     if lanczos_steps < int(top_k):
         raise ValueError(f"--lanczos-steps: {lanczos_steps} < --top-k {top_k}")
     return s_values, lanczos_steps
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model",
+                   "vocab.txt")
+
+
+def check_model_folder(model_ref: str, tokenizer: str | None) -> dict | None:
+    """``--model`` before anything is loaded (module doc); returns the folder's verified
+    ``checkpoint.json``, or None (a hub name, or a folder without one)."""
+    from pathlib import Path
+
+    from villani.data import hub
+    from villani.training.checkpoint import verify_folder
+
+    folder = Path(model_ref)
+    if not folder.exists():
+        if hub.is_hub_name(model_ref):
+            return None
+        raise ValueError(f"--model: {model_ref}: no such folder (and not a hub name such as EleutherAI/gpt-neo-125m)")
+    if not folder.is_dir():
+        raise ValueError(f"--model: {model_ref}: not a folder (give the save_pretrained folder of a causal LM)")
+    lacks = [what for what, names in (("config.json", ("config.json",)),
+                                      ("weights (" + " or ".join(WEIGHT_FILES[::2]) + ")", WEIGHT_FILES),
+                                      ("tokenizer files (" + ", ".join(TOKENIZER_FILES[:3]) + ", …; or pass "
+                                       "--tokenizer)", TOKENIZER_FILES if tokenizer is None else ()))
+             if names and not any((folder / n).is_file() for n in names)]
+    if lacks:
+        raise ValueError(f"--model: {model_ref}: the folder has no {' and no '.join(lacks)}")
+    return verify_folder(folder)
+
+
+def check_finite_weights(model, model_ref: str) -> None:
+    """One-line ValueError naming the first tensor that holds NaN or inf (damaged weights)."""
+    for name, p in model.named_parameters():
+        if not bool(torch.isfinite(p).all()):
+            raise ValueError(f"--model: {model_ref}: tensor {name!r} holds NaN or inf: corrupt weights (copy the folder "
+                             "again; a villani checkpoint: retrain its segment)")
+
+
+def checked_model(model_ref: str, tokenizer: str | None, seq_len: int | None):
+    """(model, its folder's verified checkpoint.json or None, ``--seq-len``): ``--model``
+    checked before it is loaded (:func:`check_model_folder`) and its weights after
+    (:func:`check_finite_weights`), ``--seq-len`` against its positions."""
+    from villani.model import load_causal_lm
+
+    checkpoint = check_model_folder(model_ref, tokenizer)
+    model = load_causal_lm(model_ref)
+    check_finite_weights(model, model_ref)
+    return model, checkpoint, checked_seq_len(seq_len, getattr(model.config, "max_position_embeddings", None))
 
 
 def checked_seq_len(seq_len: int | None, max_pos: int | None) -> int:

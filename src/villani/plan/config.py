@@ -8,9 +8,12 @@ cannot express (checkpoint count vs steps, Lanczos steps vs k, …). Every failu
 :class:`ParamsError` whose message is one line naming the file, the key, the value and
 what is allowed.
 
-YAML is read as YAML 1.2 (``ruamel.yaml``), so ``1e-3`` is a float as in DVC. Documents
-parsed elsewhere with PyYAML (Snakemake's ``configfile:``) may carry such numbers as
-strings; :func:`resolve` converts numeric strings where the schema asks for a number.
+A file is read as YAML 1.2 (:mod:`villani.plan.params_file`), so ``1e-3`` is a float as
+in DVC, and a quoted number is refused there. Documents parsed elsewhere with PyYAML
+(Snakemake's ``configfile:``) may carry unquoted numbers as strings; :func:`resolve`
+converts numeric strings where the schema asks for a number. Snakemake's ``--config``
+values over the files are checked by :func:`resolve_workflow`, whose errors name
+``--config`` when the files alone are valid.
 
 **Several datasets.** A document names one dataset (the ``data`` group) or several: a
 top-level ``datasets`` mapping from name to that dataset's overrides of any group. Then
@@ -28,115 +31,30 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import jsonschema
-from ruamel.yaml import YAML
 
 from villani.plan.layout import ACROSS
+from villani.plan.params_file import (  # noqa: F401 (the reader of parameter files is part of this module's API)
+    _NUMBER_RE,
+    MAX_DEPTH,
+    MAX_VALUES,
+    SCHEMA,
+    ParamsError,
+    _deref,
+    _key_of,
+    _show,
+    check_files,
+    check_values,
+    dump_yaml,
+    load_schema,
+    read_yaml,
+)
 from villani.plan.schedule import checkpoint_steps
 
-SCHEMA = "schemas/params.schema.yaml"  # inside the villani package
-
-_NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-
-
 GROUPS = ("data", "model", "train", "measure", "rays", "landscape", "bounds", "figures", "claims")
-
-
-class ParamsError(ValueError):
-    """A parameter document is invalid; ``str(err)`` is one line naming the key."""
-
-
-def _yaml() -> YAML:
-    y = YAML(typ="safe", pure=True)
-    return y
-
-
-def load_schema() -> dict:
-    from importlib.resources import files
-
-    return _yaml().load(files("villani").joinpath(SCHEMA).read_text(encoding="utf-8"))
-
-
-def read_yaml(path: str | Path) -> dict:
-    """Read one YAML mapping; a missing, malformed or empty file, a duplicate key (named
-    with its line) or aliases expanding past :data:`MAX_VALUES` values is a one-line
-    ParamsError."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ParamsError(f"{path}: cannot read parameter file ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise ParamsError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-    try:
-        doc = _yaml().load(text)
-    except Exception as e:  # ruamel raises several classes; report the problem and its line
-        raise ParamsError(f"{path}: not valid YAML ({_yaml_problem(e)})") from None
-    if doc is None:
-        raise ParamsError(f"{path}: empty parameter file (write at least one group, e.g. `train: {{steps: 240}}`; "
-                          "an empty file would silently run the schema defaults)")
-    if not isinstance(doc, dict):
-        raise ParamsError(f"{path}: top level must be a mapping of groups, got {type(doc).__name__}")
-    check_values(doc, str(path))
-    return doc
-
-
-def _yaml_problem(e: Exception) -> str:
-    """One line from a ruamel error: its problem and the line it points at (duplicate keys:
-    the key, its line and the line of the first occurrence)."""
-    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
-    context = getattr(e, "context_mark", None)
-    if problem and mark is not None:
-        where = f"line {mark.line + 1}"
-        if "duplicate key" in problem:
-            key = problem.split(" with value ")[0].replace("found duplicate key", "duplicate key")
-            return f"{where}: {key}" + (f" in the mapping starting at line {context.line + 1}" if context else "")
-        return f"{where}: {problem}"
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
-
-
-MAX_VALUES = 100_000  # values a parameter document may hold, aliases expanded
-MAX_DEPTH = 32  # nesting of mappings and lists
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def check_values(doc: Any, source: str) -> None:
-    """Refuse what no schema keyword catches, in one walk with aliases expanded: more than
-    :data:`MAX_VALUES` values or :data:`MAX_DEPTH` levels (a YAML alias bomb, a recursive
-    alias: every digest would expand it), a NaN or ±inf anywhere (every range check passes
-    NaN), and a control character (a newline splits a shell line) in any text or key."""
-    count = 0
-
-    def walk(node: Any, path: tuple, depth: int) -> None:
-        nonlocal count
-        count += 1
-        if count > MAX_VALUES:
-            top = path[:next((i for i, k in enumerate(path) if isinstance(k, int)), len(path))]
-            raise ParamsError(f"{source}: {_key_of(top)}: more than {MAX_VALUES} values with YAML aliases expanded "
-                              "(allowed: a parameter document, not an alias bomb)")
-        if depth > MAX_DEPTH:
-            raise ParamsError(f"{source}: {_key_of(path)}: nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
-        if isinstance(node, float) and not math.isfinite(node):
-            raise ParamsError(f"{source}: {_key_of(path)}: {node} is invalid (allowed: finite numbers)")
-        if isinstance(node, str) and _CONTROL.search(node):
-            raise ParamsError(f"{source}: {_key_of(path)}: {_show(node)} is invalid (allowed: text without "
-                              "newlines or other control characters)")
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                if isinstance(k, str) and _CONTROL.search(k):
-                    raise ParamsError(f"{source}: {_key_of(path)}: key {_show(k)} is invalid (allowed: keys "
-                                      "without newlines or other control characters)")
-                walk(v, path + (k,), depth + 1)
-        elif isinstance(node, (list, tuple)):
-            for i, v in enumerate(node):
-                walk(v, path + (i,), depth + 1)
-
-    walk(doc, (), 0)
 
 
 def deep_merge(base: Mapping, override: Mapping) -> dict:
@@ -148,13 +66,6 @@ def deep_merge(base: Mapping, override: Mapping) -> dict:
         else:
             out[k] = copy.deepcopy(v)
     return out
-
-
-def check_files(paths: Iterable[str | Path]) -> None:
-    """Read each parameter file as :func:`load_params` would (for Snakemake's ``configfile:``,
-    parsed by PyYAML, which takes the last of duplicate keys and an empty file as ``{}``)."""
-    for path in paths:
-        read_yaml(path)
 
 
 def load_params(paths: Iterable[str | Path]) -> dict:
@@ -183,17 +94,6 @@ def _fill_defaults(doc: Any, schema: Mapping) -> Any:
     return doc
 
 
-def _deref(schema: Mapping, root: Mapping) -> Mapping:
-    """``schema`` itself, or the subschema its local ``$ref`` (``#/properties/…``) names."""
-    ref = schema.get("$ref") if isinstance(schema, Mapping) else None
-    if not ref:
-        return schema
-    node = root
-    for part in ref.lstrip("#/").split("/"):
-        node = node[part]
-    return node
-
-
 def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
     """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)."""
     root = schema if root is None else root
@@ -211,19 +111,6 @@ def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> A
     if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
         return [_coerce_numbers(x, schema["items"], root) for x in doc]
     return doc
-
-
-def _show(value: Any, width: int = 80) -> str:
-    """A value as JSON for a message, shortened to about ``width`` characters."""
-    text = json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 20] + "…" + text[-10:]
-
-
-def _key_of(path: Iterable) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
 
 
 def _describe(s: Mapping) -> str:
@@ -368,6 +255,21 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
     return p
 
 
+def resolve_workflow(config: Mapping, files: Iterable[str | Path], overrides: Mapping | None) -> dict:
+    """Snakemake's parameters: the files (each read by :func:`check_files`, then resolved —
+    an error names the file) and the ``--config`` values over them (an error then names
+    ``--config``, not a file that holds no such value)."""
+    files = [str(f) for f in files]
+    source = ", ".join(files) or "config"
+    check_files(files)
+    if not overrides:
+        return resolve(config, source=source)
+    if files:
+        load_params(files)
+    keys = ", ".join(_key_of((k,)) for k in overrides)
+    return resolve(config, source=f"--config {keys} (over {source})")
+
+
 def dataset_names(p: Mapping) -> list[str]:
     """The datasets of a resolved document: the keys of ``datasets``, else ``data.name``."""
     return list(p["datasets"]) if p.get("datasets") else [p["data"]["name"]]
@@ -415,9 +317,3 @@ def _without_defaults(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_without_defaults(v) for v in schema]
     return schema
-
-
-def dump_yaml(p: Mapping, path: str | Path) -> None:
-    """Write a parameter dict as YAML (used by tests and `villani validate --print`)."""
-    with open(path, "w") as f:
-        _yaml().dump(json.loads(json.dumps(p)), f)

@@ -19,7 +19,8 @@ from villani.plan.layout import format_lam
 from villani.plan.runs import overridden_keys, variant_kind
 from villani.plan.stages import STAGES
 
-__all__ = ["stage_keys", "stage_inputs", "stage_digest", "datasets_digest", "run_digest", "STAGES"]
+__all__ = ["stage_keys", "stage_inputs", "stage_digest", "datasets_digest", "run_digest", "trained_params",
+           "differing_keys", "params_difference", "STAGES"]
 
 # wildcards (λ, seed), the set of runs, or another variant's settings: never a train digest key
 _RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
@@ -80,3 +81,53 @@ def datasets_digest(ps: Sequence[Mapping], stage: str) -> str:
 def run_digest(p: Mapping, variant: str, lam: float, seed: int) -> str:
     """Identity of one training run's parameters: ``<train digest>:<λ as in paths>:<seed>``."""
     return f"{stage_digest(p, 'train', variant)}:{format_lam(lam)}:{int(seed)}"
+
+
+def trained_params(p: Mapping, variant: str) -> dict:
+    """The training keys' values as a checkpoint, a segment manifest and a measure JSON
+    record them (:func:`stage_inputs` of stage ``train``, as JSON types)."""
+    return json.loads(json.dumps(stage_inputs(p, "train", variant), default=str))
+
+
+def differing_keys(recorded: Mapping, current: Mapping, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested dicts (a key only one has counts)."""
+    out = []
+    for key in sorted(set(recorded) | set(current), key=str):
+        a, b, name = recorded.get(key), current.get(key), f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += differing_keys(a, b, name + ".")
+        elif a != b or (key in recorded) != (key in current):
+            out.append(name)
+    return out
+
+
+_ABSENT = object()
+
+
+def _show(v) -> str:
+    """A recorded or current value; a key one side lacks reads ``(not set)`` — e.g. a key
+    added to the parameters after the record was written."""
+    if v is _ABSENT:
+        return "(not set)"
+    t = json.dumps(v, default=str)
+    return t if len(t) <= 40 else t[:30] + "…"
+
+
+def _recorded_value(d: Mapping, dotted: str, top: list[str]):
+    """The value of a dotted key of :func:`differing_keys` in a stage_inputs dict, whose own
+    keys are dotted too (``train.lr``, ``model``); ``_ABSENT`` where the dict lacks it."""
+    head = next((k for k in top if dotted == k or dotted.startswith(k + ".")), None)
+    node = d.get(head, _ABSENT) if head else _ABSENT
+    for part in dotted[len(head) + 1:].split(".") if head and dotted != head else []:
+        node = node.get(part, _ABSENT) if isinstance(node, Mapping) else _ABSENT
+    return node
+
+
+def params_difference(recorded: Mapping, current: Mapping, most: int = 4) -> str:
+    """``train.lr: 0.003 there, 0.004 here; …`` for the keys whose values differ between two
+    :func:`stage_inputs` dicts (recorded, current); empty when none differs."""
+    keys = differing_keys(recorded, current)
+    top = list(current) + [k for k in recorded if k not in current]
+    shown = "; ".join(f"{k}: {_show(_recorded_value(recorded, k, top))} there, {_show(_recorded_value(current, k, top))} here"
+                      for k in keys[:most])
+    return shown + (f"; and {len(keys) - most} more" if len(keys) > most else "")

@@ -20,13 +20,14 @@ written as a number. A new group extends the file the same way: return it nested
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from villani.claims.verdict import CODES
 from villani.io import atomic
-from villani.io.results import bounds_summary, checkpoint_table, measurements
+from villani.io.results import bounds_summary, checkpoint_table, claims_ledger, measurements
 from villani.plan import layout
 from villani.plan.runs import runs
 
@@ -55,10 +56,9 @@ def bounds_metrics(params: Mapping, root) -> dict:
     the PAC-Bayes bound; the PAC-Bayes mean and final bound/perplexity ratio, R² and Pearson r
     over the checkpoints that meet its hypotheses (left out when none does). Empty when the
     bounds stage has not run."""
-    try:
-        summary = bounds_summary(params, root)["summary"]
-    except ValueError:
+    if not (Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json").exists():
         return {}
+    summary = bounds_summary(params, root)["summary"]  # a damaged or stale one stops the stage
     out: dict = {}
     for variant, per_lam in summary.items():
         for lam, entry in per_lam.items():
@@ -75,14 +75,13 @@ def bounds_metrics(params: Mapping, root) -> dict:
     return {"bounds": out}
 
 
-def claims_metrics(root, dataset: str) -> dict:
+def claims_metrics(params: Mapping, root) -> dict:
     """``{"claims": {<id>: 1 | 0 | −1, …, "n_supported": …}}`` from the dataset's
-    ``claims/{dataset}.json``; empty when the claims stage has not run."""
-    path = layout.fmt(layout.CLAIMS_JSON, root, dataset=dataset)
-    try:
-        doc = atomic.read_json(path, "claims ledger")
-    except ValueError:
+    ``claims/{dataset}.json`` (checked: :func:`villani.io.results.claims_ledger`); empty when
+    the claims stage has not run."""
+    if not layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"]).exists():
         return {}
+    doc = claims_ledger(params, root)
     out = {c["id"]: CODES[c["verdict"]] for c in doc["claims"]}
     out.update({f"n_{v}": sum(c["verdict"] == v for c in doc["claims"]) for v in CODES})
     return {"claims": out}
@@ -153,7 +152,7 @@ def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
     nested = {"training": training_metrics(params, root)}
     nested.update(measurement_metrics(params, root))
     nested.update(bounds_metrics(params, root))
-    nested.update(claims_metrics(root, ds))
+    nested.update(claims_metrics(params, root))
     path = layout.fmt(layout.METRICS, root, dataset=ds)
     atomic.write_json(path, flat_metrics(nested))
     return str(path)

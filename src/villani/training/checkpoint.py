@@ -18,8 +18,11 @@ A checkpoint at step t is the folder ``ckpt/step{t}/`` of its run holding
 (a folder copied over another's is one line naming both values), and ``checkpoint.json``
 itself against the sha256 the segment manifest ``segments/seg{end}.json`` recorded when the
 training job wrote it (:func:`manifest_entry`; an edited train_loss is one line) — the
-manifest is the training job's declared output, written by nothing else. A missing or
-pruned file is one line saying how to get it back (:func:`retrain_hint`).
+manifest is the training job's declared output, written by nothing else. The check fails
+closed: a checkpoint that no readable manifest lists (a deleted, truncated or unfinished
+manifest) is refused, never passed unchecked. A missing or pruned file is one line saying
+how to get it back (:func:`retrain_hint`). :func:`verify_folder` makes the same checks on a
+checkpoint folder given by its path (``villani diagnose --model``).
 
 Every file is written atomically (temp + fsync + rename), ``checkpoint.json`` last: a
 checkpoint is complete exactly when its JSON exists and the hashes match, so a
@@ -31,6 +34,7 @@ safetensors`` + ``.json`` + ``.state.pt``) is refused with one line naming the f
 from __future__ import annotations
 
 import io
+import re
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -61,15 +65,28 @@ def _run_cmd(variant, lam, seed) -> str:
     return f"villani train --variant {variant} --lam {layout.format_lam(lam)} --seed {seed}"
 
 
-def listing_manifest(root, dataset, variant, lam, seed, step) -> tuple[Path, dict] | None:
-    """(path, entry) of the segment manifest of the run that lists checkpoint ``step``, or None."""
+def _manifests(root, dataset, variant, lam, seed) -> tuple[list[tuple[Path, dict]], list[str]]:
+    """The run's segment manifests: (path, manifest) of the readable ones, and a line for
+    each that cannot be read (truncated, not JSON, not an object)."""
     folder = layout.fmt(layout.SEGMENT, root, dataset=dataset, variant=variant, lam=lam, seed=seed, step=0).parent
+    good, bad = [], []
     for path in sorted(folder.glob("seg*.json")) if folder.is_dir() else []:
         try:
-            entries = atomic.read_json(path, "segment manifest").get("checkpoints") or []
-        except (ValueError, AttributeError):
+            manifest = atomic.read_json(path, "segment manifest")
+        except ValueError as e:
+            bad.append(str(e))
             continue
-        for entry in entries:
+        if isinstance(manifest, dict) and isinstance(manifest.get("checkpoints"), list):
+            good.append((path, manifest))
+        else:
+            bad.append(f"{path}: segment manifest is not an object with a list of checkpoints")
+    return good, bad
+
+
+def listing_manifest(root, dataset, variant, lam, seed, step) -> tuple[Path, dict] | None:
+    """(path, entry) of the segment manifest of the run that lists checkpoint ``step``, or None."""
+    for path, manifest in _manifests(root, dataset, variant, lam, seed)[0]:
+        for entry in manifest["checkpoints"]:
             if isinstance(entry, dict) and entry.get("step") == int(step):
                 return path, entry
     return None
@@ -80,10 +97,9 @@ def retrain_hint(root, dataset, variant, lam, seed, step) -> str:
     found = listing_manifest(root, dataset, variant, lam, seed, step)
     if found is None:
         return f"train it: `{_run_cmd(variant, lam, seed)} --all` (or rerun the workflow)"
-    seg = found[0]
-    end = int(seg.stem[len("seg"):])
-    return (f"retrain its segment: delete {seg} and run `{_run_cmd(variant, lam, seed)} --until {end}` "
-            "(or rerun the workflow, which then retrains it)")
+    end = int(found[0].stem[len("seg"):])
+    return (f"retrain its segment: `{_run_cmd(variant, lam, seed)} --until {end}` (`--all` retrains every segment "
+            "that is not intact)")
 
 
 def manifest_entry(root, dataset, variant, lam, seed, step) -> dict:
@@ -109,14 +125,27 @@ def check_identity(meta: Mapping, meta_path, root, *, dataset, variant, lam, see
                              f"; {retrain_hint(root, dataset, variant, lam, seed, step)}")
 
 
-def _check_manifest(meta_path: Path, root, ident: Mapping, step) -> None:
-    """checkpoint.json must have the sha256 its segment manifest recorded (when one does)."""
-    found = listing_manifest(root, step=step, **ident)
-    if found is None or found[1].get("meta_sha256") is None:
-        return
-    if atomic.sha256_file(meta_path) != found[1]["meta_sha256"]:
-        raise ValueError(f"{meta_path}: sha256 does not match the one {found[0]} recorded when training wrote it "
-                         f"(edited or replaced checkpoint metadata); {retrain_hint(root, step=step, **ident)}")
+def _check_manifest(meta_path: Path, root, ident: Mapping, step, entry: Mapping | None = None) -> None:
+    """checkpoint.json must have the sha256 its segment manifest recorded (``entry``, or the
+    line of the run's manifest that lists ``step``). A checkpoint no readable manifest lists
+    is refused too — its segment did not finish, or its manifest was deleted or damaged —
+    never passed unchecked."""
+    where = None
+    if entry is None:
+        found = listing_manifest(root, step=step, **ident)
+        if found is None:
+            bad = _manifests(root, **ident)[1]
+            why = (f"its segment manifest cannot be read ({bad[0]})" if bad else
+                   "no segment manifest lists it (its segment did not finish, or its manifest was deleted)")
+            raise ValueError(f"{meta_path}: cannot be checked: {why}; {retrain_hint(root, step=step, **ident)}")
+        where, entry = found
+    if entry.get("meta_sha256") is None:
+        raise ValueError(f"{meta_path}: {where or 'its segment manifest'} records no sha256 of it (written by an "
+                         f"older villani); {retrain_hint(root, step=step, **ident)}")
+    if atomic.sha256_file(meta_path) != entry["meta_sha256"]:
+        raise ValueError(f"{meta_path}: sha256 does not match the one {where or 'its segment manifest'} recorded when "
+                         f"training wrote it (edited or replaced checkpoint metadata); "
+                         f"{retrain_hint(root, step=step, **ident)}")
 
 
 def old_layout_file(root, dataset, variant, lam, seed, step) -> Path | None:
@@ -169,8 +198,10 @@ def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mappi
     return meta
 
 
-def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -> dict:
-    """``checkpoint.json``; with ``verify`` the weights, config and state must match their sha256."""
+def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True, entry: Mapping | None = None) -> dict:
+    """``checkpoint.json``; with ``verify`` it must match its segment manifest (``entry``: the
+    manifest line to check it against, default the run's manifest that lists it) and the
+    weights, config and state must match their sha256."""
     ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
     f = _paths(root, step=step, **ident)
     if not f["meta"].exists():
@@ -179,7 +210,7 @@ def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -
     meta = read_checkpoint_meta(f["meta"])
     check_identity(meta, f["meta"], root, step=step, **ident)
     if verify:
-        _check_manifest(f["meta"], root, ident, step)
+        _check_manifest(f["meta"], root, ident, step, entry)
         for key, _ in FILES + OPTIONAL_FILES:
             if meta.get(key) is None and key != "weights_sha256":
                 continue  # optimizer state kept only at segment ends (train.keep_state); older checkpoints
@@ -189,6 +220,39 @@ def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True) -
                 raise ValueError(f"{f[key]}: sha256 does not match {f['meta'].name} (corrupt or modified checkpoint); "
                                  f"{retrain_hint(root, step=step, **ident)}")
     return meta
+
+
+_RUN_PARTS = re.compile(r"runs/(?P<dataset>[^/]+)/(?P<variant>[^/]+)/lam(?P<lam>[0-9.eE+-]+)/seed(?P<seed>\d+)/ckpt/"
+                        r"step(?P<step>\d{7})\Z")
+
+
+def verify_folder(folder: str | Path) -> dict | None:
+    """The ``checkpoint.json`` of a checkpoint folder given by its path, with the checks
+    :func:`read_meta` makes — every file it lists against its sha256, and where the folder
+    lies in a run's layout (``…/runs/<dataset>/<variant>/lam<λ>/seed<s>/ckpt/step<t>``)
+    the identity it records and its segment manifest; None for a folder without one (any
+    Hugging Face folder). A failed check is a one-line ValueError naming the file."""
+    folder = Path(folder)
+    meta_path = folder / Path(layout.CKPT_META).name
+    if not meta_path.is_file():
+        return None
+    found = _RUN_PARTS.search(folder.absolute().as_posix())
+    if found is not None and not re.fullmatch(r"\d+(\.\d*)?([eE][+-]?\d+)?", found["lam"]):
+        found = None
+    if found is None:
+        meta = read_checkpoint_meta(meta_path)
+        names = {key: Path(pattern).name for key, pattern in FILES + OPTIONAL_FILES}
+        for key, name in names.items():
+            if meta.get(key) is None and key != "weights_sha256":
+                continue
+            if not (folder / name).is_file():
+                raise ValueError(f"{folder / name}: missing although {meta_path.name} lists it (incomplete checkpoint)")
+            if atomic.sha256_file(folder / name) != meta[key]:
+                raise ValueError(f"{folder / name}: sha256 does not match {meta_path} (corrupt or modified checkpoint)")
+        return meta
+    root = folder.absolute().parents[6]
+    ident = dict(dataset=found["dataset"], variant=found["variant"], lam=float(found["lam"]), seed=int(found["seed"]))
+    return read_meta(root, step=int(found["step"]), **ident)
 
 
 def _missing(path: Path, root, step, ident: Mapping) -> str:

@@ -26,6 +26,7 @@ variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.v
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -37,6 +38,7 @@ import torch
 
 from villani import stop
 from villani.io import atomic, validate
+from villani.io.one_writer import one_writer
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
 from villani.plan.digest import run_digest
@@ -44,13 +46,7 @@ from villani.plan.runs import langevin_beta, variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.progress import Progress
 from villani.training.batches import batch_indices
-from villani.training.checkpoint import (
-    load_checkpoint,
-    load_state_file,
-    manifest_entry,
-    save_checkpoint,
-    save_state_file,
-)
+from villani.training.checkpoint import load_checkpoint, load_state_file, save_checkpoint, save_state_file
 from villani.training.optim import (
     decayed_parameter_names,
     l2_penalty,
@@ -58,6 +54,13 @@ from villani.training.optim import (
     make_scheduler,
 )
 from villani.training.provenance import trained_params
+from villani.training.segments import (
+    check_step_log,
+    keep_finished,
+    restore_finished,
+    segment_status,
+    write_manifest,
+)
 from villani.training.step_log import StepLog, tensorboard_writer, write_scalars
 
 log = logging.getLogger(__name__)
@@ -293,31 +296,75 @@ def _train_steps(run: _SegmentState, *, end: int, wanted, work: Path, step_log: 
     return written
 
 
+def training_lock(root, ident: Mapping, first: int, last: int):
+    """The run's training lock (:mod:`villani.io.one_writer`), recording that this process
+    rewrites checkpoints ``first`` … ``last``: a second ``villani train`` of the run is refused
+    in one line naming this one, and so is a ``villani measure`` of a checkpoint in that range."""
+    return one_writer(layout.fmt(layout.TRAIN_LOCK, root, **ident),
+                      f"run {layout.fmt(layout.RUN_DIR, root, **ident)}", writes=f"checkpoints {first}–{last}",
+                      steps=(first, last))
+
+
 def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: int, root="results",
                   device: str | None = None, progress: bool | None = None) -> dict:
-    """Train run (variant, λ, seed) up to checkpoint step ``end``; return the segment manifest.
+    """Train run (variant, λ, seed) up to checkpoint step ``end``; return the segment manifest
+    (:func:`villani.training.segments.write_manifest`), written once the step log checks.
 
-    Progress (:class:`villani.progress.Progress`): a log line at least every progress
-    interval with step/end, loss, lr, tokens/s, ‖θ‖² and the segment's ETA; a bar when
-    ``progress`` is True, or None and stderr is a terminal. The per-step CSV grows in
-    ``work/`` while the segment trains (:mod:`villani.training.step_log`).
+    The run's training lock is held throughout (:func:`training_lock`). Progress
+    (:class:`villani.progress.Progress`): a log line at least every progress interval with
+    step/end, loss, lr, tokens/s, ‖θ‖² and the segment's ETA; a bar when ``progress`` is
+    True, or None and stderr is a terminal. The per-step CSV grows in ``work/`` while the
+    segment trains (:mod:`villani.training.step_log`).
     """
+    ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
+    start = segment_start(params["train"], end)
+    with training_lock(root, ident, start + (start > 0), end):
+        return _train_segment(params, ident, end, root, device, progress)
+
+
+def train_run(params: Mapping, *, variant: str, lam: float, seed: int, root="results", device: str | None = None,
+              progress: bool | None = None) -> list[tuple[dict, str | None]]:
+    """Train every segment of the run that is not done under ``params``
+    (:func:`villani.training.segments.segment_status`: a segment trained under other
+    parameters, with a missing, damaged or edited manifest or checkpoint, is trained again),
+    holding the run's training lock throughout; return (manifest, why it was trained — None
+    for a segment that was done) per segment."""
+    from villani.plan.schedule import segment_ends
+
+    ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
+    out = []
+    with training_lock(root, ident, 0, int(params["train"]["steps"])):
+        for end in segment_ends(params["train"]):
+            why = segment_status(params, root, ident, end)
+            if why is None:
+                out.append((json.loads(layout.fmt(layout.SEGMENT, root, step=end, **ident).read_text()), None))
+                continue
+            if layout.fmt(layout.SEGMENT, root, step=end, **ident).exists():
+                log.warning(f"train {variant} λ={layout.format_lam(lam)} seed={seed}: segment ending at {end} is "
+                            f"trained again: {why}")
+            out.append((train_segment(params, variant=variant, lam=lam, seed=seed, end=end, root=root, device=device,
+                                      progress=progress), why))
+    return out
+
+
+def _train_segment(params: Mapping, ident: dict, end: int, root, device, progress) -> dict:
     t = params["train"]
-    dataset = params["data"]["name"]
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
     # the segment's start checkpoint is verified too: a damaged input is refused, never skipped
-    done = _restore_finished(root, dict(dataset=dataset, variant=variant, lam=lam, seed=seed), end,
-                             run_digest(params, variant, lam, seed), ([start] if start else []) + wanted)
+    done = restore_finished(root, ident, end, run_digest(params, ident["variant"], ident["lam"], ident["seed"]),
+                            ([start] if start else []) + wanted)
+    what = (f"train {ident['dataset']} {ident['variant']} λ={layout.format_lam(ident['lam'])} seed={ident['seed']} "
+            f"seg {start}→{end}")
     if done is not None:
-        log.info(f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}: "
-                 "trained earlier with these parameters; outputs restored from work/done/")
+        log.info(f"{what}: trained earlier with these parameters; outputs restored from work/done/")
         return done
-    run = _SegmentState(params, root, dataset, variant, lam, seed, pick_device(device), initial=start == 0)
-    ident = run.ident
-    # this job is the one writer of its run's training folders (one segment of a run at a
-    # time: segments chain) — the checkpoint folders of this segment, segments/, logs/,
-    # work/; a killed predecessor's temporaries go (measure/ is not swept)
+    # the manifest says the segment is done: a segment trained again is not, until it ends
+    layout.fmt(layout.SEGMENT, root, step=end, **ident).unlink(missing_ok=True)
+    run = _SegmentState(params, root, **ident, device=pick_device(device), initial=start == 0)
+    # this job is the one writer of its run's training folders (the training lock) — the
+    # checkpoint folders of this segment, segments/, logs/, work/; a killed predecessor's
+    # temporaries go (measure/ is not swept)
     folders = [layout.fmt(layout.CKPT_DIR, root, step=s, **ident) for s in wanted]
     folders += [layout.fmt(f, root, step=end, **ident).parent for f in (layout.SEGMENT, layout.SEGMENT_LOG)]
     for folder in [*folders, layout.fmt(layout.WORK_DIR, root, **ident)]:
@@ -337,96 +384,41 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     try:
         on_disk = _try_resume_work(run, work, start, end, step_log)
     except _WorkStateRejected:  # set aside: start over from a freshly loaded checkpoint
-        return train_segment(params, variant=variant, lam=lam, seed=seed, end=end, root=root, device=device,
-                             progress=progress)
+        return _train_segment(params, ident, end, root, device, progress)
     if on_disk is not None:
         resumed_from = run.step
         step_log.open(on_disk["log_bytes"], on_disk["log_rows"])
+        log.info(f"{what}: resumed from the work state at step {resumed_from}")
     else:
         step_log.open()
     tb = tensorboard_writer(layout.fmt(layout.TENSORBOARD_DIR, root, **ident), run.step) if t["tensorboard"] else None
-    written = []
     if start == 0 and resumed_from is None:
         run.model.eval()
         with torch.no_grad():
             loss0 = float(run.ce(run.batch(0)))
-        written.append(run.checkpoint(loss0, with_state=t["keep_state"] == "all"))
-    what = f"train {dataset} {variant} λ={layout.format_lam(lam)} seed={seed} seg {start}→{end}"
-    if resumed_from is not None:
-        log.info(f"{what}: resumed from the work state at step {resumed_from}")
+        run.checkpoint(loss0, with_state=t["keep_state"] == "all")
     try:
-        written += _train_steps(run, end=end, wanted=wanted, work=work, step_log=step_log, tb=tb, what=what,
-                                progress=progress)
+        _train_steps(run, end=end, wanted=wanted, work=work, step_log=step_log, tb=tb, what=what, progress=progress)
     finally:
         if tb is not None:
             tb.close()
         step_log.close()
+    return _finish(params, root, ident, end, step_log, work, resumed_from)
+
+
+def _finish(params: Mapping, root, ident: dict, end: int, step_log: StepLog, work: Path, resumed_from) -> dict:
+    """Check the step log, publish it, write the manifest (the segment is done) and its
+    copies; a damaged log is set aside with the work state, and the segment is not done."""
+    start = segment_start(params["train"], end)
+    try:
+        check_step_log(step_log.partial, start, end)
+    except ValueError as e:
+        step_log.partial.replace(step_log.partial.with_suffix(".invalid.csv"))
+        work.unlink(missing_ok=True)
+        raise ValueError(f"{e}; the segment is not marked done (log moved to "
+                         f"{step_log.partial.with_suffix('.invalid.csv').name}): rerun to train it again") from None
     step_log.publish()
-    manifest = {
-        **ident, "lam": float(lam), "start": start, "end": end, "digest": run.digest,
-        "resumed_from_work_step": resumed_from,
-        "checkpoints": [manifest_entry(root, step=s, **ident) for s in wanted],
-    }
-    atomic.write_json(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest)
-    _keep_finished(root, ident, end, run.digest)
+    manifest = write_manifest(params, root, ident, end, resumed_from)
+    keep_finished(root, ident, end, manifest["digest"])
     work.unlink(missing_ok=True)
-    return manifest
-
-
-_OUTPUTS = (layout.SEGMENT, layout.SEGMENT_LOG)
-
-
-def _finished_copies(root, ident, end: int, digest: str) -> list[tuple[Path, Path]]:
-    """(output, its copy) for the segment's manifest and step log; the copies are hard links
-    in ``work/done/``, named by the parameters' digest."""
-    done = layout.fmt(layout.WORK_DIR, root, **ident) / "done"
-    outs = [layout.fmt(f, root, step=end, **ident) for f in _OUTPUTS]
-    return [(out, done / f"{digest[:16]}-{out.name}") for out in outs]
-
-
-def _link(src: Path, dest: Path) -> None:
-    """``dest`` becomes ``src``'s content atomically (a hard link, or a copy across file systems)."""
-    import shutil
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.link.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
-
-
-def _keep_finished(root, ident, end: int, digest: str) -> None:
-    """Keep the finished segment's outputs under ``work/done/`` too. Snakemake reruns a group
-    job whole after a failure (``profiles/slurm`` groups a run's segments), deleting every
-    member's outputs first: :func:`_restore_finished` then puts them back instead of
-    retraining the segment — and without touching a later segment's work state."""
-    for out, copy in _finished_copies(root, ident, end, digest):
-        _link(out, copy)
-
-
-def _restore_finished(root, ident, end: int, digest: str, steps: list[int]) -> dict | None:
-    """The manifest of this segment trained earlier with the same parameters, its outputs
-    restored, if its copies exist, every checkpoint of ``steps`` (its start and its own)
-    verifies, and its own match the manifest; else None (the segment then trains, and a
-    damaged checkpoint is refused there in one line)."""
-    import json
-
-    from villani.training.checkpoint import read_meta
-
-    pairs = _finished_copies(root, ident, end, digest)
-    if not all(copy.exists() for _, copy in pairs):
-        return None
-    try:
-        manifest = json.loads(pairs[0][1].read_text())
-        shas = {s: read_meta(root, step=s, verify=True, **ident)["weights_sha256"] for s in steps}
-    except (ValueError, OSError):
-        return None
-    if manifest.get("digest") != digest or any(c.get("weights_sha256") != shas.get(c.get("step"))
-                                                for c in manifest["checkpoints"]):
-        return None
-    for out, copy in reversed(pairs):  # the manifest last: it says the segment is done
-        _link(copy, out)
     return manifest
