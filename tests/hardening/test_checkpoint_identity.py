@@ -15,8 +15,6 @@ import shutil
 import pytest
 import torch
 
-from tests.conftest import tiny_params
-from tests.hardening.runs import train_tiny_run
 from villani.cli import main
 from villani.plan import layout
 from villani.plan.runs import Run
@@ -24,21 +22,6 @@ from villani.training.checkpoint import read_meta
 
 RUN = Run("tiny", "adamw", 0.01, 0)
 SENTENCE = "Return the sum of x and y, or None if either is missing."
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_data_root):
-    p = tiny_params()
-    params, root = train_tiny_run(p, tmp_path_factory.mktemp("identity"), tiny_data_root)
-    return p, params, root
-
-
-@pytest.fixture()
-def copy(trained, tmp_path):
-    p, params, root = trained
-    dest = tmp_path / "results"
-    shutil.copytree(root, dest)
-    return p, params, dest
 
 
 def _measure(params, root, step, capsys) -> tuple[int, str]:

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_params
-from tests.hardening.runs import train_tiny_run
 from villani.io.results import training_log
 from villani.plan import layout
 from villani.plan.runs import Run
@@ -30,19 +29,11 @@ RUN = Run("tiny", "adamw", 0.01, 0)
 VILLANI = str(Path(sys.executable).parent / "villani")
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_data_root):
-    p = tiny_params()
-    params, root = train_tiny_run(p, tmp_path_factory.mktemp("one-writer"), tiny_data_root)
-    return p, params, root
-
-
 @pytest.fixture()
-def copy(trained, tmp_path):
-    p, params, root = trained
-    shutil.copytree(root, tmp_path / "results")
-    shutil.rmtree(RUN.path(layout.WORK_DIR, tmp_path / "results") / "done")  # `--until 24` trains, never restores
-    return p, params, tmp_path / "results"
+def copy(copy):
+    """The trained copy without the finished segments' copies: `--until 24` trains, never restores."""
+    shutil.rmtree(RUN.path(layout.WORK_DIR, copy[2]) / "done")
+    return copy
 
 
 def _argv(command: str, params, root, *extra) -> list[str]:

@@ -12,34 +12,10 @@ import pandas as pd
 import pytest
 
 from tests.conftest import tiny_params
-from tests.figures.synthetic import build_results
 from villani.cli import main
 from villani.plan import layout
 from villani.plan.config import dump_yaml
 from villani.plan.runs import runs
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    """(params, params file, root): a synthetic results tree with two seeds, its bounds and figures."""
-    from villani.bounds.table import write_bounds
-    from villani.figures import render_all
-
-    p = tiny_params(train={"seeds": [0, 1]}, figures={"formats": ["png"], "dpi": 50})
-    tmp = tmp_path_factory.mktemp("readers")
-    root = build_results(tmp / "results", p)
-    write_bounds(p, root)
-    render_all(p, root)
-    dump_yaml(p, tmp / "p.yaml")
-    return p, tmp / "p.yaml", root
-
-
-@pytest.fixture
-def tree(pristine, tmp_path):
-    """A fresh copy of the pristine tree for one test to damage."""
-    p, params, root = pristine
-    shutil.copytree(root, tmp_path / "results")
-    return p, params, tmp_path / "results"
 
 
 def _last_measure(p, root, seed=1):
@@ -103,7 +79,7 @@ def test_metrics_never_average_over_the_seeds_that_happen_to_have_a_value(tree, 
     p, params, root = tree
     path = _last_measure(p, root)
     path.write_text(json.dumps(sealed(dict(json.loads(path.read_text()), spectral_ratio=None))))  # as measure writes it
-    for stage in ("bounds", "metrics"):  # bounds.json names the measurements it was computed from: made again
+    for stage in ("bounds", "claims", "metrics"):  # bounds.json, the ledger name the measurements: made again
         rc, err = _cli(capsys, stage, "--params", str(params), "--results", str(root))
         assert rc == 0, err
     metrics = json.loads(layout.fmt(layout.METRICS, root, dataset="tiny").read_text())

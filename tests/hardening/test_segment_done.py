@@ -10,12 +10,9 @@ test damages its own copy."""
 from __future__ import annotations
 
 import json
-import shutil
 
-import pytest
 
 from tests.conftest import tiny_params
-from tests.hardening.runs import train_tiny_run
 from villani.cli import main
 from villani.plan import layout
 from villani.plan.config import dump_yaml
@@ -23,20 +20,6 @@ from villani.plan.runs import Run
 
 RUN = Run("tiny", "adamw", 0.01, 0)
 TRAIN = ["--lam", "0.01", "--seed", "0", "--device", "cpu", "--log-level", "WARNING"]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_data_root):
-    p = tiny_params()
-    params, root = train_tiny_run(p, tmp_path_factory.mktemp("segment-done"), tiny_data_root)
-    return p, params, root
-
-
-@pytest.fixture()
-def copy(trained, tmp_path):
-    p, params, root = trained
-    shutil.copytree(root, tmp_path / "results")
-    return p, params, tmp_path / "results"
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
