@@ -164,13 +164,12 @@ class Context:
         return seed_interval(list(got.values()), self.confidence), got
 
     def seed_measured(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None], where: str, *,
-                      match: LambdaMatch | None, excluded: tuple[str, ...], why: str | None = None) -> Measured:
+                      match: LambdaMatch | None, excluded: tuple[str, ...]) -> Measured:
         """:meth:`per_seed` as a claim's result: the t interval over seeds, the per-seed values
-        and the runs left out in its note; not testable at this scale when ``why``
-        says why (the reason leads the note)."""
+        and the runs left out in its note (a claim this scale cannot decide goes through
+        :func:`villani.claims.price.needs_scale`, which keeps the statistic)."""
         iv, vals = self.per_seed(df, stat)
-        return Measured(iv, where, join(why or "", per_seed_text(vals), left_out_note(excluded)), match=match,
-                        excluded=excluded, testable=why is None)
+        return Measured(iv, where, join(per_seed_text(vals), left_out_note(excluded)), match=match, excluded=excluded)
 
 
 def left_out_note(excluded: tuple[str, ...]) -> str:
