@@ -1,8 +1,8 @@
 """Coverage of the pooled-correlation intervals of Fig 7 (villani.claims.pooled) at the ledger's designs.
 
 The paper's R² is pooled over checkpoints × seeds; the ledger's interval is a run jackknife on
-Fisher's z scale. Simulated like tests/claims/test_coverage.py: y = slope·x + a run effect +
-AR(1) checkpoint noise (φ = 0.7), x a trend within the run plus noise; the truth is the pooled
+Fisher's z scale. Simulated with tests/claims/test_coverage.py's design (its ``_runs``): y =
+slope·x + a run effect + AR(1) checkpoint noise (φ = 0.7), x a trend within the run plus noise; the truth is the pooled
 correlation over 200,000 runs of the same design. Designs: the default's 2 runs × 3 checkpoints
 after step 0, the laptop configuration's 3 × 4, 3 × 12, and PTB's 3 × 60.
 """
@@ -12,37 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.claims.test_coverage import HIGH, LOW, N_SETS, _runs
+from tests.claims.test_coverage import _covered as _coverage
 from villani.claims.pooled import pooled_correlation_interval, strength_difference_interval
-
-N_SETS = 2000  # Monte Carlo sd of a coverage of 0.95: 0.005
-LOW, HIGH = 0.93, 0.97
-
-
-def _ar1(rng, shape, phi=0.7):
-    e = rng.standard_normal(shape)
-    out = np.empty(shape)
-    out[..., 0] = e[..., 0]
-    for t in range(1, shape[-1]):
-        out[..., t] = phi * out[..., t - 1] + np.sqrt(1 - phi**2) * e[..., t]
-    return out
-
-
-def _runs(rng, n_sets, runs, checkpoints, slope):
-    x = np.linspace(0, 1, checkpoints) + 0.2 * rng.standard_normal((n_sets, runs, checkpoints))
-    y = slope * x + rng.standard_normal((n_sets, runs, 1)) + _ar1(rng, (n_sets, runs, checkpoints))
-    return x, y
-
 
 def _pooled_truth(checkpoints, slope, seed):
     x, y = _runs(np.random.default_rng(seed), 1, 200_000, checkpoints, slope)
     return float(np.corrcoef(x.ravel(), y.ravel())[0, 1])
-
-
-def _coverage(ivs, truth):
-    lo = np.array([iv.low for iv in ivs], dtype=float)
-    hi = np.array([iv.high for iv in ivs], dtype=float)
-    assert np.all(np.isfinite(lo)) and np.all(hi > lo)
-    return float(np.mean((lo <= truth) & (truth <= hi)))
 
 
 @pytest.mark.parametrize("runs,checkpoints", [(2, 3), (3, 4), (3, 12), (3, 60)])

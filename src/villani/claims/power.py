@@ -111,45 +111,33 @@ def nearest_boundary(sc: Scale, region: Region) -> tuple[float | None, list[floa
     return min(abs(sc.centre - b) for b in bounds), bounds
 
 
-def seeds_to_decide(delta: float, sd: float, confidence: float = 0.95) -> int | str:
-    """Smallest n ≥ 2 with t_{(1+γ)/2, n−1}·sd/√n < δ; :data:`NEVER` for δ = 0, ``">1e6"`` beyond."""
+def _smallest(delta: float, sd: float, ok) -> int | str:
+    """The smallest n ≥ 2 with ``ok(n)`` (monotone in n), by bisection; :data:`NEVER` for δ = 0."""
     if not delta > 0:
         return NEVER
     if sd == 0:
         return 2
-    q = (1 + confidence) / 2
-
-    def clears(n: int) -> bool:
-        return float(_sps.t.ppf(q, n - 1)) * sd / math.sqrt(n) < delta
-
-    if not clears(MAX_SEEDS):
+    if not ok(MAX_SEEDS):
         return f">{MAX_SEEDS:.0e}"
     lo, hi = 2, MAX_SEEDS
     while lo < hi:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if clears(mid) else (mid + 1, hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
     return lo
+
+
+def seeds_to_decide(delta: float, sd: float, confidence: float = 0.95) -> int | str:
+    """Smallest n ≥ 2 with t_{(1+γ)/2, n−1}·sd/√n < δ; :data:`NEVER` for δ = 0, ``">1e6"`` beyond."""
+    q = (1 + confidence) / 2
+    return _smallest(delta, sd, lambda n: float(_sps.t.ppf(q, n - 1)) * sd / math.sqrt(n) < delta)
 
 
 def seeds_for_power(delta: float, sd: float, confidence: float = 0.95, power: float = 0.8) -> int | str:
     """Smallest n ≥ 2 at which an experiment with true effect δ and unit SD sd clears the boundary
     with probability ≥ ``power`` (noncentral t, module docstring)."""
-    if not delta > 0:
-        return NEVER
-    if sd == 0:
-        return 2
     q = (1 + confidence) / 2
-
-    def enough(n: int) -> bool:
-        return float(_sps.nct.sf(_sps.t.ppf(q, n - 1), n - 1, delta * math.sqrt(n) / sd)) >= power
-
-    if not enough(MAX_SEEDS):
-        return f">{MAX_SEEDS:.0e}"
-    lo, hi = 2, MAX_SEEDS
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if enough(mid) else (mid + 1, hi)
-    return lo
+    return _smallest(delta, sd, lambda n: float(_sps.nct.sf(_sps.t.ppf(q, n - 1), n - 1, delta * math.sqrt(n) / sd))
+                     >= power)
 
 
 def plan(iv, region: Region) -> dict:

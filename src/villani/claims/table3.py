@@ -148,17 +148,11 @@ def _phase_end(ctx: Context, within: float, paper_step: int) -> Measured:
     return priced(ctx, got, transfer(ctx, m, "middle"), what="the CV at 60 checkpoints per run")
 
 
-@claim("fig9_initial_phase_5k", "Fig 9", "The initial high-variance phase ends at ≈ 5k steps (of 84k)",
-       f"{FIG9_PHASES[0] / PAPER_STEPS:.3f} of training", "per seed: first step from which the CV stays within 50% "
-       "of its last value / steps trained, λ matched to 1e-3, t over seeds",
-       Region.around(FIG9_PHASES[0] / PAPER_STEPS, 0.5, relative=True))
-def fig9_initial(ctx: Context) -> Measured:
-    return _phase_end(ctx, 0.5, FIG9_PHASES[0])
-
-
-@claim("fig9_stable_phase_35k", "Fig 9", "The CV is stable from ≈ 35k steps (of 84k)",
-       f"{FIG9_PHASES[1] / PAPER_STEPS:.3f} of training", "per seed: first step from which the CV stays within 10% "
-       "of its last value / steps trained, λ matched to 1e-3, t over seeds",
-       Region.around(FIG9_PHASES[1] / PAPER_STEPS, 0.25, relative=True))
-def fig9_stable(ctx: Context) -> Measured:
-    return _phase_end(ctx, 0.1, FIG9_PHASES[1])
+for _cid, _what, _within, _tol, _i in (("fig9_initial_phase_5k", "The initial high-variance phase ends at ≈ 5k steps "
+                                        "(of 84k)", 0.5, 0.5, 0),
+                                       ("fig9_stable_phase_35k", "The CV is stable from ≈ 35k steps (of 84k)", 0.1,
+                                        0.25, 1)):
+    claim(_cid, "Fig 9", _what, f"{FIG9_PHASES[_i] / PAPER_STEPS:.3f} of training",
+          f"per seed: first step from which the CV stays within {100 * _within:g}% of its last value / steps trained, "
+          "λ matched to 1e-3, t over seeds", Region.around(FIG9_PHASES[_i] / PAPER_STEPS, _tol, relative=True))(
+        lambda ctx, w=_within, i=_i: _phase_end(ctx, w, FIG9_PHASES[i]))
