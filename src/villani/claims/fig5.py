@@ -163,7 +163,8 @@ def theorem2_paper(ctx: Context) -> Measured:
 
 
 @claim("fig5_langevin_learns", "Fig 5, eq. 36, Theorem 2 (our arm)",
-       "Eq. (36) at the theory's temperature β = 1/λ and η ≤ λ/(4σ²) trains the model",
+       "The theory's own update rule, eq. (36) at η ≤ λ/(4σ²) and the run's β (1/λ, eq. 41's, or Table I's), "
+       "trains the model",
        "learns", "fraction of the Langevin (eq. 36) runs whose final validation perplexity beats the corpus's "
        "unigram model, Clopper–Pearson over runs", Region.at_least(0.95), table=FINDINGS)
 def fig5_langevin_learns(ctx: Context) -> Measured:

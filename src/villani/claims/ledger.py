@@ -60,9 +60,11 @@ def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
     tr = power.treatment(ctx.m, getattr(got.measured_on, "variant", ""), lams) if lams else {}
     out.update({"treatment_theta_sq": tr.get("delta_theta_sq_rel"), "treatment_val_ppl": tr.get("delta_val_ppl"),
                 "seed_sd_val_ppl": tr.get("seed_sd_val_ppl")})
-    pl = power.plan(got.interval, c.region) if not got.units else {"seed_sd": None, "seeds_to_decide": "",
-                                                                   "seeds_80pct": ""}
-    out.update({"seed_sd": pl["seed_sd"], "seeds_to_decide": pl["seeds_to_decide"], "seeds_80pct": pl["seeds_80pct"]})
+    pl = power.plan(got.interval, c.region) if not got.units else {
+        "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": "",
+        "power_note": "per-unit verdicts (each ray's interval is over its probes, not over seeds)"}
+    out.update({"seed_sd": pl["seed_sd"], "seeds_to_decide": pl["seeds_to_decide"] or f"n/a: {pl['power_note']}",
+                "seeds_80pct": pl["seeds_80pct"]})
     return out
 
 

@@ -84,7 +84,8 @@ def needs_scale(ctx: Context, why: str, design: str = "ptb", *, lams: int = 1, w
     d = d.with_runs(d.runs * lams) if d.runs else d
     h = gpu_hours(d)
     runs = f" ({d.runs} runs: {lams} λ × {PAPER_SEEDS} seeds)" if d.runs else ""
-    decides = f"{d.what}{runs}" + (f"; {what}" if what else "") + f" — ≈ {h:,.0f} H200 GPU-hours (claims.price)"
+    hours = f"{h:,.0f}" if h >= 10 else f"{h:.2g}"
+    decides = f"{d.what}{runs}" + (f"; {what}" if what else "") + f" — ≈ {hours} H200 GPU-hours (claims.price)"
     note = f"untestable at this scale: {why}"
     if measured is None:
         return Measured(None, f"{ctx.dataset}: nothing at this scale decides it", note, testable=False,

@@ -99,13 +99,17 @@ def _power_lines(rows: Sequence[Mapping]) -> list[str]:
     huge = [r["id"] for r in measured if str(r.get("seeds_to_decide", "")).startswith(">")]
     some = sorted(((int(r["seeds_to_decide"]), r["id"]) for r in measured
                    if str(r.get("seeds_to_decide", "")).isdigit()), key=lambda t: t[0])
-    none_ = [r["id"] for r in measured if r.get("seeds_to_decide") in ("", None)]
+    why: dict[str, list[str]] = {}
+    for r in measured:
+        if str(r.get("seeds_to_decide", "")).startswith("n/a"):
+            why.setdefault(r["seeds_to_decide"][5:], []).append(f"`{r['id']}`")
+    none_ = [f"{', '.join(ids)} ({reason})" for reason, ids in why.items()]
     return [f"Power plan (seeds at which the observed effect's interval would clear its region's nearest boundary; "
             f"an experiment there decides about half the time, the `seeds_80pct` column 4 in 5):",
             f"- never decidable at this design (the effect sits on a boundary): {', '.join(never) or 'none'};",
             f"- beyond 10⁶ seeds: {', '.join(huge) or 'none'};",
             "- decidable with: " + (", ".join(f"`{i}` {n}" for n, i in some) or "none") + ";",
-            f"- no t interval to plan from (no statistic, a count, or per-ray units): {', '.join(none_) or 'none'}."]
+            f"- nothing to plan from: {'; '.join(none_) or 'none'}."]
 
 
 def _main_section(doc: Mapping) -> list[str]:

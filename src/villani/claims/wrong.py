@@ -43,6 +43,6 @@ def wrong(main: Mapping, sensitivity: Sequence[Mapping] = ()) -> str:
         here = _refuted_here(doc)
         out += ["", f"**At the scale of `{doc['_path']}`** — {len(here)} measured claims refuted, each surviving "
                     f"Holm over the run's {doc['multiplicity']['rows']} measured rows. {scale_text(doc)}", ""]
-        out += [fmt_row(r, note=False) for r in here] or ["- none: no measured claim of the paper is refuted "
+        out += [fmt_row(r) for r in here] or ["- none: no measured claim of the paper is refuted "
                                                           "family-wise at this design"]
     return "\n".join(out) + "\n"
