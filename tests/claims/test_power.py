@@ -59,6 +59,13 @@ def test_the_plan_reads_the_intervals_scale():
     r = correlation_interval(x, y, np.repeat([0, 1, 2], 6))
     sc = t_scale(r)
     assert sc.name == "Fisher z" and sc.centre == pytest.approx(np.arctanh(r.estimate))
+    # a t interval of logs, back-transformed (a positive ratio): the log scale, its boundaries mapped by ln
+    logs = seed_interval(np.log([170.0, 39.8, 46.2]))
+    back = Interval(*(float(np.exp(v)) for v in (logs.estimate, logs.low, logs.high)), 0.95, 3, 3, 2,
+                    "t interval of ln values over 3 seeds (df = 2), back-transformed: the geometric mean")
+    sc = t_scale(back)
+    assert sc.name == "log" and sc.centre == pytest.approx(logs.estimate) and sc.sd == pytest.approx(
+        np.std(np.log([170.0, 39.8, 46.2]), ddof=1))
     # exact numbers, counts and no interval give no plan
     for iv in (Interval(1.0, 1.0, 1.0, 1.0, 1, 1, None, "exact: x"), Interval(0.5, 0.1, 0.9, 0.95, 4, 4, None,
                                                                               "Clopper–Pearson (exact binomial)")):

@@ -94,7 +94,7 @@ def t_scale(iv) -> Scale | None:
         name = "Fisher z of |r|"
     elif "Fisher z" in m:
         to, name = _atanh, "Fisher z"
-    elif "by exp" in m:
+    elif "by exp" in m or "of ln values" in m:  # a t interval of logs, back-transformed
         to, name = _log, "log"
     else:
         to, name = float, "raw"
