@@ -82,5 +82,5 @@ def test_treatment_between_the_lambda_extremes():
     m = pd.DataFrame(rows)
     t = treatment(m, "adamw", [0.1])  # one λ > 0: against λ = 0
     assert t["delta_theta_sq_rel"] == pytest.approx(-0.05) and t["delta_val_ppl"] == pytest.approx(1.0)
-    assert t["seed_sd_val_ppl"] == pytest.approx(40 / np.sqrt(2))
+    assert t["seed_sd_val_ppl"] == pytest.approx(40 / np.sqrt(2)) and t["lambda_visible"] is False
     assert treatment(m, "adamw", [0.0]) == {}

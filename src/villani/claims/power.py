@@ -23,7 +23,9 @@ P(T′ > t_{(1+γ)/2, n−1}) ≥ 0.8 with T′ ~ t′(n − 1, δ√n/s) (the f
 **The treatment** (:func:`treatment`): between the λ extremes of the runs a row uses (one
 λ > 0: it against λ = 0), the relative change of ‖θ‖² and the change of validation perplexity
 at the last checkpoint (means over seeds), and the between-seed SD of that perplexity — the
-size of what λ did against the noise it had to beat.
+size of what λ did against the noise it had to beat; ``lambda_visible`` says whether λ's effect on
+perplexity reaches one seed SD (when it does not, claims about what λ does cannot be decided by
+this design, whatever the statistic).
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ def treatment(m: pd.DataFrame, variant: str, lams, learned: bool = True) -> Mapp
     lo, hi = (last[last["lam"] == x] for x in (have[0], have[-1]))
     sd = [float(g["val_ppl"].std(ddof=1)) for g in (lo, hi) if len(g) > 1]
     theta = (hi["theta_sq_norm"].mean() - lo["theta_sq_norm"].mean()) / lo["theta_sq_norm"].mean()
-    return {"lam_low": have[0], "lam_high": have[-1], "delta_theta_sq_rel": float(theta),
-            "delta_val_ppl": float(hi["val_ppl"].mean() - lo["val_ppl"].mean()),
-            "seed_sd_val_ppl": float(np.mean(sd)) if sd else None}
+    dp = float(hi["val_ppl"].mean() - lo["val_ppl"].mean())
+    sd_ppl = float(np.mean(sd)) if sd else None
+    return {"lam_low": have[0], "lam_high": have[-1], "delta_theta_sq_rel": float(theta), "delta_val_ppl": dp,
+            "seed_sd_val_ppl": sd_ppl, "lambda_visible": None if sd_ppl is None else bool(abs(dp) >= sd_ppl)}

@@ -77,8 +77,8 @@ def treatment_text(doc: Mapping) -> str:
         return f"{doc['dataset']}: no two learned λ to compare."
     sd, dp = t.get("seed_sd_val_ppl"), t["delta_val_ppl"]
     ratio = (f" — the seed spread is {sd / abs(dp):.2g}× the λ effect" if sd and dp else "")
-    verdict = ("λ-claims cannot be decided at this design: what λ does is smaller than what the seed does"
-               if sd and abs(dp) < sd else "λ acts visibly at this design")
+    verdict = ("λ acts visibly at this design" if t.get("lambda_visible") else
+               "λ-claims cannot be decided at this design: what λ does is smaller than what the seed does")
     return (f"Treatment ({doc['dataset']}, λ·η·T ≤ {s['largest_budget']:.3g}): from λ = {t['lam_low']:g} to "
             f"{t['lam_high']:g} the AdamW runs' final ‖θ‖² changes by {100 * t['delta_theta_sq_rel']:+.1f}% and their "
             f"validation perplexity by {dp:+.3g}, against a between-seed SD of {_num(sd)}{ratio}; {verdict}.")
