@@ -76,8 +76,8 @@ from villani.curvature import (  # noqa: E402
     top_eigenvalues,
 )
 from villani.curvature.probes import rademacher_rows  # noqa: E402
-from villani.curvature.results import LanczosResult  # noqa: E402
-from villani.curvature.stein1945twostage import two_stage_half_width, two_stage_size  # noqa: E402
+from villani.curvature.spectrum.ritz import LanczosResult  # noqa: E402
+from villani.curvature.trace.two_stage import two_stage_half_width, two_stage_size  # noqa: E402
 
 
 def _legacy_eig(T, eigenvectors=True):
@@ -194,7 +194,7 @@ def median_seconds(fn, device: str, repeats: int = 5) -> float:
 
 def reorth_seconds(d: int, steps: int, H, device: str) -> float:
     """Mean re-orthogonalisation cost of a Lanczos step of a ``steps``-step run (against steps/2 vectors)."""
-    from villani.curvature.lanczos import _orthogonalize
+    from villani.curvature.spectrum.lanczos import _orthogonalize
 
     basis = torch.linalg.qr(torch.randn(d, max(1, steps // 2), dtype=H.dtype, device=H.device))[0].T.contiguous()
     w = torch.randn(d, dtype=H.dtype, device=H.device)

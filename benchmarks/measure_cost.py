@@ -7,7 +7,7 @@
    doubly stochastic trace's variance components: the between-block variance of one block's
    trace σ²_B,1 and the probe variance σ²_v on one block, both relative to tr², from every
    measurement block's own Hutchinson estimate (``--block-probes`` each), and runs the
-   estimator (:mod:`villani.curvature.doubly_stochastic`, ``--groups`` groups of
+   estimator (:mod:`villani.curvature.trace.doubly_stochastic`, ``--groups`` groups of
    ``--ds-probes`` probes on one block each) as a check. The plain and deflated probes'
    relative variances come from that checkpoint's measure JSON (``predicted_cv_plain``,
    ``predicted_cv``, × √M).
@@ -53,7 +53,7 @@ def variance_components(params: dict, root: str, variant: str, lam: float, seed:
     their mean squared standard error) —, plain and deflated (the measure JSON), and a doubly
     stochastic run (``groups`` × ``probes`` on one block each) with its CI, as a check."""
     from villani.curvature import ModelHessian, hutchinson
-    from villani.curvature.doubly_stochastic import doubly_stochastic_trace
+    from villani.curvature.trace.doubly_stochastic import doubly_stochastic_trace
     from villani.io.results import read_measure
     from villani.measure.measurement_set import measurement_batches
     from villani.plan import layout

@@ -20,7 +20,7 @@ measurement set (:mod:`villani.measure.measurement_set`):
   ``measure.probe_seed`` (probe 0 built Q); with ``hutchinson`` plain probes 0, 1, ….
   ``measure.num_probes`` of them, or — with ``measure.trace_rel_ci`` / ``psi_rel_ci`` —
   as many as Stein's two-stage rule asks after ``measure.min_probes``
-  (:mod:`villani.curvature.stein1945twostage`). The same probes at every checkpoint and λ;
+  (:mod:`villani.curvature.trace.two_stage`). The same probes at every checkpoint and λ;
 - from the same products: per-tensor and per-group traces, the unbiased ‖∇²L‖_F² and
   Σ(∇²L)_ii² (and, deflated, the remainder's, which predict this estimator's variance;
   SPEC §5);

@@ -28,7 +28,7 @@ from villani.curvature import (
     slq_num_starts,
     top_eigenvalues,
 )
-from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
+from villani.curvature.trace.doubly_stochastic import doubly_stochastic_trace, group_blocks
 from villani.curvature.probes import ProbeStream
 from villani.io.finite import check_finite
 from villani.measure.cost_model import ds_group_cap
@@ -145,7 +145,7 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
 def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clock: Clock, where: str, sub_op,
                   n_blocks: int, model_type: str) -> dict:
     r"""tr ∇²L at a checkpoint without a spectrum by the doubly stochastic estimator
-    (:mod:`villani.curvature.doubly_stochastic`): J groups of k = ``measure.probe_block``
+    (:mod:`villani.curvature.trace.doubly_stochastic`): J groups of k = ``measure.probe_block``
     probes, group j on its own uniform sample of b = ``measure.ds_blocks`` of the n
     measurement blocks (one operator call, one graph build, k products of b/n of the
     tokens); J = ⌈num_probes·n/(b·k)⌉ (≥ 2: the tokens of num_probes whole-set products,

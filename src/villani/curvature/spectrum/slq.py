@@ -18,7 +18,7 @@ eigenvectors. It is exact for polynomials of degree ≤ 2m−1. With Rademacher
 
 Each start also yields a free Hutchinson sample :math:`v^\top Av = n\,\alpha_1`
 (``trace_samples``): with the same seed these are exactly the samples of
-:func:`~villani.curvature.hutchinson.hutchinson`.
+:func:`~villani.curvature.trace.hutchinson.hutchinson`.
 
 Full re-orthogonalisation matters here: ghost copies of converged outliers would add
 spurious quadrature weight at the outliers. On breakdown (an invariant Krylov space) the
@@ -61,9 +61,11 @@ import torch
 
 from scipy.special import ndtri
 
+from ..operators.linear import as_operator, operator_device, operator_dtype
+from ..operators.vectors import operator_vectors
+from .density import SpectralDensity
 from .lanczos import lanczos
-from .operators import as_operator, operator_device, operator_dtype, operator_vectors
-from .results import LanczosResult, SpectralDensity
+from .ritz import LanczosResult
 
 __all__ = ["slq", "slq_num_starts"]
 
