@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from villani.measure import cost_model as cm
+from villani.plan.budget import ds_group_cap
 from villani.plan.schedule import spectrum_at
 
 Z = 1.959963984540054
@@ -143,7 +144,7 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
         bounds.append((", σ²_B at its 95 % upper bound", comp["between_one_upper"]))
     for suffix, between in bounds if ships.ds_blocks else ():  # as the preset ships it: schedule, DS, sweep arms
         var = cm.ds_group_variance(between, comp["probe"], ships.ds_blocks, n_blocks, ships.ds_probes)
-        cap = cm.ds_group_cap(int(me["num_probes"]), n_blocks, ships.ds_blocks, ships.ds_probes)
+        cap = ds_group_cap(int(me["num_probes"]), n_blocks, ships.ds_blocks, ships.ds_probes)
         J = min(cap, probes_for(var, args.rel_ci))
         plan, ratios = _ratios(preset, args, probes=m_defl, trace_probes=J * ships.ds_probes, schedule=ships)
         n_spec = sum(spectrum_at(ships.spectrum_every, s, plan["steps"]) for s in plan["steps"])
