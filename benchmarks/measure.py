@@ -28,7 +28,7 @@ is nothing but products), so PyHessian's slower products count for more than one
 PyHessian 0.1 calls ``torch.eig`` (removed in torch 2); this script provides it, for
 symmetric T, through ``torch.linalg.eigh``.
 
-``--mode levers`` (issue 14): HVP-equivalents per checkpoint at equal accuracy, today's
+``--mode levers``: HVP-equivalents per checkpoint at equal accuracy, the plain
 pipeline vs the cost levers, at PTB settings by default (M = 64, top-20 by 60 Lanczos
 steps, SLQ 4 starts × 80). Equal accuracy means: the trace CI half-width ≤ that of plain
 M = 64 (the deflated M' from the predicted variances, and what Stein's two-stage rule with
@@ -177,7 +177,7 @@ def pyhessian_measurement(args, model, x) -> dict:
             "trace_mean": float(np.mean(samples)), "eigs": np.asarray(eigs)}
 
 
-# --------------------------------------------------------------------------- issue 14: the levers
+# --------------------------------------------------------------------------- the levers
 
 
 def median_seconds(fn, device: str, repeats: int = 5) -> float:

@@ -1,4 +1,5 @@
-"""Measurement at the price of its training (issue 24): today's and the new preset ratio.
+"""Measurement at the price of its training: the preset ratio with every spectrum, and with
+the shipped schedule.
 
     python benchmarks/measure_cost.py --results results --params params.yaml --run adamw,0.12,0,240 --threads 1
 

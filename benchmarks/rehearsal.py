@@ -302,7 +302,7 @@ def flops_per_token(d: int, layers: int, hidden: int, seq_len: int) -> float:
 def hvps_per_checkpoint(me: dict, d: int, steps: list[int]) -> tuple[int, int]:
     """The fewest and the most HVPs the measure jobs of one run take over its checkpoints:
     the Lanczos steps, the Hutchinson probes (with a CI target, Stein's rule stops between
-    ``min_probes`` and ``num_probes``; measured counts: benchmarks/README.md, issue 14) and
+    ``min_probes`` and ``num_probes``; measured counts: benchmarks/README.md) and
     the SLQ starts after the first (:func:`villani.plan.budget.budget`, a spectrum at every
     checkpoint)."""
     from villani.plan.budget import budget, slq_starts

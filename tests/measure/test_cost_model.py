@@ -1,4 +1,4 @@
-"""The cost model (issue 24): token-equivalents from counts, planned counts of a preset's
+"""The cost model: token-equivalents from counts, planned counts of a preset's
 measure jobs, and the preset ratio measurement/training on the shipped PTB preset."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-r"""What a measurement costs, in training-token-equivalents (issue 24).
+r"""What a measurement costs, in training-token-equivalents.
 
 The unit is one *training token pass*: what training spends per token (forward, backward
 and optimiser step of one predicted token). The 125M rehearsal (``benchmarks/rehearsal.py``,
@@ -181,14 +181,14 @@ def graph_fits(tokens: int, memory_bytes: float, *, fraction: float = 0.7) -> bo
 
 @dataclass(frozen=True)
 class Schedule:
-    """How a preset's measure jobs spend their products (issue 24's levers).
+    """How a preset's measure jobs spend their products: the levers of the cost.
 
     ``spectrum_every``: the top-k Lanczos run and the SLQ density at every n-th checkpoint
-    and the last (:func:`spectrum_at`; 1 = every checkpoint, today), the trace elsewhere
+    and the last (:func:`spectrum_at`; 1 = every checkpoint, the default), the trace elsewhere
     without a Lanczos basis. ``block``: probes applied per graph build when the graph is
-    not kept (1 = one build per product, today). ``ds_blocks``: measurement blocks per
+    not kept (1 = one build per product, the default). ``ds_blocks``: measurement blocks per
     doubly stochastic group at the checkpoints without a spectrum (0: every probe covers
-    the whole measurement set, today); ``ds_probes`` probes per group.
+    the whole measurement set, the default); ``ds_probes`` probes per group.
     """
 
     spectrum_every: int = 1

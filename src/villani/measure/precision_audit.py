@@ -1,4 +1,4 @@
-r"""Every measure job audits the precision of its trace products (issue 24).
+r"""Every measure job audits the precision of its trace products.
 
 ``measure.precision`` (:mod:`villani.curvature.operators.precision`: ``highest``, ``tf32``,
 ``bf16``) is the arithmetic of the **Hutchinson products** — those of tr ∇²L and of what

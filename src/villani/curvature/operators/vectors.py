@@ -126,20 +126,18 @@ def fsdp_ranges(shapes: Sequence[Sequence[int]], rank: int, world_size: int) -> 
     return [(a, b) for a, b in fsdp_param_ranges(shapes, rank, world_size) if b > a]
 
 
-class ShardedProbeStream:
+class ShardedProbeStream(ProbeStream):
     """This process's entries of the Rademacher probes of ``seed`` (see module doc).
 
     ``next(k)`` returns a ``(k, local_dim)`` tensor equal to
-    ``ProbeStream(dim, seed).next(k)[:, owned entries]``.
+    ``ProbeStream(dim, seed).next(k)[:, owned entries]``; ``chunks`` as :class:`ProbeStream`'s.
     """
 
     def __init__(self, vectors: ShardedVectors, seed: int, *, dtype: torch.dtype, device: torch.device,
                  chunk: int = 1 << 22):
+        super().__init__(vectors.dim, seed, dtype=dtype, device=device)
         self.vectors = vectors
-        self.dtype = dtype
-        self.device = torch.device(device)
         self.chunk = int(chunk)  # entries drawn per generator call (memory, not values)
-        self._gen = torch.Generator(device="cpu").manual_seed(int(seed))
 
     def _one(self, out: Tensor) -> None:
         dim, ranges = self.vectors.dim, self.vectors.ranges
@@ -162,16 +160,6 @@ class ShardedProbeStream:
         for i in range(k):
             self._one(bits[i])
         return bits.mul_(2).sub_(1).to(device=self.device, dtype=self.dtype)
-
-    def chunks(self, total: int, size: int):
-        """Yield ``total`` probes in ``(≤size, local_dim)`` chunks."""
-        if size < 1:
-            raise ValueError(f"batch size must be ≥ 1, got {size}")
-        done = 0
-        while done < total:
-            k = min(size, total - done)
-            yield self.next(k)
-            done += k
 
 
 class ShardedVectors:
