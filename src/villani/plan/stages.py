@@ -64,7 +64,7 @@ TABLE: tuple[Stage, ...] = (
            _SRC + "model.py"),
           (_RUN + "/ckpt", _RUN + "/segments", _RUN + "/logs"), per="run", args="--all"),
     Stage("measure", (*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"),
-          (layout.DATA_DIR, _RUN + "/ckpt", _SRC + "measure", _SRC + "curvature"),
+          (layout.DATA_DIR, _RUN + "/ckpt", _SRC + "measure", _SRC + "curvature", _SRC + "plan/budget.py"),
           (_RUN + "/measure",), per="run", args="--all"),
     Stage("rays", (*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"),
           (layout.DATA_DIR, "{root}/runs/{dataset}/adamw/lam{first_lam}/seed{first_seed}/ckpt",
