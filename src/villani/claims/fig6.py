@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from villani.bounds.theory import kl_upper
+from villani.bounds.pac_bayes import kl_upper
 from villani.claims.context import Context, arithmetic
 from villani.claims.paper import PAPER_D, PAPER_LAMBDAS, PTB_TOKENS_TABLE2, init_loss
 from villani.claims.registry import ARITHMETIC, Measured, claim

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from villani.claims.registry import ARITHMETIC, CLASSES, MEASURED, NEEDS_SCALE
+from villani.claims.text import fmt_row, num, scale_text
 from villani.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
+from villani.claims.wrong import WRONG_END, WRONG_START, wrong
 from villani.io import atomic
 
-__all__ = ["START", "END", "load", "report", "write_report", "treatment_text", "fmt_row", "scale_text"]
+__all__ = ["START", "END", "load", "report", "write_report", "treatment_text"]
 
 START, END = "<!-- claims-report:start -->", "<!-- claims-report:end -->"
 
@@ -46,30 +48,6 @@ def load(path: str | Path) -> dict:
     return doc
 
 
-def _num(x) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
-
-
-def fmt_row(r: Mapping, *, note: bool = True) -> str:
-    """One row as a sentence: id, source, statement, statistic, estimate [interval], region, note."""
-    ci = "" if r["ci_low"] is None else f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
-    est = "no statistic" if r["estimate"] is None else f"{_num(r['estimate'])}{ci}"
-    text = f"- `{r['id']}` ({r['source']}): {r['paper_statement']} — {r['statistic']}: {est}, claimed {r['claimed_region']}."
-    return text + (f" {r['note']}" if note and r["note"] else "")
-
-
-def scale_text(doc: Mapping) -> str:
-    """The run a ledger is about, in one sentence."""
-    s = doc["scale"]
-    d = "n/a" if s["d"] is None else f"{s['d']:,}"
-    tok = "n/a" if s["tokens_per_run"] is None else f"{s['tokens_per_run']:,}"
-    return (f"{doc['dataset']}: d = {d} parameters, {tok} training tokens per run, T = {s['steps']} steps, seeds "
-            f"{', '.join(map(str, s['seeds']))}, vocabulary {s['vocab']}, largest decay budget λ·η·T = "
-            f"{s['largest_budget']:.3g}. λ matched by λ·η·T: {s['lambda_match']}. Runs that decide nothing (final "
-            f"validation perplexity not below the corpus's unigram model's, {s['unigram_val_ppl']:.4g}): "
-            f"{', '.join(s['runs_deciding_nothing']) or 'none'}.")
-
-
 def treatment_text(doc: Mapping) -> str:
     """The treatment sentence: what λ did to ‖θ‖² and to perplexity against the seed spread."""
     t, s = doc.get("treatment") or {}, doc["scale"]
@@ -81,7 +59,7 @@ def treatment_text(doc: Mapping) -> str:
                "λ-claims cannot be decided at this design: what λ does is smaller than what the seed does")
     return (f"Treatment ({doc['dataset']}, λ·η·T ≤ {s['largest_budget']:.3g}): from λ = {t['lam_low']:g} to "
             f"{t['lam_high']:g} the AdamW runs' final ‖θ‖² changes by {100 * t['delta_theta_sq_rel']:+.1f}% and their "
-            f"validation perplexity by {dp:+.3g}, against a between-seed SD of {_num(sd)}{ratio}; {verdict}.")
+            f"validation perplexity by {dp:+.3g}, against a between-seed SD of {num(sd)}{ratio}; {verdict}.")
 
 
 def _counts_table(doc: Mapping) -> list[str]:
@@ -145,8 +123,8 @@ def _sensitivity(main: Mapping, other: Mapping) -> list[str]:
     flips = [i for i in a if i in b and a[i]["verdict"] != b[i]["verdict"]]
     out = [f"### Sensitivity: `{other['_path']}` beside `{main['_path']}`", "", treatment_text(other), "",
            scale_text(other), "", "| claim | class | " + f"{main['dataset']} | {other['dataset']} |", "|---|---|---|---|"]
-    out += [f"| `{i}` | {b[i]['class']} | {a[i]['verdict']} {_num(a[i]['estimate'])} | {b[i]['verdict']} "
-            f"{_num(b[i]['estimate'])} [{_num(b[i]['ci_low'])}, {_num(b[i]['ci_high'])}] |" for i in flips]
+    out += [f"| `{i}` | {b[i]['class']} | {a[i]['verdict']} {num(a[i]['estimate'])} | {b[i]['verdict']} "
+            f"{num(b[i]['estimate'])} [{num(b[i]['ci_low'])}, {num(b[i]['ci_high'])}] |" for i in flips]
     out += ["", f"{len(flips)} of {len(a)} verdicts differ; the other {len(a) - len(flips)} agree."]
     return out
 
@@ -170,8 +148,6 @@ def write_report(target: str | Path, main: Mapping, sensitivity: Sequence[Mappin
     """Replace the text between :data:`START` and :data:`END` in ``target`` (and between
     "Where the paper is wrong"'s markers when it has them); a one-line error naming the file
     when the report's markers are missing."""
-    from villani.claims.wrong import WRONG_END, WRONG_START, wrong
-
     target = Path(target)
     text = _between(target.read_text(), START, END, report(main, sensitivity), target)
     if WRONG_START in text:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from villani.claims.registry import ARITHMETIC, MEASURED
-from villani.claims.report import fmt_row, scale_text
+from villani.claims.text import fmt_row, scale_text
 from villani.claims.verdict import REFUTED
 
 __all__ = ["WRONG_START", "WRONG_END", "wrong"]
