@@ -25,7 +25,7 @@ from villani.io.records import sealed
 from villani.plan import layout
 from villani.plan.digest import run_digest, stage_digest, stage_inputs, trained_params
 from villani.plan.runs import runs
-from villani.plan.schedule import checkpoint_steps, segment_ends
+from villani.plan.schedule import checkpoint_steps, checkpoints_in_segment, segment_ends
 from villani.stats import fit_slope, predicted_cv, sample_stats
 
 D = 136_832
@@ -85,6 +85,11 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
                 "theta_sq_norm": theta_sq_at(step, run.lam, run.seed, run.variant), "d": D,
                 "weights_sha256": "0" * 64,
             })
+        for end in segment_ends(t):  # the manifests training writes (villani.training.segments)
+            _write_json(run.path(layout.SEGMENT, root, step=end), {"end": end, "checkpoints": [
+                {"step": s, "weights_sha256": "0" * 64, "meta_sha256": sha256_file(run.path(layout.CKPT_META, root,
+                                                                                             step=s))}
+                for s in checkpoints_in_segment(t, end)]})
         for step in steps:
             write_measurement(root, params, run, step, rng)
     if rays:

@@ -95,7 +95,7 @@ def test_a_record_without_its_hash_is_refused(tree, capsys):
 
 def test_a_measurement_of_a_retrained_or_edited_run_is_refused(tree, tmp_path, capsys):
     """A parameter edited without retraining (metrics run by hand after editing train.lr),
-    and a checkpoint.json rewritten after the measurement."""
+    and a checkpoint.json edited after the measurement (its train_loss, which metrics reports)."""
     p, params, root = tree
     edited = tmp_path / "edited.yaml"
     dump_yaml(tiny_params(figures={"formats": ["png"], "dpi": 50}, train={"seeds": [0, 1], "lr": 0.004}), edited)
@@ -104,9 +104,11 @@ def test_a_measurement_of_a_retrained_or_edited_run_is_refused(tree, tmp_path, c
     assert "measured on a checkpoint trained under other parameters (train.lr: 0.01 there, 0.004 here)" in err
     run = _run(p)
     meta = run.path(layout.CKPT_META, root, step=0)
-    meta.write_text(meta.read_text() + "\n")
-    rc, err = _cli(capsys, "metrics", params, root)
+    meta.write_text(json.dumps(dict(json.loads(meta.read_text()), train_loss=1.0)))
+    rc, err = _cli(capsys, "bounds", params, root)
     assert rc == 2 and f"checkpoint_meta_sha256 is not the sha256 of {meta}" in err, err
+    rc, err = _cli(capsys, "metrics", params, root)  # its training numbers come from checkpoint.json
+    assert rc == 2 and f"{meta}: not the checkpoint.json its segment manifest recorded" in err, err
 
 
 def test_bounds_and_claims_computed_from_other_measurements_are_refused(tree, capsys):

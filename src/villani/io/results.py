@@ -62,6 +62,7 @@ __all__ = [
 REWRITE = {
     "data stats": "run `villani tokenize` (or the workflow) to write it",
     "checkpoint metadata": "train the run: `villani train … --all` (or the workflow)",
+    "segment manifest": "train the run: `villani train … --all` (or the workflow)",
     "measurement": "run `villani measure` for it (or the workflow)",
     "measurement samples": "rerun `villani measure` for it (or the workflow)",
     "radial-ray samples": "run `villani rays` (or the workflow)",
@@ -135,9 +136,22 @@ def read_checkpoint_meta(path: str | Path) -> dict:
 
 
 def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
-    """One row per checkpoint of a run, from the checkpoint JSONs."""
-    return pd.DataFrame([read_checkpoint_meta(run.path(layout.CKPT_META, root, step=s))
-                         for s in checkpoint_steps(params["train"])])
+    """One row per checkpoint of a run, from the checkpoint JSONs — each the one its segment
+    manifest recorded (sha256): an edited ``train_loss``, or a checkpoint of a segment that
+    did not finish, is one line naming the file."""
+    recorded: dict = {}
+    for end in segment_ends(params["train"]):
+        doc = _read_json(run.path(layout.SEGMENT, root, step=end), "segment manifest")
+        entries = doc.get("checkpoints") if isinstance(doc, dict) else None
+        recorded.update({e.get("step"): e.get("meta_sha256") for e in entries or [] if isinstance(e, dict)})
+    rows = []
+    for s in checkpoint_steps(params["train"]):
+        path = run.path(layout.CKPT_META, root, step=s)
+        rows.append(read_checkpoint_meta(path))
+        if recorded.get(s) != atomic.sha256_file(path):
+            raise ValueError(f"{path}: not the checkpoint.json its segment manifest recorded (edited, or its segment "
+                             f"did not finish); {REWRITE['training log']}")
+    return pd.DataFrame(rows)
 
 
 def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
