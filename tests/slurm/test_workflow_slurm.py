@@ -46,9 +46,10 @@ CLUSTER_JOBS = "cluster-jobs.yaml"  # the presets' job split (params.yaml: a job
 CLUSTER_JOBS_YAML = "jobs: {measure: checkpoint, train: segment}\n"
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 LOCAL_RULES = {"fetch", "pretrained"}  # localrules: never submitted
-# fields that legitimately differ between two runs of the same computation
+# fields that legitimately differ between two runs of the same computation (the hashes of a
+# record and of the checkpoint.json it names cover its write time; the weights are compared apart)
 VOLATILE = re.compile(r"time|wall|clock|seconds|elapsed|per_s|duration|host|date|device|peak|rss|"
-                      r"memory|created|version|path|pid|resumed_from", re.I)
+                      r"memory|created|version|path|pid|resumed_from|record_sha256|checkpoint_meta_sha256", re.I)
 
 
 def job_counts(run) -> dict[str, int]:
