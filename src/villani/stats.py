@@ -42,21 +42,25 @@ __all__ = [
     "Interval",
     "seed_interval",
     "combination_interval",
+    "probe_combination_interval",
     "correlation_interval",
     "run_correlations",
     "proportion_interval",
+    "run_proportion_interval",
     "exact_value",
 ]
 
-# the correlations and intervals live in villani.intervals; importable from here as before
+# the correlations and intervals live in villani.intervals; importable from here
 from villani.intervals import (  # noqa: E402
     Interval,
     combination_interval,
     correlation_interval,
     exact_value,
     pearson_r,
+    probe_combination_interval,
     proportion_interval,
     run_correlations,
+    run_proportion_interval,
     seed_interval,
     spearman_rho,
 )

@@ -165,10 +165,15 @@ def write_rays(root: Path, params: Mapping) -> None:
                 grad_F = grad_L + lam**2 * th
                 row = {"ray": ray, "kind": kind, "lam": lam, "point": k, "theta_sq": th,
                        "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)), "F": 6.3 + 0.5 * lam * th,
-                       "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0,
+                       "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0 * (1 + 0.1 * k),
                        "lam_d": lam * D, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F}
                 for s in s_values:
                     row[f"psi_s={float(s)}"] = -(trace_L + lam * D) + grad_F / s
+                # the same probes at every point: probe j's error grows with the point (its stderr)
+                probes = int(r["num_probes"])
+                z = np.linspace(-1.0, 1.0, probes) / np.std(np.linspace(-1.0, 1.0, probes), ddof=1)
+                row.update({f"trace_L_probe{j}": trace_L + 2.0 * np.sqrt(probes) * z[j] * (1 + 0.1 * k)
+                            for j in range(probes)})
                 rows.append(row)
     table = pd.DataFrame(rows)
     fits, summary = [], []
