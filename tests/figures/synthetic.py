@@ -210,14 +210,18 @@ def write_surface(root: Path, params: Mapping, lam: float) -> None:
     g = np.linspace(-la["span"], la["span"], int(la["grid"]))
     theta_sq = 380.0
     rows = []
-    for a in g:
-        for b in g:
-            loss = 6.25 + 1.6 * (a - 0.8 * b) ** 2 + 0.05 * (a + b) ** 2 + 0.1 * math.sin(3 * a) * math.cos(2 * b)
-            rows.append({"a": a, "b": b, "loss": loss, "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b)})
+    for k in range(int(la.get("slices", 1))):  # each slice its own tilt of the valley
+        for a in g:
+            for b in g:
+                loss = (6.25 + 1.6 * (a - (0.8 - 0.1 * k) * b) ** 2 + 0.05 * (a + b) ** 2
+                        + 0.1 * math.sin(3 * a) * math.cos(2 * b))
+                rows.append({"slice": k, "a": a, "b": b, "loss": loss,
+                             "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b)})
     d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
     d.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(d / "surface.csv", index=False)
     table = pd.DataFrame(rows)
+    table = table[table["slice"] == 0].reset_index(drop=True)
     imin = int(table["F"].idxmin())
     _write_json(d / "surface.json", {"lam": lam, "center": {"kind": la["center"], "variant": "adamw", "lam": lam,
                                                             "seed": 0, "step": 0},
