@@ -50,7 +50,7 @@ __all__ = [
     "exact_value",
 ]
 
-# the correlations and intervals live in villani.intervals; importable from here
+# the correlations and intervals are defined in villani.intervals; importable from here too
 from villani.intervals import (  # noqa: E402
     Interval,
     combination_interval,

@@ -40,12 +40,14 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from villani.plan.schedule import checkpoint_steps, job_steps, segment_start, spectrum_at
+from villani.measure.cost_model import H200_HVP_S_PER_TOKEN, H200_TRAIN_S_PER_TOKEN
+from villani.plan.budget import checkpoint_budget
+from villani.plan.schedule import checkpoint_steps, job_steps, segment_start
 
 GiB, MiB = 2**30, 2**20
-TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
+TRAIN_S_PER_TOKEN = H200_TRAIN_S_PER_TOKEN  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
 H200_OVER_A100_FP32 = 67.0 / 19.5  # fp32 peak TFLOP/s, H200 SXM over A100
-HVP_S_PER_TOKEN = 3.40 * H200_OVER_A100_FP32 / 32_704  # ≈ 3.57e-4 s per token of one product on an A100
+HVP_S_PER_TOKEN = H200_HVP_S_PER_TOKEN * H200_OVER_A100_FP32  # ≈ 3.57e-4 s per token of one product on an A100
 TRAIN_RSS_BYTES = 5.20 * GiB  # at 512 tokens per step
 MEASURE_RSS_BYTES = 17.12 * GiB  # at 511 tokens per product
 GRAPH_BYTES_PER_TOKEN = 3.95 * MiB
@@ -66,13 +68,9 @@ def train_work(params: Mapping, end: int) -> tuple[float, float]:
 
 
 def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
-    """The most Hessian-vector products a measure job of checkpoint ``step`` takes."""
-    from villani.measure.curvature_phase import slq_starts
-
-    if not spectrum_at(int(measure.get("spectrum_every", 1)), int(step), steps):
-        return int(measure["num_probes"])  # the trace only (doubly stochastic: the same tokens at most)
-    starts = slq_starts(measure, D_125M, step, steps)[0]
-    return int(measure["lanczos_steps"]) + (starts - 1) * int(measure["slq_steps"]) + int(measure["num_probes"])
+    """The most Hessian-vector products a measure job of checkpoint ``step`` takes
+    (:func:`villani.plan.budget.checkpoint_budget` at GPT-Neo-125M's d)."""
+    return checkpoint_budget(measure, D_125M, int(step), steps).total
 
 
 def measure_work(params: Mapping, step: int) -> tuple[float, float]:
