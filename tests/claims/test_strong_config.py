@@ -44,7 +44,9 @@ def test_strong_config_is_a_complete_parameter_document():
 
 @pytest.mark.slow
 def test_strong_config_builds_its_dag():
-    out = run([BIN / "snakemake", "-n", "--quiet", "rules", "--configfile", "configs/strong.yaml"], cwd=REPO)
+    # --forceall: every job of the DAG, whatever a results/ folder beside the checkout holds
+    out = run([BIN / "snakemake", "-n", "--forceall", "--quiet", "rules", "--configfile", "configs/strong.yaml"],
+              cwd=REPO)
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out.stdout, re.M)}
     # 5 λ × 4 seeds, AdamW only: one train and one measure job per run (params.yaml's jobs)
     assert counts["train"] == counts["measure"] == 20 and counts["landscape"] == 2, out.stdout[-2000:]
