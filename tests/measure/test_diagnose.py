@@ -247,19 +247,22 @@ def _pickled_code(folder: Path) -> str:
     lambda f: [x.unlink() for x in f.iterdir()] and f"--model: {f}: the folder has no config.json and no weights",
     _no_tokenizer, _truncated_bin, _pickled_code,
 ], ids=["missing", "empty", "no-tokenizer", "truncated-bin", "pickle"])
-def test_a_bad_model_folder_is_one_line_naming_it(saved_model, tmp_path, damage):
+def test_a_bad_model_folder_is_one_line_naming_it(saved_model, tmp_path, damage, capsys, monkeypatch):
     """What `--model` lacks or holds that cannot be loaded safely, named in one line: never a
     hub error about repo ids, a traceback, or a pickle run."""
-    folder = tmp_path / "model"
     import shutil
 
+    from villani.cli import main
+
+    folder = tmp_path / "model"
     shutil.copytree(saved_model / "tiny-gpt2", folder)
     named = damage(folder)
     model = folder.parent / "no" / "such" / "dir" if "no such folder" in named else folder
-    done = run_cli(["--model", str(model), "--data", f"files:{saved_model}/corpus/*.txt", *ARGS,
-                    "--out", str(tmp_path / "out")], tmp_path)
-    err = done.stderr.strip()
-    assert done.returncode == 2 and "\n" not in err and err.startswith(f"villani: error: {named}"), err
+    monkeypatch.chdir(tmp_path)  # where the pickle's command would leave its file
+    rc = main(["diagnose", "--model", str(model), "--data", f"files:{saved_model}/corpus/*.txt", *ARGS,
+               "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and err.startswith(f"villani: error: {named}"), err
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()
 
 
