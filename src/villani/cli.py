@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
 
     t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
-    run_options(t)
+    run_options(t, several_seeds=True)
+    t.add_argument("--per-device", type=integer(1, 64), default=1, metavar="K",
+                   help="with several seeds: train K of their runs at a time, one process each, on the device")
     g = t.add_mutually_exclusive_group(required=True)
     g.add_argument("--until", type=integer(1), help="segment end step (must be a segment end)")
     g.add_argument("--all", action="store_true", help="run every segment that is not complete yet")

@@ -109,7 +109,14 @@ def cmd_train(args) -> None:
     from villani.training import train_segment
 
     p = _params(args)
-    _check_run(p, args)
+    seeds = args.seed
+    _check_run(p, args, seeds)
+    if len(seeds) > 1 or args.per_device > 1:
+        from villani.training.side_by_side import train_side_by_side
+
+        train_side_by_side(args, seeds)
+        return
+    args.seed = seeds[0]
     ends = segment_ends(p["train"]) if args.all else [args.until]
     for end in ends:
         if args.all and _segment_done(p, args, end):
@@ -126,7 +133,8 @@ def _segment_done(p, args, end) -> bool:
                       lam=args.lam, seed=args.seed, step=end).exists()
 
 
-def _check_run(p, args) -> None:
+def _check_run(p, args, seeds: list[int] | None = None) -> None:
+    """``--variant``, ``--lam`` and ``--seed`` (or each of ``seeds``) name a run of ``p``."""
     from villani.plan.config import ParamsError
 
     from villani.plan.runs import variant_kind, variant_lambdas, variants
@@ -139,8 +147,11 @@ def _check_run(p, args) -> None:
     key = "train.lambdas" if kind == "adamw" else f"train.{kind}.lambdas"
     if args.lam not in lams:
         raise ParamsError(f"--lam: {args.lam:g} is not in {key} = {lams}")
-    if args.seed not in p["train"]["seeds"]:
-        raise ParamsError(f"--seed: {args.seed} is not in train.seeds = {p['train']['seeds']}")
+    for seed in seeds if seeds is not None else [args.seed]:
+        if seed not in p["train"]["seeds"]:
+            raise ParamsError(f"--seed: {seed} is not in train.seeds = {p['train']['seeds']}")
+    if seeds is not None and len(set(seeds)) < len(seeds):
+        raise ParamsError(f"--seed: {seeds} names a seed twice (one process per run)")
 
 
 def cmd_measure(args) -> None:

@@ -42,20 +42,29 @@ def job_counts(doc: Mapping) -> Counter:
         counts["rays"] += 1 if p["rays"]["lambdas"] else 0
         counts["landscape"] += len(p["landscape"]["lambdas"])
         n_runs = len(list(targets.runs(p)))  # jobs.train / jobs.measure: one job per run, or per segment / checkpoint
-        counts["train"] += n_runs if targets.per_run(doc, "train") else len(targets.segments(p))
+        trained = _side_by_side_runs(p)  # what a train job covers: a run, or the seeds of one (update rule, λ)
+        counts["train"] += trained if targets.per_run(doc, "train") else len(targets.segments(p)) * trained // n_runs
         counts["measure"] += n_runs if targets.per_run(doc, "measure") else len(targets.measurements(p))
     return +counts
 
 
-def connected_pieces(doc: Mapping) -> dict[str, int]:
-    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run; with
-    ``jobs.train: run`` one job); a measure job (of a checkpoint or, with ``jobs.measure:
-    run``, of a run) is a piece of its own."""
-    from villani.plan.config import dataset_names, dataset_params
-    from villani.plan.runs import runs
+def _side_by_side_runs(p: Mapping) -> int:
+    """The train jobs' units of one dataset's parameters: its runs, or with seeds side by side
+    (:func:`villani.dag.targets.side_by_side` ≥ 2) its (update rule, λ) pairs."""
+    from villani.dag import targets
 
-    n_runs = sum(len(list(runs(dataset_params(doc, name)))) for name in dataset_names(doc))
-    return {"train": n_runs, "measure": job_counts(doc)["measure"]}
+    runs = list(targets.runs(p))
+    return len({(r.variant, r.lam) for r in runs}) if targets.side_by_side(p) >= 2 else len(runs)
+
+
+def connected_pieces(doc: Mapping) -> dict[str, int]:
+    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run, or per
+    (update rule, λ) with its seeds side by side; with ``jobs.train: run`` one job); a measure
+    job (of a checkpoint or, with ``jobs.measure: run``, of a run) is a piece of its own."""
+    from villani.plan.config import dataset_names, dataset_params
+
+    return {"train": sum(_side_by_side_runs(dataset_params(doc, name)) for name in dataset_names(doc)),
+            "measure": job_counts(doc)["measure"]}
 
 
 def profile_grouping(profile: Path | str = PROFILE) -> tuple[dict[str, str], dict[str, int]]:
@@ -101,7 +110,7 @@ def table(presets: list[str], profile: Path | str = PROFILE) -> str:
     """The README's Markdown table: jobs and submissions per preset."""
     from villani.plan.config import load_params
 
-    rows = ["| preset | jobs | submissions | train (one per run) | measure (bundles) | other |", "|---|---|---|---|---|---|"]
+    rows = ["| preset | jobs | submissions | train (one per chain of segments) | measure (bundles) | other |", "|---|---|---|---|---|---|"]
     for preset in presets:
         doc = load_params([preset])
         s = submissions(doc, profile)
