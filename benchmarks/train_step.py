@@ -136,7 +136,7 @@ def autocast(args, root: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("timing", "autocast"), default="timing")
-    ap.add_argument("--params", nargs="+", default=[str(REPO / "params.yaml")])
+    ap.add_argument("--params", action="extend", nargs="+", help="parameter files, in order (default: params.yaml)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--rounds", type=int, default=5)
@@ -145,6 +145,7 @@ def main() -> None:
     ap.add_argument("--lam", type=float, default=0.012)
     ap.add_argument("--root", help="a results folder to tokenize into and reuse (default: a temporary one)")
     args = ap.parse_args()
+    args.params = args.params or [str(REPO / "params.yaml")]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.root or tmp)
         (timing if args.mode == "timing" else autocast)(args, root)
