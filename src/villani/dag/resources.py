@@ -32,7 +32,9 @@ paper's batch of 1 × 512 tokens — a step there is bound by kernel launches (5
 tokens, 60 ms at 8 × 512), which an A100 pays alike, so the rate is taken as it is;
 r_hvp = 3.40 s per fp32 ("highest") product of 32,704 tokens (64 blocks in micro-batches of
 8, peak 38.8 GiB) × 67/19.5, the ratio of the H200's fp32 peak to an A100's — the product is
-compute-bound — ≈ 11.7 s on an A100. M_train, M_measure: the peak RSS of the 125M train job
+compute-bound — ≈ 11.7 s on an A100. r_train is the eager step's; a GPU trains with the
+captured step by default (``train.compile: auto``, :mod:`villani.training.step`), whose rate is
+not measured on a GPU yet, so the requests keep the eager one. M_train, M_measure: the peak RSS of the 125M train job
 (1 × 512 tokens) and measure job (511 tokens per product) of the CPU rehearsal, every tensor
 on the host — an upper bound on a GPU job's host memory; b = 3.95 MiB per token, the
 probe's growth of the gradient graph plus one product with the tokens of a batch.
