@@ -190,17 +190,25 @@ def _train_job(states=("RUNNING",)) -> str | None:
     return None
 
 
-def _villani_train_pid(jobid: str) -> int | None:
-    """The `villani train` process of SLURM job ``jobid`` (same machine: /proc)."""
+def _villani_trains(jobid: str) -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of every `villani train` process of SLURM job ``jobid`` (same machine: /proc):
+    the console script's, and the `python -m villani.cli train` of seeds side by side."""
+    found = []
     for d in Path("/proc").glob("[0-9]*"):
         try:
             argv = (d / "cmdline").read_bytes().split(b"\0")
             env = (d / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"train" in argv and any(a.endswith(b"villani") for a in argv[:2]) and f"SLURM_JOB_ID={jobid}".encode() in env:
-            return int(d.name)
-    return None
+        if b"train" in argv and any(a.endswith((b"villani", b"villani.cli")) for a in argv[:3]) and \
+                f"SLURM_JOB_ID={jobid}".encode() in env:
+            found.append((int(d.name), argv))
+    return found
+
+
+def _villani_train_pid(jobid: str) -> int | None:
+    """The `villani train` process of SLURM job ``jobid``."""
+    return next((pid for pid, _ in _villani_trains(jobid)), None)
 
 
 def _work_state(state: Path) -> dict | None:
@@ -363,17 +371,7 @@ PACKED = {"train": {"lambdas": [0.01], "seeds": [0, 1], "langevin": {"lambdas": 
 
 def _train_processes(jobid: str) -> int:
     """How many single-seed `villani train` processes of SLURM job ``jobid`` run now."""
-    n = 0
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-            env = (d / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"train" in argv and b"--per-device" not in argv and f"SLURM_JOB_ID={jobid}".encode() in env and \
-                any(a.endswith((b"villani", b"villani.cli")) for a in argv[:3]):
-            n += 1
-    return n
+    return sum(b"--per-device" not in argv for _, argv in _villani_trains(jobid))
 
 
 def test_seeds_side_by_side_are_one_packed_group_job(slurm, tmp_path):
