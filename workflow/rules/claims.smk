@@ -11,6 +11,7 @@ rule claims:
             subcategory="{dataset}",
         ),
         detail=targets.pattern(layout.CLAIMS_JSON),
+        findings=targets.pattern(layout.CLAIMS_FINDINGS_CSV),
     log:
         "results/logs/claims/{dataset}.log",
     conda:

@@ -267,9 +267,10 @@ def metrics_output(params: Mapping) -> str:
 
 
 def claims_outputs(params: Mapping) -> list[str]:
-    """The claims ledger of the params' dataset (``villani claims``): CSV, JSON."""
+    """The claims ledger of the params' dataset (``villani claims``): CSV, JSON, findings CSV."""
     ds = params["data"]["name"]
-    return [str(layout.fmt(layout.CLAIMS_CSV, ROOT, dataset=ds)), str(layout.fmt(layout.CLAIMS_JSON, ROOT, dataset=ds))]
+    return [str(layout.fmt(p, ROOT, dataset=ds)) for p in (layout.CLAIMS_CSV, layout.CLAIMS_JSON,
+                                                          layout.CLAIMS_FINDINGS_CSV)]
 
 
 def figure_inputs(params: Mapping) -> list[str]:

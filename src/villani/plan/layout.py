@@ -54,6 +54,7 @@ TABLES_DIR = "{root}/tables/{dataset}"
 METRICS = "{root}/metrics/{dataset}.json"
 CLAIMS_CSV = "{root}/claims/{dataset}.csv"
 CLAIMS_JSON = "{root}/claims/{dataset}.json"
+CLAIMS_FINDINGS_CSV = "{root}/claims/{dataset}_findings.csv"  # our findings, never counted as the paper's claims
 PLOTS_DIR = "{root}/plots/{dataset}"  # DVC plot data (villani.tracking.dvc_plots)
 
 # The cross-dataset figures and tables go to results/figures/paper/<datasets>/ and

@@ -83,7 +83,7 @@ TABLE: tuple[Stage, ...] = (
     Stage("claims", ("data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds",
                      "claims"),
           (layout.DATA_STATS, "{root}/runs/{dataset}", layout.RAYS_DIR, "{root}/landscape/{dataset}",
-           layout.BOUNDS_DIR, _SRC + "claims"), (layout.CLAIMS_CSV, layout.CLAIMS_JSON)),
+           layout.BOUNDS_DIR, _SRC + "claims"), (layout.CLAIMS_CSV, layout.CLAIMS_JSON, layout.CLAIMS_FINDINGS_CSV)),
     Stage("metrics", ("data.name", "train.steps", "measure.s_values"),
           ("{root}/runs/{dataset}", layout.BOUNDS_DIR, layout.CLAIMS_CSV, _SRC + "tracking"),
           (layout.PLOTS_DIR,), metrics=(layout.METRICS,)),
