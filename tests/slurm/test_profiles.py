@@ -12,7 +12,7 @@ from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
 
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 CPU_RULES = {"tokenize", "bounds", "figures", "claims", "metrics", "paper"}
-LOCAL_RULES = {"fetch", "pretrained"}  # localrules: run by snakemake itself on the submit host
+LOCAL_RULES = {"fetch", "pretrained", "plan"}  # localrules: run by snakemake itself on the submit host
 WORK_RULES = {"train", "measure"}  # runtime and mem_mb from their work: villani.dag.resources
 # flags the plugin sets itself and rejects inside slurm_extra
 FORBIDDEN_EXTRA = re.compile(r"--(gres|gpus|mem|cpus-per|partition|account|time|qos|nodes|ntasks)\b|(^|\s)-[pAtNnc]\b")
