@@ -139,17 +139,15 @@ def claim_results():
 def sync_with_dvc():
     """At the parse of a run (or dry run) of params.yaml: if DVC wrote or restored results
     since Snakemake last recorded them, record them in Snakemake's metadata first. Not
-    for --lint, --list-rules, --report (no executor) or --touch."""
-    runs = workflow.executor_plugin is not None and not workflow.touch
+    for --lint, --list-rules, --report, --unlock, --touch … (dvc_sync.builds_jobs)."""
+    overrides = getattr(workflow.config_settings, "config", None)
     if (
-        runs
+        dvc_sync.builds_jobs(sys.argv)
         and workflow.is_main_process
-        and dvc_sync.is_committed_params(
-            workflow.configfiles, getattr(workflow.config_settings, "config", None)
-        )
+        and dvc_sync.is_committed_params(workflow.configfiles, overrides)
+        and dvc_sync.dvc_changed()
     ):
-        if dvc_sync.dvc_changed():
-            logger.info(dvc_sync.sync(workflow.main_snakefile))
+        logger.info(dvc_sync.sync(workflow.main_snakefile))
 
 
 def release_results(success):

@@ -89,10 +89,10 @@ def dvc_files(s: Stage, patterns, arm: Arm | None = None) -> list[str]:
 
 
 @functools.cache
-def _schema_train() -> dict:
-    """Every ``train`` key of the schema (what a resolved document holds), for the keys a
-    training job reads; values do not matter."""
-    return {"train": dict.fromkeys(load_schema()["properties"]["train"]["properties"])}
+def _schema_groups() -> dict:
+    """Every ``train`` and ``landscape`` key of the schema (what a resolved document holds),
+    for the keys a training or landscape job reads; values do not matter."""
+    return {g: dict.fromkeys(load_schema()["properties"][g]["properties"]) for g in ("train", "landscape")}
 
 
 def _body(s: Stage, arm: Arm | None) -> dict:
@@ -108,7 +108,7 @@ def _body(s: Stage, arm: Arm | None) -> dict:
         body["matrix"] = {"lam": "${landscape.lambdas}"}
     body["cmd"] = cmd
     body["deps"] = dvc_files(s, s.inputs, arm) + list(s.code)
-    body["params"] = stage_keys(_schema_train(), s.name, arm.example if arm else "adamw")
+    body["params"] = stage_keys(_schema_groups(), s.name, arm.example if arm else "adamw")
     if s.metrics:
         body["metrics"] = dvc_files(s, s.metrics, arm)
     outs = [o for o in s.outputs if o not in s.metrics]

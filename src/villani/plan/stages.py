@@ -34,13 +34,15 @@ from dataclasses import dataclass
 
 from villani.plan import layout as L
 
-__all__ = ["Stage", "TABLE", "STAGES", "TRAIN_KEYS", "VARIANT_KEYS", "RUN_SET_KEYS", "stage", "Arm", "ARMS"]
+__all__ = ["Stage", "TABLE", "STAGES", "TRAIN_KEYS", "VARIANT_KEYS", "LANDSCAPE_KEYS", "RUN_SET_KEYS", "stage", "Arm", "ARMS"]
 
 #: In :attr:`Stage.reads`: the ``train`` keys a training job reads itself (expanded per
 #: variant by :func:`villani.plan.digest.stage_keys`).
 TRAIN_KEYS = "@train"
 #: In :attr:`Stage.reads`: the settings of the job's own update rule (``train.langevin.lr`` …).
 VARIANT_KEYS = "@variant"
+#: In :attr:`Stage.reads`: the ``landscape`` keys but its λ list (a job's λ is its wildcard).
+LANDSCAPE_KEYS = "@landscape"
 #: The keys that decide which runs exist.
 RUN_SET_KEYS = ("train.lambdas", "train.seeds", "train.sweep", "train.adamw_noise.lambdas",
                 "train.adam_l2.lambdas", "train.langevin.lambdas")
@@ -103,7 +105,7 @@ TABLE: tuple[Stage, ...] = (
     Stage("rays", (*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"),
           (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT), _RAYS, (_SRC + "measure/rays.py", _SRC + "curvature"),
           runtime=120),
-    Stage("landscape", (*_EVAL, *_MEASUREMENT_SET, "landscape"), (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT),
+    Stage("landscape", (*_EVAL, *_MEASUREMENT_SET, LANDSCAPE_KEYS), (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT),
           _SURFACES, (_SRC + "measure/landscape.py",), per="lam", args="--lam {lam}"),
     Stage("bounds", ("data.name", "train.lr", "train.langevin.lr", "measure.s_values", "bounds"),
           (L.DATA_STATS, L.PLAN, *_MEASURED), _BOUNDS, (_SRC + "bounds",), runtime=20),
