@@ -11,7 +11,7 @@ cross-entropy) measured in the same rounds, plus ours/theirs ratios.
 ``--mode profile``: ours vs PyHessian in each of the regimes below, under
 ``torch.profiler`` (CPU and, on a GPU, CUDA activity): per product the wall time, the
 operators and kernels launched and their summed device time, then the operators that
-differ most between the two — where an overhead of ours shows (issue 27).
+differ most between the two — where an overhead of ours shows.
 
 ``--mode regimes``: ours vs PyHessian (plain autograd: ``grad(create_graph=True)``, then
 PyHessian's ``hessian_vector_product``) vs curvlinops, in the three regimes a measurement

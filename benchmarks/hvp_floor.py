@@ -1,4 +1,4 @@
-"""What an exact Hessian-vector product can cost with the gradient graph kept (issue 27).
+"""What an exact Hessian-vector product can cost with the gradient graph kept.
 
 An exact product by reverse-over-reverse (autograd's double backward, PyHessian's route and
 ours) or forward-over-reverse with the primal cached performs, for every matrix product

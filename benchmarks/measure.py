@@ -28,7 +28,7 @@ is nothing but products), so PyHessian's slower products count for more than one
 PyHessian 0.1 calls ``torch.eig`` (removed in torch 2); this script provides it, for
 symmetric T, through ``torch.linalg.eigh``.
 
-``--mode levers`` (issue 14): HVP-equivalents per checkpoint at equal accuracy, today's
+``--mode levers``: HVP-equivalents per checkpoint at equal accuracy, the plain
 pipeline vs the cost levers, at PTB settings by default (M = 64, top-20 by 60 Lanczos
 steps, SLQ 4 starts × 80). Equal accuracy means: the trace CI half-width ≤ that of plain
 M = 64 (the deflated M' from the predicted variances, and what Stein's two-stage rule with
@@ -76,8 +76,8 @@ from villani.curvature import (  # noqa: E402
     top_eigenvalues,
 )
 from villani.curvature.probes import rademacher_rows  # noqa: E402
-from villani.curvature.results import LanczosResult  # noqa: E402
-from villani.curvature.stein1945twostage import two_stage_half_width, two_stage_size  # noqa: E402
+from villani.curvature.spectrum.ritz import LanczosResult  # noqa: E402
+from villani.curvature.trace.two_stage import two_stage_half_width, two_stage_size  # noqa: E402
 
 
 def _legacy_eig(T, eigenvectors=True):
@@ -177,7 +177,7 @@ def pyhessian_measurement(args, model, x) -> dict:
             "trace_mean": float(np.mean(samples)), "eigs": np.asarray(eigs)}
 
 
-# --------------------------------------------------------------------------- issue 14: the levers
+# --------------------------------------------------------------------------- the levers
 
 
 def median_seconds(fn, device: str, repeats: int = 5) -> float:
@@ -194,7 +194,7 @@ def median_seconds(fn, device: str, repeats: int = 5) -> float:
 
 def reorth_seconds(d: int, steps: int, H, device: str) -> float:
     """Mean re-orthogonalisation cost of a Lanczos step of a ``steps``-step run (against steps/2 vectors)."""
-    from villani.curvature.lanczos import _orthogonalize
+    from villani.curvature.spectrum.lanczos import _orthogonalize
 
     basis = torch.linalg.qr(torch.randn(d, max(1, steps // 2), dtype=H.dtype, device=H.device))[0].T.contiguous()
     w = torch.randn(d, dtype=H.dtype, device=H.device)

@@ -1,4 +1,5 @@
-"""Measurement at the price of its training (issue 24): today's and the new preset ratio.
+"""Measurement at the price of its training: the preset ratio with every spectrum, and with
+the shipped schedule.
 
     python benchmarks/measure_cost.py --results results --params params.yaml --run adamw,0.12,0,240 --threads 1
 
@@ -7,7 +8,7 @@
    doubly stochastic trace's variance components: the between-block variance of one block's
    trace σ²_B,1 and the probe variance σ²_v on one block, both relative to tr², from every
    measurement block's own Hutchinson estimate (``--block-probes`` each), and runs the
-   estimator (:mod:`villani.curvature.doubly_stochastic`, ``--groups`` groups of
+   estimator (:mod:`villani.curvature.trace.doubly_stochastic`, ``--groups`` groups of
    ``--ds-probes`` probes on one block each) as a check. The plain and deflated probes'
    relative variances come from that checkpoint's measure JSON (``predicted_cv_plain``,
    ``predicted_cv``, × √M).
@@ -40,6 +41,7 @@ import numpy as np
 import torch
 
 from villani.measure import cost_model as cm
+from villani.plan.budget import ds_group_cap
 from villani.plan.schedule import spectrum_at
 
 Z = 1.959963984540054
@@ -53,7 +55,7 @@ def variance_components(params: dict, root: str, variant: str, lam: float, seed:
     their mean squared standard error) —, plain and deflated (the measure JSON), and a doubly
     stochastic run (``groups`` × ``probes`` on one block each) with its CI, as a check."""
     from villani.curvature import ModelHessian, hutchinson
-    from villani.curvature.doubly_stochastic import doubly_stochastic_trace
+    from villani.curvature.trace.doubly_stochastic import doubly_stochastic_trace
     from villani.io.results import read_measure
     from villani.measure.measurement_set import measurement_batches
     from villani.plan import layout
@@ -143,7 +145,7 @@ def ratio_rows(preset: dict, comp: dict, args) -> list[tuple[str, dict, str]]:
         bounds.append((", σ²_B at its 95 % upper bound", comp["between_one_upper"]))
     for suffix, between in bounds if ships.ds_blocks else ():  # as the preset ships it: schedule, DS, sweep arms
         var = cm.ds_group_variance(between, comp["probe"], ships.ds_blocks, n_blocks, ships.ds_probes)
-        cap = cm.ds_group_cap(int(me["num_probes"]), n_blocks, ships.ds_blocks, ships.ds_probes)
+        cap = ds_group_cap(int(me["num_probes"]), n_blocks, ships.ds_blocks, ships.ds_probes)
         J = min(cap, probes_for(var, args.rel_ci))
         plan, ratios = _ratios(preset, args, probes=m_defl, trace_probes=J * ships.ds_probes, schedule=ships)
         n_spec = sum(spectrum_at(ships.spectrum_every, s, plan["steps"]) for s in plan["steps"])

@@ -1,4 +1,4 @@
-"""What bf16 products add to a measurement, against its statistical error (issue 24, measure.precision).
+"""What bf16 products add to a measurement, against its statistical error (measure.precision).
 
     python benchmarks/precision_audit.py                      # tiny config, trained here (~1 min on one core)
     python benchmarks/precision_audit.py --params params.yaml --results results --run 0.1,0,240

@@ -302,16 +302,17 @@ def flops_per_token(d: int, layers: int, hidden: int, seq_len: int) -> float:
 def hvps_per_checkpoint(me: dict, d: int, steps: list[int]) -> tuple[int, int]:
     """The fewest and the most HVPs the measure jobs of one run take over its checkpoints:
     the Lanczos steps, the Hutchinson probes (with a CI target, Stein's rule stops between
-    ``min_probes`` and ``num_probes``; measured counts: benchmarks/README.md, issue 14) and
-    the SLQ starts after the first (:func:`villani.measure.curvature_phase.slq_starts`)."""
-    from villani.measure.curvature_phase import slq_starts
+    ``min_probes`` and ``num_probes``; measured counts: benchmarks/README.md) and
+    the SLQ starts after the first (:func:`villani.plan.budget.budget`, a spectrum at every
+    checkpoint)."""
+    from villani.plan.budget import budget, slq_starts
 
     targeted = me.get("trace_rel_ci") is not None or me.get("psi_rel_ci") is not None
     m_hi = int(me["num_probes"])
     m_lo = min(int(me.get("min_probes", 8)), m_hi) if targeted else m_hi
     lo = hi = 0
     for step in steps:
-        rest = int(me["lanczos_steps"]) + (slq_starts(me, d, step, steps)[0] - 1) * int(me["slq_steps"])
+        rest = budget(me, spectrum=True, slq_starts=slq_starts(me, d, step, steps)[0]).spectrum
         lo, hi = lo + rest + m_lo, hi + rest + m_hi
     return lo, hi
 

@@ -10,7 +10,7 @@ sizes (eager attention, fp32, eval; 2 batches of ``--batch``×``--seq`` tokens, 
 
 Per rank: parameters held at rest (bytes of the local parameter tensors), and the peak of
 live tensor bytes *above* that while the operator is built and applies two products (torch's
-own allocation events, ``villani.cost.PeakMemory``), and seconds per product (median of
+own allocation events, ``villani.measure.hvp_cost.PeakMemory``), and seconds per product (median of
 ``--repeats``; for ``exact`` the graph-reusing products after the first). Every process
 runs one thread, so 2 ranks use 2 cores where the single process uses 1.
 
@@ -45,11 +45,11 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.curvature.cases import gpt_neo, tiny_gpt_neo, token_batches  # noqa: E402
 
-from villani.cost import PeakMemory  # noqa: E402
+from villani.measure.hvp_cost import PeakMemory  # noqa: E402
 from villani.curvature import ModelHessian, top_eigenvalues  # noqa: E402
-from villani.curvature.data_parallel_hessian import DataParallelHessian  # noqa: E402
-from villani.curvature.finite_difference_hessian import FiniteDifferenceHessian, default_rel_step  # noqa: E402
-from villani.curvature.operators import operator_vectors  # noqa: E402
+from villani.curvature.operators.data_parallel_hessian import DataParallelHessian  # noqa: E402
+from villani.curvature.operators.finite_difference_hessian import FiniteDifferenceHessian, default_rel_step  # noqa: E402
+from villani.curvature.operators.vectors import operator_vectors  # noqa: E402
 from villani.curvature.probes import rademacher_rows  # noqa: E402
 
 CPU = torch.device("cpu")

@@ -9,6 +9,7 @@ import pytest
 
 from villani import psi
 from villani.bounds import table as T
+from villani.bounds import pac_bayes as PB
 from villani.bounds import theory as B
 
 # --------------------------------------------------------------------------- C_LS, C_P
@@ -121,39 +122,39 @@ def test_envelope_rejects_void_contraction_and_bad_form():
 
 def test_kl_upper_hand_values():
     # λ = 1 (β = 1): F + log(2) + log(1/(2π)) = 2 − log π, d = 2
-    assert B.kl_upper(2.0, 2.0, 1.0) == pytest.approx(2.0 - math.log(math.pi))
+    assert PB.kl_upper(2.0, 2.0, 1.0) == pytest.approx(2.0 - math.log(math.pi))
     # λ = 0.5 (β = 2), F = 1, d = 4: 2·1 + 2·log(1 + 4) + 2·log(0.5/(4π)) = 2 + 2·log(5/(8π))
-    assert B.kl_upper(1.0, 4.0, 0.5) == pytest.approx(2.0 + 2.0 * math.log(5.0 / (8.0 * math.pi)))
+    assert PB.kl_upper(1.0, 4.0, 0.5) == pytest.approx(2.0 + 2.0 * math.log(5.0 / (8.0 * math.pi)))
     # explicit β = 1, λ = 0.5, F = 1, d = 2: 1 + log(3) + log(0.5/(2π))
-    assert B.kl_upper(1.0, 2.0, 0.5, beta=1.0) == pytest.approx(1.0 + math.log(3.0) + math.log(1.0 / (4.0 * math.pi)))
+    assert PB.kl_upper(1.0, 2.0, 0.5, beta=1.0) == pytest.approx(1.0 + math.log(3.0) + math.log(1.0 / (4.0 * math.pi)))
     # eq. (52) as printed, λ = 0.5, F = 1, d = 4: 2 + 2·log 2 + 2·log(0.25/(2π)) = 2 + 2·log(1/(4π))
-    assert B.kl_upper(1.0, 4.0, 0.5, form="eq52") == pytest.approx(2.0 + 2.0 * math.log(1.0 / (4.0 * math.pi)))
+    assert PB.kl_upper(1.0, 4.0, 0.5, form="eq52") == pytest.approx(2.0 + 2.0 * math.log(1.0 / (4.0 * math.pi)))
     with pytest.raises(ValueError):
-        B.kl_upper(1.0, 4.0, 0.5, beta=2.0, form="eq52")
+        PB.kl_upper(1.0, 4.0, 0.5, beta=2.0, form="eq52")
 
 
 def test_pac_bayes_bound_hand_value():
     # R̂ = 1, KL = 3, n = 101, δ = 0.05: 1 + sqrt((3 + log(2·√101/0.05)) / (2·100))
     expected = 1.0 + math.sqrt((3.0 + math.log(40.0 * math.sqrt(101.0))) / 200.0)
-    assert B.pac_bayes_bound(1.0, 3.0, 101, 0.05) == pytest.approx(expected, rel=1e-14)
+    assert PB.pac_bayes_bound(1.0, 3.0, 101, 0.05) == pytest.approx(expected, rel=1e-14)
     # loss range b scales the complexity term
-    assert B.pac_bayes_complexity(3.0, 101, 0.05, loss_range=2.0) == pytest.approx(2.0 * (expected - 1.0))
+    assert PB.pac_bayes_complexity(3.0, 101, 0.05, loss_range=2.0) == pytest.approx(2.0 * (expected - 1.0))
 
 
 def test_pac_bayes_input_checks():
     with pytest.raises(ValueError):
-        B.pac_bayes_complexity(-1.0, 101, 0.05)  # unclamped KL
+        PB.pac_bayes_complexity(-1.0, 101, 0.05)  # unclamped KL
     with pytest.raises(ValueError):
-        B.pac_bayes_complexity(1.0, 1, 0.05)
+        PB.pac_bayes_complexity(1.0, 1, 0.05)
     with pytest.raises(ValueError):
-        B.pac_bayes_complexity(1.0, 101, 1.5)
+        PB.pac_bayes_complexity(1.0, 101, 1.5)
 
 
 def test_kl_clamped_and_flagged_small_lam_large_d():
     # λ = 1e-3, d = 1.25e8, F = 5: raw = 5000 + (d/2)·log((1 + 1e-6)/(2π)) ≈ −1.149e8 < 0
     lam, d, F, n, delta = 1e-3, 1.25e8, 5.0, 1_000_000, 0.05
     raw = F / lam + 0.5 * d * math.log1p(1.0 / lam**2) + 0.5 * d * math.log(lam**2 / (2 * math.pi))
-    pb = B.pac_bayes(4.0, F, d, lam, n=n, delta=delta, vocab_size=50257)
+    pb = PB.pac_bayes(4.0, F, d, lam, n=n, delta=delta, vocab_size=50257)
     assert pb.kl_raw == pytest.approx(raw, rel=1e-9)
     assert pb.kl_raw < -1e8
     assert pb.kl_used == 0.0 and pb.kl_clamped is True
@@ -165,18 +166,18 @@ def test_kl_clamped_and_flagged_small_lam_large_d():
 
 def test_kl_not_clamped_when_positive():
     # small d, F/λ large: 5000 + 5·log((1 + 1e-6)/(2π)) > 0
-    pb = B.pac_bayes(4.0, 5.0, 10.0, 1e-3, n=1000, delta=0.05, vocab_size=50257)
+    pb = PB.pac_bayes(4.0, 5.0, 10.0, 1e-3, n=1000, delta=0.05, vocab_size=50257)
     assert pb.kl_clamped is False and pb.kl_used == pb.kl_raw > 0
 
 
 def test_vacuous_flag_and_overflow():
     # vocabulary of 2: log 2 ≈ 0.693 < R̂ = 1 → vacuous
-    pb = B.pac_bayes(1.0, 1.0, 10.0, 0.1, n=1000, delta=0.05, vocab_size=2)
+    pb = PB.pac_bayes(1.0, 1.0, 10.0, 0.1, n=1000, delta=0.05, vocab_size=2)
     assert pb.vacuous is True
-    pb = B.pac_bayes(1.0, 1.0, 10.0, 0.1, n=1000, delta=0.05, vocab_size=50257)
+    pb = PB.pac_bayes(1.0, 1.0, 10.0, 0.1, n=1000, delta=0.05, vocab_size=50257)
     assert pb.vacuous is False
     # risk bound above ~709 nats: exp overflows → ppl bound inf, vacuous
-    pb = B.pac_bayes(1000.0, 1.0, 10.0, 0.1, n=1000, delta=0.05, vocab_size=50257)
+    pb = PB.pac_bayes(1000.0, 1.0, 10.0, 0.1, n=1000, delta=0.05, vocab_size=50257)
     assert pb.ppl_bound == math.inf and pb.vacuous is True
 
 
@@ -192,9 +193,9 @@ def test_lam_zero_is_undefined_everywhere():
     assert B.steps_required(B.c_ls_upper(0.0, 1e6), 1e-4, 1.0, 0.01) is None
     assert B.envelope([0, 1], 1.0, 1e6, 1e-4, 1.0, 1.0, 0.0) is None
     assert B.envelope([0, 1], 1.0, None, 1e-4, 1.0, 1.0, 1e-3) is None
-    assert B.kl_upper(3.0, 1e6, 0.0) is None
-    assert B.kl_upper(3.0, 1e6, 0.0, form="eq52") is None
-    pb = B.pac_bayes(3.0, 3.0, 1e6, 0.0, n=1000, delta=0.05, vocab_size=50257)
+    assert PB.kl_upper(3.0, 1e6, 0.0) is None
+    assert PB.kl_upper(3.0, 1e6, 0.0, form="eq52") is None
+    pb = PB.pac_bayes(3.0, 3.0, 1e6, 0.0, n=1000, delta=0.05, vocab_size=50257)
     assert pb.undefined is True
     assert pb.risk_bound is None and pb.ppl_bound is None and pb.kl_raw is None
     assert pb.kl_clamped is None and pb.vacuous is None
@@ -208,7 +209,7 @@ def test_negative_or_nonfinite_lam_is_an_error():
         with pytest.raises(ValueError):
             B.c_ls_upper(bad, 10.0)
         with pytest.raises(ValueError):
-            B.kl_upper(1.0, 10.0, bad)
+            PB.kl_upper(1.0, 10.0, bad)
 
 
 # --------------------------------------------------------------------------- Table I, Fig 2

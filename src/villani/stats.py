@@ -48,7 +48,7 @@ __all__ = [
     "exact_value",
 ]
 
-# the correlations and intervals live in villani.intervals; importable from here as before
+# the correlations and intervals are defined in villani.intervals; importable from here too
 from villani.intervals import (  # noqa: E402
     Interval,
     combination_interval,

@@ -4,8 +4,9 @@ The test reads the floors from the document itself — its bullets "- **`unit`**
 "The folders of `src/villani/`, bottom to top", in order; units named in one bullet share a
 floor — and checks every import statement of the package (AST, lazy imports inside
 functions included): a unit imports only units on its own floor or below. Every module of
-the package must have its place in the document, and the units form no import cycle. The
-document's drawing ("The layers, drawn") shows the same floors.
+the package must have its place in the document, and the units form no import cycle — nor
+do the modules: no file of the package imports, directly or through others, a file that
+imports it. The document's drawing ("The layers, drawn") shows the same floors.
 """
 
 from __future__ import annotations
@@ -115,3 +116,81 @@ def test_the_metrics_stage_lives_in_tracking():
     assert not (SRC / "figures" / "metrics.py").exists() and not (SRC / "figures" / "dvc_plots.py").exists()
     f = floors()
     assert f["figures"] < f["claims"] < f["tracking"] < f["dag"] < f["cli"]
+
+
+def module_name(path: Path) -> str:
+    """``villani.a.b`` for ``a/b.py`` and for the package ``a/b/__init__.py``."""
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """``{module: modules of the package it imports}``, every import statement (lazy ones inside
+    functions and relative ones included): ``import a.b`` and ``from a.b import c`` name the
+    module ``a.b`` — or ``a.b.c`` where ``c`` is a module itself. A package's own
+    ``__init__``, which Python runs before any of its modules, is not counted as imported
+    unless it is named."""
+    files = {module_name(f): f for f in SRC.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, f in files.items():
+        package = name if f.name == "__init__.py" else name.rsplit(".", 1)[0]
+        out = edges.setdefault(name, set())
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in files)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                for a in node.names:
+                    target = f"{base}.{a.name}"
+                    out.add(target if target in files else base)
+        out.discard(name)
+        out.intersection_update(files)
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(u: str) -> None:
+        index[u] = low[u] = len(index)
+        stack.append(u)
+        for v in edges.get(u, ()):
+            if v not in index:
+                visit(v)
+                low[u] = min(low[u], low[v])
+            elif v in stack:
+                low[u] = min(low[u], index[v])
+        if low[u] == index[u]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == u:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for u in sorted(edges):
+        if u not in index:
+            visit(u)
+    return found
+
+
+def test_no_import_circle_between_modules():
+    assert not circles(module_imports()), "modules that import each other (through others): " + "; ".join(
+        " ↔ ".join(c) for c in circles(module_imports()))
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    edges = module_imports()
+    assert "villani.plan.budget" in edges["villani.dag.resources"]  # absolute, from-import of a module
+    assert "villani.curvature.operators.hessian" in edges["villani.curvature.operators.model_hessian"]  # relative
+    assert "villani.bounds.theory" in edges["villani.bounds.pac_bayes"]

@@ -31,7 +31,7 @@ def _lock() -> dict[str, str]:
 
 def _declared() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    reqs = project["dependencies"] + [r for extra in ("test", "slurm", "tensorboard") for r in project["optional-dependencies"][extra]]
+    reqs = project["dependencies"] + [r for extra in ("workflow", "test", "slurm", "tensorboard") for r in project["optional-dependencies"][extra]]
     return [Requirement(r) for r in reqs]
 
 

@@ -3,7 +3,9 @@ another directory. The schema and the report captions must come from inside the 
 
 The fresh venv gets the wheel only; its dependencies (torch, jsonschema, …) are borrowed
 from the test environment through a path entry *after* the venv's own site-packages, so
-``villani`` itself can only come from the wheel."""
+``villani`` itself can only come from the wheel — and the workflow's dependencies
+(Snakemake, DVC and their plugins: the ``workflow`` and ``slurm`` extras) are not
+borrowed, so the CLI and the engine are shown to work without them."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.conftest import REPO, copy_repo
 
@@ -52,18 +56,45 @@ def test_wheel_holds_schema_captions_and_license(wheel):
     assert "License-Expression: MIT" in text
 
 
+WORKFLOW = ("snakemake", "dvc")  # the distributions the workflow extras add, with their plugins and parts
+
+
+def test_the_workflow_needs_an_extra(wheel):
+    """Snakemake and DVC are required only with the ``workflow`` extra, the SLURM plugin with ``slurm``."""
+    meta = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    reqs = [Requirement(r) for r in Parser().parsestr(zipfile.ZipFile(wheel).read(meta).decode()).get_all("Requires-Dist")]
+    plain = {r.name for r in reqs if r.marker is None}
+    extra = {r.name: str(r.marker) for r in reqs if r.marker is not None}
+    assert {"torch", "transformers", "jsonschema"} <= plain and not any(n.startswith(WORKFLOW) for n in plain), plain
+    assert extra["snakemake"] == extra["dvc"] == 'extra == "workflow"', extra
+    assert extra["snakemake-executor-plugin-slurm"] == 'extra == "slurm"', extra
+
+
+def _deps_without_the_workflow(tmp_path: Path) -> Path:
+    """The test environment's site-packages, as links, less Snakemake, DVC and their parts."""
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().startswith(WORKFLOW) and entry.suffix != ".pth":
+            (deps / entry.name).symlink_to(entry)
+    return deps
+
+
 def test_installed_wheel_runs_from_another_directory(wheel, tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
     py = venv / "bin" / "python"
     _run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", wheel])
     site = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
-    (Path(site) / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (Path(site) / "zz_test_deps.pth").write_text(f"{_deps_without_the_workflow(tmp_path)}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = _run([py, "-c", "import villani; print(villani.__file__)"], cwd=elsewhere, env=env).stdout.strip()
     assert where.startswith(str(venv)), where
+    for name in WORKFLOW:  # not installed: the engine and the CLI below run without them
+        gone = subprocess.run([py, "-c", f"import {name}"], cwd=elsewhere, env=env, capture_output=True, text=True)
+        assert gone.returncode == 1 and "ModuleNotFoundError" in gone.stderr, (name, gone.stderr[-500:])
     from villani import __version__
 
     villani = venv / "bin" / "villani"

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from villani.curvature.device_timer import DeviceTimer
+from villani.curvature.operators.device_timer import DeviceTimer
 
 
 def test_spans_add_up_and_reading_twice_does_not_count_twice():

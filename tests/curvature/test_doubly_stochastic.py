@@ -13,7 +13,7 @@ import torch
 from scipy import stats
 
 from villani.curvature import DenseOperator, ModelHessian
-from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
+from villani.curvature.trace.doubly_stochastic import doubly_stochastic_trace, group_blocks
 from villani.curvature.probes import ProbeStream
 from villani.measure.cost_model import ds_group_variance
 
@@ -46,7 +46,7 @@ def test_all_blocks_is_plain_hutchinson_with_the_same_probes():
     H = torch.stack(blocks).mean(0)
     est = doubly_stochastic_trace(_for(blocks), 8, groups=3, blocks=8, probes=4, seed=5)
     for j in range(3):
-        from villani.curvature.doubly_stochastic import _probe_seed
+        from villani.curvature.trace.doubly_stochastic import _probe_seed
         V = ProbeStream(12, _probe_seed(5, j), dtype=torch.float64, device="cpu").next(4)
         np.testing.assert_allclose(est.samples[j], ((V @ H) * V).sum(1).numpy(), rtol=1e-12)
     assert est.blocks.shape == (3, 8)
@@ -161,7 +161,7 @@ def test_a_ci_target_stops_by_stein_over_groups():
     """With a CI target the pilot's groups decide how many follow (Stein's rule on the group
     means), the interval is Stein's, and it covers at the 95 % level over seeds."""
     from villani.curvature import CITarget
-    from villani.curvature.stein1945twostage import two_stage_half_width, two_stage_size
+    from villani.curvature.trace.two_stage import two_stage_half_width, two_stage_size
 
     blocks = _blocks()
     exact = float(torch.trace(torch.stack(blocks).mean(0)))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from villani.curvature import ModelHessian
-from villani.curvature.finite_difference_hessian import (
+from villani.curvature.operators.finite_difference_hessian import (
     FiniteDifferenceHessian,
     default_rel_step,
 )

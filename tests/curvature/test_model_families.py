@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from villani.curvature import ModelHessian, hutchinson
-from villani.curvature.causal_lm_loss import choose_loss_path
+from villani.curvature.operators.causal_lm_loss import choose_loss_path
 from villani.curvature.probes import rademacher_rows
 
 from .cases import (

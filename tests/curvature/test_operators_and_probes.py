@@ -10,7 +10,7 @@ from villani.curvature import (
     as_operator,
     hutchinson,
 )
-from villani.curvature.operators import apply_rows
+from villani.curvature.operators.linear import apply_rows
 from villani.curvature.probes import ProbeStream, rademacher_rows
 
 

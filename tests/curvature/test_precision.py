@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from villani.curvature import ModelHessian
-from villani.curvature.precision import check_precision, effective_precision, product_precision
+from villani.curvature.operators.precision import check_precision, effective_precision, product_precision
 
 from .cases import tiny_gpt_neo
 

@@ -34,9 +34,9 @@ from villani.curvature import (
     slq,
     top_eigenvalues,
 )
-from villani.curvature.finite_difference_hessian import FiniteDifferenceHessian
+from villani.curvature.operators.finite_difference_hessian import FiniteDifferenceHessian
 from villani.curvature.probes import ProbeStream
-from villani.curvature.sharded_vectors import fsdp_param_ranges, fsdp_ranges
+from villani.curvature.operators.vectors import fsdp_param_ranges, fsdp_ranges
 
 from .cases import tiny_gpt_neo, token_batches
 
@@ -67,8 +67,8 @@ def _psi(trace_F: float, grad_F_sq: float, s: float = 1.0) -> float:
 
 
 def _worker(rank: int, init_file: str, out_dir: str) -> None:
-    from villani.curvature.data_parallel_hessian import DataParallelHessian
-    from villani.curvature.sharded_vectors import ShardedProbeStream
+    from villani.curvature.operators.data_parallel_hessian import DataParallelHessian
+    from villani.curvature.operators.vectors import ShardedProbeStream
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)

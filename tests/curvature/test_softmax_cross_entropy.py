@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from villani.curvature import causal_lm_token_loss
-from villani.curvature.softmax_cross_entropy import (
+from villani.curvature.operators.softmax_cross_entropy import (
     linear_cross_entropy,
     shifted_token_cross_entropy,
     weighted_cross_entropy,

@@ -106,7 +106,7 @@ def test_fetch_of_the_ptb_preset_from_the_cache_then_tokenize_offline(hub_cache,
                            {f"penn_treebank/{s}/0000.parquet": parquet_bytes("sentence", r) for s, r in rows.items()},
                            revision="refs/convert/parquet")
     p = load_params([REPO / "configs" / "ptb.yaml"])
-    assert p["model"]["revision"] == p["data"]["tokenizer"]["revision"]  # pinned commits (issue 22)
+    assert p["model"]["revision"] == p["data"]["tokenizer"]["revision"]  # pinned commits
     model = hub_cache.add_folder("EleutherAI/gpt-neo-125m", pretrained, revision=p["model"]["revision"])
 
     record = fetch(p)

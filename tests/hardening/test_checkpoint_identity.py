@@ -1,5 +1,5 @@
-"""A checkpoint folder is a Hugging Face folder a user can pick up (issue 22 item 5), and it
-cannot lie about itself (issue 25): its step, λ, seed, variant checked against its path,
+"""A checkpoint folder is a Hugging Face folder a user can pick up, and it
+cannot lie about itself: its step, λ, seed, variant checked against its path,
 checkpoint.json against the hash its segment manifest recorded; a lost or pruned file is
 one line saying how to get it back.
 
@@ -199,7 +199,7 @@ def test_diagnose_of_a_truncated_safetensors_is_one_line(trained, tmp_path, caps
 
 
 def test_a_key_added_since_training_reads_not_set_there(trained):
-    """A checkpoint written before a parameter existed (here model.revision, issue 22):
+    """A checkpoint written before a parameter existed (here model.revision):
     the line says the key was not set there, not `null there, null here`."""
     from villani.training.provenance import check_trained_under
 

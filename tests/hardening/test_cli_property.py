@@ -1,11 +1,11 @@
 """Property test: random options and files given to every ``villani`` subcommand end in
-exit 0, or exit 2 with one line ``villani: error: …`` — never a traceback (issue 25).
+exit 0, or exit 2 with one line ``villani: error: …`` — never a traceback.
 
 In-process (``villani.cli.main``), in a fresh folder per example, with the options of every
 subcommand drawn at random: counts, seeds and λ out of range, NaN, garbage text, paths to a
 missing file, an empty file, a folder, binary garbage, YAML of the wrong shape, the tiny
 parameter file. ``run-lock`` (it runs its argument) is left out; ``profile install`` writes
-into a temporary XDG_CONFIG_HOME. Plus the named one-line reproductions of issue 25.
+into a temporary XDG_CONFIG_HOME. Plus named one-line reproductions of reported failures.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Fault injection over the README's commands `villani prune`, `villani diagnose` and
-`villani train` (issue 25): killed at a random point, a full disk, a bad input. Every
+`villani train`: killed at a random point, a full disk, a bad input. Every
 file under results/ that was complete before is still there with the same bytes (hashed
 before and after), except what the command is meant to delete; a rerun completes.
 

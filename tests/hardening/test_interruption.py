@@ -1,5 +1,5 @@
 """Ctrl-C is one line and exit status 130 with no partial output; an unwritable results/ is
-reported before any work (issue 16)."""
+reported before any work."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`villani measure` (and rays, landscape: every stage that evaluates a trained model)
-refuses a checkpoint trained under other parameters, naming the keys (issue 16)."""
+refuses a checkpoint trained under other parameters, naming the keys."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every stage checks what it reads: a damaged or foreign file stops the stage with one line
 naming the file and field, before any output is written — never a traceback, never a number
-computed from a value that was dropped (issue 16)."""
+computed from a value that was dropped."""
 
 from __future__ import annotations
 

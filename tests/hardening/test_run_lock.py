@@ -1,5 +1,5 @@
 """`make run` after a kill resumes by itself: `villani run-lock` removes a killed run's stale
-Snakemake lock, and never touches the lock of a live run (issue 16)."""
+Snakemake lock, and never touches the lock of a live run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A work state that loads but is not what a segment writes is set aside with a one-line
-warning and the segment restarts from its last checkpoint — never stuck on it (issue 16)."""
+warning and the segment restarts from its last checkpoint — never stuck on it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cost model (issue 24): token-equivalents from counts, planned counts of a preset's
+"""The cost model: token-equivalents from counts, planned counts of a preset's
 measure jobs, and the preset ratio measurement/training on the shipped PTB preset."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from villani.measure import cost_model as cm
+from villani.plan.budget import ds_group_cap
 from villani.plan.config import load_params
 from villani.plan.schedule import checkpoint_steps
 
@@ -125,7 +126,7 @@ def test_ptb_preset_as_shipped_plans_its_own_schedule():
     assert c.products == 229 + 3 and c.product_tokens == (229 + 3) * 511  # + the audit, on group 0's block
     assert not cm.spectrum_at(20, steps[1], steps) and cm.spectrum_at(20, steps[20], steps)
     assert 1.0 < cm.preset_ratio(plan["jobs"], plan["train_tokens"]) < 2.0
-    assert cm.ds_group_cap(me["num_probes"], me["blocks"], 1, 1) == 64 * 64
+    assert ds_group_cap(me["num_probes"], me["blocks"], 1, 1) == 64 * 64
 
 
 def test_spectrum_schedule_keeps_the_ends():

@@ -30,7 +30,7 @@ def _measure_all(pc, root, tmp_path):
 
 def test_inner_checkpoints_get_the_doubly_stochastic_trace(micro, tmp_path):
     from villani.curvature import ModelHessian
-    from villani.curvature.doubly_stochastic import doubly_stochastic_trace
+    from villani.curvature.trace.doubly_stochastic import doubly_stochastic_trace
     from villani.io.results import measurements, read_measure
     from villani.measure.measurement_set import measurement_batches
     from villani.plan.runs import Run

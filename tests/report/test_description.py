@@ -51,7 +51,7 @@ def test_the_paper_preset_describes_each_dataset_and_its_named_model():
         assert f"*Dataset* ``{ds}``" in text and f"``results/claims/{ds}.csv``" in text
     assert text.count("``EleutherAI/gpt-neo-125m`` (its config), from pretrained weights") == 2
     assert "84000 steps" in text and "1145000 steps" in text
-    # PTB's measurement schedule (issue 24) is said; WikiText-103 keeps every spectrum
+    # PTB's measurement schedule is said; WikiText-103 keeps every spectrum
     assert text.count("at every 20th checkpoint and the last (4 per run), elsewhere Ψ_s and the trace only "
                       "(doubly stochastic Hutchinson, 1 probe(s) per group on 1 fresh block(s) of 64)") == 1
     assert text.count("the lr / warm-up sweep arms at their first and last checkpoint only") == 1

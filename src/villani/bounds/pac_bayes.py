@@ -1,5 +1,6 @@
 r"""The PAC-Bayes bound of the paper's eq. (43–44) and Corollary 2 (eq. 52), as pure functions
-of numbers (``docs/bounds.md``); importable from :mod:`villani.bounds.theory` as before."""
+of numbers (``docs/bounds.md``); λ and the other arguments checked as in
+:mod:`villani.bounds.theory`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from villani.bounds.theory import _require_positive, positive_lam
+from villani.bounds.theory import positive_lam, require_positive
 
 __all__ = ["PacBayes", "kl_upper", "pac_bayes_complexity", "pac_bayes_bound", "pac_bayes"]
 
@@ -44,7 +45,7 @@ def kl_upper(
     lam = float(lam)
     F_hat, d = float(F_hat), float(d)
     if form == "eq44":
-        beta = 1.0 / lam if beta is None else _require_positive("beta", beta)
+        beta = 1.0 / lam if beta is None else require_positive("beta", beta)
         k0 = 0.5 * d * math.log(lam / (2.0 * math.pi * beta))
         return beta * F_hat + 0.5 * d * math.log1p(beta / lam) + k0
     if form == "eq52":
@@ -68,7 +69,7 @@ def pac_bayes_complexity(kl: float, n: int, delta: float, loss_range: float = 1.
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     if not float(kl) >= 0:
         raise ValueError(f"kl must be >= 0 (clamp it first), got {kl!r}")
-    loss_range = _require_positive("loss_range", loss_range)
+    loss_range = require_positive("loss_range", loss_range)
     return loss_range * math.sqrt((float(kl) + math.log(2.0 * math.sqrt(n) / float(delta))) / (2.0 * (n - 1)))
 
 

@@ -57,6 +57,7 @@ import numpy as np
 from villani.bounds.formatting import csv_cell as _csv_cell
 from villani.bounds.formatting import NOT_APPLICABLE, format_row, format_value  # noqa: F401 (importable here)
 from villani.bounds.hypotheses import FAMILIES, FAMILY_COLUMNS, HYPOTHESES, family_status, hypotheses, objective
+from villani.bounds.pac_bayes import pac_bayes
 from villani.bounds.theory import (
     F_STAR_LOWER,
     UNDEFINED,
@@ -65,7 +66,6 @@ from villani.bounds.theory import (
     envelope_check,
     envelope_terms,
     eta_max,
-    pac_bayes,
     positive_lam,
     steps_required,
 )

@@ -1,7 +1,8 @@
 """The bounds of section V of the paper, as pure functions (numpy only).
 
 Every function here evaluates a formula of the paper for given numbers; nothing is
-measured (the table built from measurements is :mod:`villani.bounds.table`).
+measured (the table built from measurements is :mod:`villani.bounds.table`; the PAC-Bayes
+bound is :mod:`villani.bounds.pac_bayes`).
 ``docs/bounds.md`` states each formula as implemented, where the paper is inconsistent,
 and what is computed instead.
 
@@ -32,7 +33,7 @@ import numpy as np
 __all__ = [
     "UNDEFINED",
     "positive_lam",
-    "PacBayes",
+    "require_positive",
     "c_ls_upper",
     "c_p_upper",
     "c_ls_gibbs",
@@ -42,10 +43,6 @@ __all__ = [
     "envelope_terms",
     "envelope",
     "envelope_check",
-    "kl_upper",
-    "pac_bayes_complexity",
-    "pac_bayes_bound",
-    "pac_bayes",
     "guideline_checks",
 ]
 
@@ -61,7 +58,8 @@ def positive_lam(lam: float) -> bool:
     return lam > 0
 
 
-def _require_positive(name: str, value: float) -> float:
+def require_positive(name: str, value: float) -> float:
+    """``value`` as a float; a ValueError naming ``name`` unless it is finite and > 0."""
     value = float(value)
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
@@ -82,7 +80,7 @@ def c_ls_upper(lam: float, d: float | np.ndarray, s: float = 1.0) -> float | np.
     >>> c_ls_upper(0.5, 3.0, s=2.0)    # (2/0.5)(1 + 3/(0.5·2)) = 4 · 4
     16.0
     """
-    s = _require_positive("s", s)
+    s = require_positive("s", s)
     if not positive_lam(lam):
         return None
     lam = float(lam)
@@ -107,7 +105,7 @@ def c_ls_gibbs(lam: float, d: float, s: float = 1.0, beta: float | None = None) 
     c = c_ls_upper(lam, d, s)
     if c is None:
         return None
-    beta = 1.0 / float(lam) if beta is None else _require_positive("beta", beta)
+    beta = 1.0 / float(lam) if beta is None else require_positive("beta", beta)
     return float(c) / beta
 
 
@@ -156,9 +154,9 @@ def steps_required(
     """
     if c_ls is None:
         return None
-    c_ls = _require_positive("c_ls", c_ls)
-    eta = _require_positive("eta", eta)
-    eps = _require_positive("eps", eps)
+    c_ls = require_positive("c_ls", c_ls)
+    eta = require_positive("eta", eta)
+    eps = require_positive("eps", eps)
     gap = float(f0_minus_fstar)
     if gap <= 0:
         return 0.0
@@ -195,8 +193,8 @@ def envelope_terms(
     if not positive_lam(lam) or c_ls is None:
         return None
     lam = float(lam)
-    eta = _require_positive("eta", eta)
-    c_gibbs = lam * _require_positive("c_ls", c_ls)
+    eta = require_positive("eta", eta)
+    c_gibbs = lam * require_positive("c_ls", c_ls)
     rho = 2.0 * eta / c_gibbs
     if rho >= 1.0:
         raise ValueError(f"2·eta / C_LS(betaF) = {rho:g} >= 1: the contraction of eq. (37) is void")
@@ -323,13 +321,3 @@ def guideline_checks(
         "lam_theta0_ratio": lam_theta0 / ten_L0 if ten_L0 > 0 else None,
         "lam_theta0_ok": lam_theta0 >= ten_L0,
     }
-
-
-# the PAC-Bayes bound lives in villani.bounds.pac_bayes (it uses positive_lam above); importable here
-from villani.bounds.pac_bayes import (  # noqa: E402
-    PacBayes,
-    kl_upper,
-    pac_bayes,
-    pac_bayes_bound,
-    pac_bayes_complexity,
-)

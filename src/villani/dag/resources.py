@@ -40,7 +40,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from villani.plan.schedule import checkpoint_steps, job_steps, segment_start, spectrum_at
+from villani.plan.budget import checkpoint_budget
+from villani.plan.schedule import checkpoint_steps, job_steps, segment_start
 
 GiB, MiB = 2**30, 2**20
 TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
@@ -66,13 +67,9 @@ def train_work(params: Mapping, end: int) -> tuple[float, float]:
 
 
 def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
-    """The most Hessian-vector products a measure job of checkpoint ``step`` takes."""
-    from villani.measure.curvature_phase import slq_starts
-
-    if not spectrum_at(int(measure.get("spectrum_every", 1)), int(step), steps):
-        return int(measure["num_probes"])  # the trace only (doubly stochastic: the same tokens at most)
-    starts = slq_starts(measure, D_125M, step, steps)[0]
-    return int(measure["lanczos_steps"]) + (starts - 1) * int(measure["slq_steps"]) + int(measure["num_probes"])
+    """The most Hessian-vector products a measure job of checkpoint ``step`` takes
+    (:func:`villani.plan.budget.checkpoint_budget` at GPT-Neo-125M's d)."""
+    return checkpoint_budget(measure, D_125M, int(step), steps).total
 
 
 def measure_work(params: Mapping, step: int) -> tuple[float, float]:

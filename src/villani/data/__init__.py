@@ -13,7 +13,8 @@ these read from the Hugging Face hub — corpus, pretrained tokenizer, pretraine
 into the Hugging Face cache, so that every stage after it runs with ``HF_HUB_OFFLINE=1``.
 
 Details per module: ``sources`` (text per split), ``hub`` (the Hugging Face cache),
-``fetch``, ``tokenizer``, ``blocks``, ``stage``.
+``fetch``, ``tokenizer``, ``blocks``, ``baselines`` (the unigram and bigram validation
+perplexity recorded in ``stats.json``), ``stage``.
 """
 
 from villani.data.blocks import load_blocks, load_split

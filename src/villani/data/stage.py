@@ -27,7 +27,11 @@ stages never need the hub), ``train.parquet``, ``validation.parquet``, ``test.pa
 - ``splits.<split>``: ``origin`` (``source`` or ``carved`` from train), ``documents``,
   ``characters``, ``text_sha256``, ``tokens`` (EOS separators included), ``blocks``
   (written), ``dropped_tokens`` (the remainder ``tokens mod seq_len``),
-  ``capped_blocks`` (whole blocks left out by ``max_blocks``), ``file``, ``sha256``.
+  ``capped_blocks`` (whole blocks left out by ``max_blocks``), ``file``, ``sha256``;
+- ``baselines.unigram`` and ``baselines.bigram``: ``val_ppl``, ``val_loss``, ``smoothing`` —
+  the n-gram models fitted on the train blocks and scored on the validation blocks with the
+  model's next-token targets (:mod:`villani.data.baselines`); a run that does not beat the
+  unigram has learned nothing from the data (:func:`villani.collapse.beats_baseline`).
 
 :func:`villani.io.results.read_stats` reads it back.
 """
@@ -41,6 +45,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from villani.data.baselines import ngram_baselines
 from villani.data.blocks import cut_blocks, write_blocks
 from villani.data.sources import SPLITS, open_source, read_splits
 from villani.data.tokenizer import (
@@ -68,6 +73,8 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
     tok, eos, eos_id = _tokenizer(kind, tok_cfg, texts)
     t1 = time.perf_counter()
     blocks, split_stats = _blocks(tok, texts, eos_id, seq_len, caps)
+    vocab = int(tok.get_vocab_size(with_added_tokens=True))
+    baselines = ngram_baselines(blocks["train"], blocks["validation"], vocab)
     t2 = time.perf_counter()
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -86,11 +93,12 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         "tokenizer_kind": kind,
         "tokenizer_name": tok_cfg.get("name") if kind == "pretrained" else None,
         "tokenizer_revision": tok_cfg.get("revision") if kind == "pretrained" else None,
-        "vocab_size": int(tok.get_vocab_size(with_added_tokens=True)),
+        "vocab_size": vocab,
         "eos_token": eos,
         "eos_token_id": int(eos_id),
         "tokenizer_sha256": sha256_file(out_dir / "tokenizer.json"),
         "splits": split_stats,
+        "baselines": baselines,
         "versions": _versions(),
     }
     write_json(out_dir / "stats.json", stats)

@@ -99,12 +99,6 @@ def _y_axis(ax, y: np.ndarray) -> None:
         value_axis(ax, y)
 
 
-def _sign(lo, hi) -> str:
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
-        return "sign unresolved"
-    return "> 0" if lo > 0 else "< 0" if hi < 0 else "sign unresolved"
-
-
 def draw_slopes(ax, ivs: Mapping, s: float, conf: float) -> None:
     """What the slope claims need, ray by ray (a forest plot): each random ray's fitted slope
     divided by λ²/s with its interval (Bonferroni over the rays of its λ), for every λ > 0;

@@ -283,7 +283,8 @@ def columns(df, path, required: Mapping[str, str]):
 def data_stats(stats: Any, path) -> dict:
     """``stats.json``: ``vocab_size`` an integer in [2, MAX_VOCAB], ``seq_len`` ≥ 2,
     ``eos_token_id`` in [0, vocab_size) or null, and per split an object with integer
-    ``tokens`` and ``blocks`` (≥ 1) and, where recorded, the file's ``sha256``."""
+    ``tokens`` and ``blocks`` (≥ 1) and, where recorded, the file's ``sha256``; where recorded,
+    ``baselines.<model>`` objects with ``val_ppl`` ≥ 1 and ``val_loss`` ≥ 0 (:mod:`villani.data.baselines`)."""
     s = _mapping(stats, path, "(top level)")
     if "vocab_size" not in s:
         raise missing(path, "vocab_size", f"an integer in [2, {MAX_VOCAB}]")
@@ -301,6 +302,13 @@ def data_stats(stats: Any, path) -> dict:
         integer(sp.get("blocks"), path, f"splits.{split}.blocks", lo=1)
         if "sha256" in sp:
             digest_hex(sp["sha256"], path, f"splits.{split}.sha256")
+    if "baselines" in s:
+        for model, rec in _mapping(s["baselines"], path, "baselines").items():
+            rec = _mapping(rec, path, f"baselines.{model}")
+            for key, lo in (("val_ppl", 1.0), ("val_loss", 0.0)):
+                if key not in rec:
+                    raise missing(path, f"baselines.{model}.{key}", f"a number ≥ {lo:g}")
+                number(rec[key], path, f"baselines.{model}.{key}", lo=lo)
     return dict(s)
 
 

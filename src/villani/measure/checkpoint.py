@@ -20,7 +20,7 @@ measurement set (:mod:`villani.measure.measurement_set`):
   ``measure.probe_seed`` (probe 0 built Q); with ``hutchinson`` plain probes 0, 1, ….
   ``measure.num_probes`` of them, or — with ``measure.trace_rel_ci`` / ``psi_rel_ci`` —
   as many as Stein's two-stage rule asks after ``measure.min_probes``
-  (:mod:`villani.curvature.stein1945twostage`). The same probes at every checkpoint and λ;
+  (:mod:`villani.curvature.trace.two_stage`). The same probes at every checkpoint and λ;
 - from the same products: per-tensor and per-group traces, the unbiased ‖∇²L‖_F² and
   Σ(∇²L)_ii² (and, deflated, the remainder's, which predict this estimator's variance;
   SPEC §5);
@@ -70,6 +70,7 @@ from villani.measure.measurement_set import (
 from villani.measure.parameter_groups import group_columns
 from villani.model import num_params
 from villani.plan import layout
+from villani.plan.budget import budget
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
 from villani.progress import Progress
@@ -164,14 +165,14 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     """Measure one checkpoint; write its Parquet then its JSON; return the JSON path.
 
     Progress lines (:class:`villani.progress.Progress`, unit HVP): the phase, HVPs done of
-    the most the job can take (lanczos_steps + M + (SLQ starts − 1)·slq_steps; each phase
-    replaces it by what is then known: the Lanczos steps taken, the probes Stein's rule
-    asked for), seconds per HVP, the running trace estimate and its CI (Hutchinson) or
+    the most the job can take (:func:`villani.plan.budget.budget` with a spectrum and every
+    SLQ start: before d is known; each phase replaces it by what is then known: the
+    checkpoint's budget, the Lanczos steps taken, the probes Stein's rule asked for), seconds per HVP, the running trace estimate and its CI (Hutchinson) or
     largest Ritz value (Lanczos), and the ETA.
     """
     me = params["measure"]
     what = f"measure {params['data']['name']} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
-    hvps = int(me["num_probes"]) + int(me["lanczos_steps"]) + (int(me["slq_probes"]) - 1) * int(me["slq_steps"])
+    hvps = budget(me, spectrum=True, slq_starts=int(me["slq_probes"])).total
     with Progress(what, hvps, unit="HVP", logger=log) as bar:
         return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device, bar=bar)
 

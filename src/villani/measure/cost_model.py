@@ -1,4 +1,4 @@
-r"""What a measurement costs, in training-token-equivalents (issue 24).
+r"""What a measurement costs, in training-token-equivalents.
 
 The unit is one *training token pass*: what training spends per token (forward, backward
 and optimiser step of one predicted token). The 125M rehearsal (``benchmarks/rehearsal.py``,
@@ -43,12 +43,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from villani.plan.budget import budget, checkpoint_budget, ds_groups
 from villani.plan.schedule import spectrum_at
 
 __all__ = [
     "HVP_TOKEN_COST", "GRAPH_TOKEN_COST", "GRADIENT_TOKEN_COST", "FORWARD_TOKEN_COST", "Constants", "REHEARSAL",
     "Counts", "token_equivalents", "cost_counts", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
-    "preset_ratio", "preset_plan", "ds_groups", "ds_group_cap", "ds_group_variance", "A100_PEAK_TFLOPS",
+    "preset_ratio", "preset_plan", "ds_group_variance", "A100_PEAK_TFLOPS",
     "TRAINING_PRECISION", "precision_factor", "planned_parts", "job_equivalents",
 ]
 
@@ -180,14 +181,14 @@ def graph_fits(tokens: int, memory_bytes: float, *, fraction: float = 0.7) -> bo
 
 @dataclass(frozen=True)
 class Schedule:
-    """How a preset's measure jobs spend their products (issue 24's levers).
+    """How a preset's measure jobs spend their products: the levers of the cost.
 
     ``spectrum_every``: the top-k Lanczos run and the SLQ density at every n-th checkpoint
-    and the last (:func:`spectrum_at`; 1 = every checkpoint, today), the trace elsewhere
+    and the last (:func:`spectrum_at`; 1 = every checkpoint, the default), the trace elsewhere
     without a Lanczos basis. ``block``: probes applied per graph build when the graph is
-    not kept (1 = one build per product, today). ``ds_blocks``: measurement blocks per
+    not kept (1 = one build per product, the default). ``ds_blocks``: measurement blocks per
     doubly stochastic group at the checkpoints without a spectrum (0: every probe covers
-    the whole measurement set, today); ``ds_probes`` probes per group.
+    the whole measurement set, the default); ``ds_probes`` probes per group.
     """
 
     spectrum_every: int = 1
@@ -223,7 +224,7 @@ def planned_parts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, s
     every product (every ``schedule.block`` Hutchinson probes). ``audit``: the products of
     the precision audit — one operator call at "highest", or in bf16 where the trace's were
     "highest" (one build: its own graph, or the "highest" one rebuilt after the trace's)."""
-    lanczos = int(me["lanczos_steps"]) + (slq_starts - 1) * int(me["slq_steps"]) if spectrum else 0
+    lanczos = budget(me, spectrum=spectrum, slq_starts=slq_starts, trace=probes).spectrum
     ds = bool(schedule.ds_blocks) and not spectrum  # the spectrum checkpoints keep the fixed set (deflated)
     full_set = lanczos > 0 or not ds  # products on the whole measurement set
     if keeps_graph and full_set:  # one build, kept: it gives ∇L and serves every full-set product
@@ -248,19 +249,6 @@ def planned_parts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, s
         at = "bf16" if precision == "highest" else "highest"
         parts[at] = parts.get(at, Counts(0, 0, 0, 0)) + Counts(audit, 1, audit * trace_tokens, trace_tokens)
     return parts
-
-
-def ds_groups(probes: int, per_group: int) -> int:
-    """Groups of ``per_group`` probes that hold ``probes`` probes (rounded up)."""
-    return max(2, math.ceil(probes / max(1, per_group)))
-
-
-def ds_group_cap(num_probes: int, n_blocks: int, blocks: int, per_group: int) -> int:
-    """The most doubly stochastic groups a job may draw: ``measure.num_probes`` counts whole-set
-    products, and a group of ``per_group`` products on ``blocks`` of the ``n_blocks`` blocks
-    costs ``per_group·blocks/n_blocks`` of them — so ⌈num_probes·n/(b·k)⌉ groups (≥ 2), the
-    same tokens as num_probes products on the whole set."""
-    return max(2, math.ceil(int(num_probes) * int(n_blocks) / (int(blocks) * max(1, int(per_group)))))
 
 
 def ds_group_variance(var_between_one: float, var_probe: float, blocks: int, n_blocks: int, per_group: int) -> float:
@@ -297,7 +285,6 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
     steps × batch × sequence length. With ``sweep_at_ends`` the lr/warm-up sweep arms are
     measured at their first and last checkpoint only (default: the preset's
     ``measure.sweep_arms``, :func:`villani.plan.schedule.measured_steps`)."""
-    from villani.measure.curvature_phase import slq_starts
     from villani.measure.precision_audit import AUDIT_PRODUCTS
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, measured_steps
@@ -317,7 +304,8 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
         spectrum = spectrum_at(schedule.spectrum_every, step, steps)
         c = planned_parts(me, tokens=tokens, block_tokens=block_tokens,
                           probes=probes if spectrum or trace_probes is None else trace_probes,
-                          slq_starts=slq_starts(me, d, step, steps)[0], keeps_graph=keeps, spectrum=spectrum,
+                          slq_starts=checkpoint_budget(me, d, step, steps).slq_starts, keeps_graph=keeps,
+                          spectrum=spectrum,
                           schedule=schedule, noise_tokens=noise if step in (steps[0], steps[-1]) else 0,
                           val_tokens=val_tokens, precision=precision, audit=AUDIT_PRODUCTS)
         jobs.append((sum(step in m for m in measured), c))

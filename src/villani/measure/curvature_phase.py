@@ -5,8 +5,9 @@ and the SLQ density, or at a checkpoint without a spectrum (``measure.spectrum_e
 the trace only — plain Hutchinson on the whole measurement set, or with
 ``measure.ds_blocks`` the doubly stochastic trace (:func:`ds_curvature`). The trace
 products run at ``measure.precision`` and are audited
-(:mod:`villani.measure.precision_audit`). :func:`ci_target` and :func:`slq_starts` turn
-``measure`` settings into the estimators' stopping rules; :class:`Clock` times the phases.
+(:mod:`villani.measure.precision_audit`). :func:`ci_target` turns ``measure`` settings into
+the trace's stopping rule, :mod:`villani.plan.budget` into the most products of each phase;
+:class:`Clock` times the phases.
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ from villani.curvature import (
     deflation_from_lanczos,
     hutchinson,
     slq,
-    slq_num_starts,
     top_eigenvalues,
 )
-from villani.curvature.doubly_stochastic import doubly_stochastic_trace, group_blocks
+from villani.curvature.trace.doubly_stochastic import doubly_stochastic_trace, group_blocks
 from villani.curvature.probes import ProbeStream
 from villani.io.finite import check_finite
-from villani.measure.cost_model import ds_group_cap
 from villani.measure.precision_audit import AUDIT_PRODUCTS, TracePrecision
+from villani.plan.budget import checkpoint_budget, ds_group_cap
 from villani.plan.schedule import spectrum_at
 from villani.progress import Progress, running_top_eigenvalue, running_trace
 
-__all__ = ["Clock", "ci_target", "slq_starts", "curvature", "ds_curvature"]
+__all__ = ["Clock", "ci_target", "curvature", "ds_curvature"]
 
 
 def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
@@ -48,14 +48,6 @@ def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | N
     if me.get("psi_rel_ci") is not None:
         bounds += [(float(me["psi_rel_ci"]), grad_F_sq / float(s) - lam * d) for s in me["s_values"]]
     return CITarget(tuple(bounds), min_probes=int(me.get("min_probes", 8))) if bounds else None
-
-
-def slq_starts(me: Mapping, d: int, step: int, steps: list[int]) -> tuple[int, bool]:
-    """(SLQ starts at this checkpoint, whether it is a full-density checkpoint)."""
-    full = {"every": True, "ends": step in (steps[0], steps[-1]), "never": False}[me.get("full_density", "every")]
-    if me.get("slq_cdf_tol") is None or full:
-        return int(me["slq_probes"]), True
-    return min(int(me["slq_probes"]), slq_num_starts(d, float(me["slq_cdf_tol"]))), False
 
 
 class Clock:
@@ -91,19 +83,18 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
     seed_p = int(me["probe_seed"])
     deflate = spectrum and me.get("trace_estimator", "hutchinson") == "deflated"
     hessian_F, d = ShiftedOperator(H, lam), H.dim
-    n_starts, full_density = slq_starts(me, d, step, steps)
-    m_max = int(me["num_probes"])
-    slq_rest = (n_starts - 1) * int(me["slq_steps"]) if spectrum else 0
+    most = checkpoint_budget(me, d, step, steps)
+    m_max = most.trace
     top = density = None
     if spectrum:
-        clock.start("lanczos", total=int(me["lanczos_steps"]) + m_max + slq_rest)
+        clock.start("lanczos", total=most.total)
         top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
                               keep_basis=deflate, tol=me.get("lanczos_tol"),
                               callback=bar.counter(0, running_top_eigenvalue))
         clock.lap("lanczos")
     done = top.num_matvecs if spectrum else 0
     deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
-    clock.start("hutchinson", total=done + m_max + slq_rest)
+    clock.start("hutchinson", total=done + m_max + most.slq)
     calls, progress = [0], bar.counter(done, running_trace)
 
     def counted(*a):  # one call per operator call: one graph build each where the graph is not kept
@@ -122,8 +113,8 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
     prec.trace_done()
     clock.lap("hutchinson")
     if spectrum:
-        clock.start("slq", total=done + est.num_matvecs + slq_rest)
-        density = slq(hessian_F, n_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
+        clock.start("slq", total=done + est.num_matvecs + most.slq)
+        density = slq(hessian_F, most.slq_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
                       callback=bar.counter(done + est.num_matvecs))
         clock.lap("slq")
     clock.start("precision_audit")
@@ -134,7 +125,7 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
     H.release()
     products = est.num_matvecs + (top.num_matvecs + density.num_matvecs if spectrum else 0)
     extra = audit["products"] + prec.fallback_products  # spent, not behind a published number
-    return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=full_density,
+    return dict(top=top, est=est, density=density, deflate=deflate, seed_p=seed_p, full_density=most.full_density,
                 graph_kept=kept, products=int(products), spent=int(products + extra),
                 # fwd_over_rev reruns forward + backward for every product, blocks or not
                 hutchinson_calls=int(est.num_matvecs + extra) if H.method == "fwd_over_rev" else calls[0] + 1,
@@ -145,11 +136,11 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
 def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clock: Clock, where: str, sub_op,
                   n_blocks: int, model_type: str) -> dict:
     r"""tr ∇²L at a checkpoint without a spectrum by the doubly stochastic estimator
-    (:mod:`villani.curvature.doubly_stochastic`): J groups of k = ``measure.probe_block``
+    (:mod:`villani.curvature.trace.doubly_stochastic`): J groups of k = ``measure.probe_block``
     probes, group j on its own uniform sample of b = ``measure.ds_blocks`` of the n
     measurement blocks (one operator call, one graph build, k products of b/n of the
     tokens); J = ⌈num_probes·n/(b·k)⌉ (≥ 2: the tokens of num_probes whole-set products,
-    :func:`~villani.measure.cost_model.ds_group_cap`), or with a CI target Stein's rule over the group means
+    :func:`~villani.plan.budget.ds_group_cap`), or with a CI target Stein's rule over the group means
     after a pilot of ⌈min_probes/k⌉ (≥ 2) groups. The estimate and its t (Stein) interval
     are over the J i.i.d. group means, so the between-block variance is inside the CI.
     ``sub_op(indices, precision)`` is the Hessian of those blocks. The precision audit runs

@@ -249,7 +249,7 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     from villani.progress import running_top_eigenvalue, running_trace
 
     from villani.curvature import hutchinson, top_eigenvalues
-    from villani.curvature.operators import operator_vectors
+    from villani.curvature.operators.vectors import operator_vectors
 
     if getattr(op, "lam", 0.0):
         raise ValueError("measure_parts needs the Hessian of L (lam = 0); λ enters in closed form")

@@ -1,6 +1,6 @@
-r"""Every measure job audits the precision of its trace products (issue 24).
+r"""Every measure job audits the precision of its trace products.
 
-``measure.precision`` (:mod:`villani.curvature.precision`: ``highest``, ``tf32``,
+``measure.precision`` (:mod:`villani.curvature.operators.precision`: ``highest``, ``tf32``,
 ``bf16``) is the arithmetic of the **Hutchinson products** — those of tr ∇²L and of what
 is built from it (ΔF, Ψ_s, the per-group traces, ‖∇²L‖_F²): the quantities that carry a
 statistical error the added rounding can be held against. The top-k Lanczos run and the
@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from villani.curvature.precision import effective_precision
+from villani.curvature.operators.precision import effective_precision
 from villani.measure.parameter_groups import group_columns
 from villani.stats import sample_stats
 

@@ -13,7 +13,7 @@ At every point the L-quantities are computed once — L, ∇L, θ·∇L, and tr 
 Hutchinson with ``rays.num_probes`` Rademacher probes of ``rays.seed`` (the same probes at
 every point and for every λ); with ``rays.deflation_steps`` = k > 0, a k-step Lanczos run
 of ∇²L from probe 0 first gives tr(QᵀHQ) exactly and the probes 1, 2, … estimate only the
-remainder (:mod:`villani.curvature.deflated_hutchinson`; k + num_probes HVPs per point).
+remainder (:mod:`villani.curvature.trace.deflated_hutchinson`; k + num_probes HVPs per point).
 Along random rays at large radii a few huge eigenvalues of either sign carry most of
 ‖∇²L‖_F², so this cuts the trace's standard error — the noise that dominates the fitted
 slopes there — several-fold at the same number of products (measured on the default

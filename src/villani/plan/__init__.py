@@ -7,6 +7,7 @@
 - :mod:`.runs` — the training runs (dataset, variant, λ, seed) and the runs/steps that the
   rays and the landscape are centred on;
 - :mod:`.layout` — every path under ``results/``.
+- :mod:`.budget` — the most Hessian-vector products a measure job may take, by phase.
 
 Nothing here reads results or imports torch.
 """

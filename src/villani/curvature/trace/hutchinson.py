@@ -37,7 +37,7 @@ The confidence interval is t-based: :math:`\bar x \pm t_{0.975,M-1}\,s/\sqrt M`.
 :math:`\operatorname{tr}(Q^\top AQ) + (Pv)^\top A(Pv)`; the by-products stay unbiased
 for :math:`A` itself (formulas there).
 
-**A CI target** (``target=``, :mod:`.stein1945twostage`): ``num_probes`` becomes the
+**A CI target** (``target=``, :mod:`.two_stage`): ``num_probes`` becomes the
 maximum; a pilot of ``target.min_probes`` probes decides, by Stein's two-stage rule, how
 many more to draw, and the CI is Stein's (it keeps its coverage; stopping at the first
 narrow t-interval does not).
@@ -58,16 +58,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..operators.linear import apply_rows, as_operator, operator_device, operator_dtype
+from ..operators.vectors import operator_vectors
 from .deflated_hutchinson import Deflation
-from .operators import (
-    apply_rows,
-    as_operator,
-    operator_device,
-    operator_dtype,
-    operator_vectors,
-)
-from .results import TraceEstimate, summarize_samples
-from .stein1945twostage import CITarget, two_stage_half_width, two_stage_size
+from .estimate import TraceEstimate, summarize_samples
+from .two_stage import CITarget, two_stage_half_width, two_stage_size
 
 __all__ = ["hutchinson", "normalize_blocks"]
 
@@ -117,7 +112,7 @@ def hutchinson(op, num_probes: int, *, seed: int = 0, first_probe: int = 0, bloc
         blocks: optional coordinate blocks (``name -> slice | (start, stop) | mask |
             indices``, e.g. ``ModelHessian.param_blocks()``) for per-block traces from
             the same probes; global coordinates also for an operator with sharded
-            vectors (``op.vectors``, see :mod:`.operators`).
+            vectors (``op.vectors``, see :mod:`~villani.curvature.operators.vectors`).
         batch_size: probes per operator call (uses ``op.matmat`` when > 1).
         deflation: a :class:`~villani.curvature.Deflation` of ``op`` (its basis must not
             depend on these probes): estimate :math:`\operatorname{tr}(Q^\top AQ)`

@@ -42,14 +42,9 @@ import torch
 from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
-from .operators import (
-    LocalVectors,
-    as_operator,
-    operator_device,
-    operator_dtype,
-    operator_vectors,
-)
-from .results import EigenResult, LanczosResult
+from ..operators.linear import as_operator, operator_device, operator_dtype
+from ..operators.vectors import LocalVectors, operator_vectors
+from .ritz import EigenResult, LanczosResult
 
 __all__ = ["lanczos", "top_eigenvalues"]
 

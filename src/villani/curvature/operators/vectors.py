@@ -1,4 +1,15 @@
-r"""Flat parameter-space vectors sharded across processes the way FSDP2 shards parameters.
+r"""How flat parameter-space vectors are laid out: whole on one process, or sharded across
+processes the way FSDP2 shards parameters.
+
+By default a process holds whole vectors (:class:`LocalVectors`). An operator whose
+vectors are sharded sets ``vectors`` to a :class:`ShardedVectors`, which has the same
+methods: ``local_dim`` (entries held here), ``sum`` (add up per-process partial sums),
+``dot``/``norm``/``amax`` (global inner products, norms, largest entry), ``probes`` (this
+process's part of the single-process probe stream) and ``local_index`` (a block of global
+coordinates in local coordinates). The estimators reduce every coordinate sum through
+:func:`operator_vectors` of their operator, so they run unchanged on sharded vectors, and
+on whole vectors the layout adds nothing (sums pass through, ``dot``/``norm`` are
+``torch.dot``/``torch.linalg.vector_norm``).
 
 The flat vector of a model is the concatenation of its parameter tensors in
 ``named_parameters`` order (as in :class:`~.model_hessian.ModelHessian`). FSDP2
@@ -18,14 +29,14 @@ shards of the parameters and of their gradients (``DTensor.to_local()``).
 Reductions: a coordinate sum :math:`\sum_i x_i` is the all-reduced sum of per-process
 partial sums (:meth:`ShardedVectors.sum`), so :math:`\langle a, b\rangle` and
 :math:`\|a\|` are one all-reduce of one scalar each. The estimators of this package call
-these through the operator's ``vectors`` attribute (:mod:`.operators`), so
-:func:`~.hutchinson.hutchinson`, :func:`~.lanczos.lanczos`,
-:func:`~.lanczos.top_eigenvalues` and :func:`~.slq.slq` run on a sharded operator
+these through the operator's ``vectors`` attribute (:func:`operator_vectors`), so
+:func:`~villani.curvature.trace.hutchinson.hutchinson`, :func:`~villani.curvature.spectrum.lanczos.lanczos`,
+:func:`~villani.curvature.spectrum.lanczos.top_eigenvalues` and :func:`~villani.curvature.spectrum.slq.slq` run on a sharded operator
 unchanged; their results agree with the single-process ones up to the rounding of the
 order of summation.
 
 **Probes.** :class:`ShardedProbeStream` of seed :math:`s` gives, on each process, exactly
-the entries it holds of the single-process probes :class:`~.probes.ProbeStream` of
+the entries it holds of the single-process probes :class:`~villani.curvature.probes.ProbeStream` of
 :math:`s` (concatenated over processes in flat order they *are* those probes). The CPU
 generator draws one 32-bit number per entry, sequentially, so every process draws all
 d entries of each probe in chunks and keeps its own: O(chunk + d/R) memory and O(d)
@@ -44,7 +55,51 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["ShardedVectors", "ShardedProbeStream", "fsdp_ranges", "fsdp_param_ranges"]
+from ..probes import ProbeStream
+
+__all__ = ["LocalVectors", "operator_vectors", "ShardedVectors", "ShardedProbeStream", "fsdp_ranges", "fsdp_param_ranges"]
+
+
+class LocalVectors:
+    """Whole vectors of length ``dim`` held by this process (the default layout).
+
+    Every method is the plain single-process operation, so an estimator written against
+    this interface computes exactly what it computes on plain tensors.
+    """
+
+    def __init__(self, dim: int):
+        self.dim = self.local_dim = int(dim)
+
+    def sum(self, partial: Tensor) -> Tensor:
+        """Partial coordinate sums are already total sums: returned as they are."""
+        return partial
+
+    def dot(self, a: Tensor, b: Tensor) -> Tensor:
+        r""":math:`\langle a, b\rangle` (``torch.dot``)."""
+        return torch.dot(a, b)
+
+    def norm(self, a: Tensor) -> Tensor:
+        r""":math:`\|a\|` (``torch.linalg.vector_norm``)."""
+        return torch.linalg.vector_norm(a)
+
+    def amax(self, a: Tensor) -> Tensor:
+        r""":math:`\|a\|_\infty`."""
+        return a.abs().max()
+
+    def probes(self, seed: int, *, dtype: torch.dtype, device: torch.device) -> ProbeStream:
+        """The Rademacher probe stream of ``seed`` (:class:`~villani.curvature.probes.ProbeStream`)."""
+        return ProbeStream(self.dim, seed, dtype=dtype, device=device)
+
+    def local_index(self, index):
+        """A block's index (slice or index tensor), unchanged."""
+        return index
+
+
+def operator_vectors(op):
+    """How ``op``'s vectors are laid out: its ``vectors`` attribute, else
+    :class:`LocalVectors` of length ``op.dim``."""
+    vectors = getattr(op, "vectors", None)
+    return vectors if vectors is not None else LocalVectors(op.dim)
 
 
 def fsdp_param_ranges(shapes: Sequence[Sequence[int]], rank: int, world_size: int) -> list[tuple[int, int]]:
@@ -71,20 +126,18 @@ def fsdp_ranges(shapes: Sequence[Sequence[int]], rank: int, world_size: int) -> 
     return [(a, b) for a, b in fsdp_param_ranges(shapes, rank, world_size) if b > a]
 
 
-class ShardedProbeStream:
+class ShardedProbeStream(ProbeStream):
     """This process's entries of the Rademacher probes of ``seed`` (see module doc).
 
     ``next(k)`` returns a ``(k, local_dim)`` tensor equal to
-    ``ProbeStream(dim, seed).next(k)[:, owned entries]``.
+    ``ProbeStream(dim, seed).next(k)[:, owned entries]``; ``chunks`` as :class:`ProbeStream`'s.
     """
 
     def __init__(self, vectors: ShardedVectors, seed: int, *, dtype: torch.dtype, device: torch.device,
                  chunk: int = 1 << 22):
+        super().__init__(vectors.dim, seed, dtype=dtype, device=device)
         self.vectors = vectors
-        self.dtype = dtype
-        self.device = torch.device(device)
         self.chunk = int(chunk)  # entries drawn per generator call (memory, not values)
-        self._gen = torch.Generator(device="cpu").manual_seed(int(seed))
 
     def _one(self, out: Tensor) -> None:
         dim, ranges = self.vectors.dim, self.vectors.ranges
@@ -107,16 +160,6 @@ class ShardedProbeStream:
         for i in range(k):
             self._one(bits[i])
         return bits.mul_(2).sub_(1).to(device=self.device, dtype=self.dtype)
-
-    def chunks(self, total: int, size: int):
-        """Yield ``total`` probes in ``(≤size, local_dim)`` chunks."""
-        if size < 1:
-            raise ValueError(f"batch size must be ≥ 1, got {size}")
-        done = 0
-        while done < total:
-            k = min(size, total - done)
-            yield self.next(k)
-            done += k
 
 
 class ShardedVectors:

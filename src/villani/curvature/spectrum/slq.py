@@ -18,7 +18,7 @@ eigenvectors. It is exact for polynomials of degree ≤ 2m−1. With Rademacher
 
 Each start also yields a free Hutchinson sample :math:`v^\top Av = n\,\alpha_1`
 (``trace_samples``): with the same seed these are exactly the samples of
-:func:`~villani.curvature.hutchinson.hutchinson`.
+:func:`~villani.curvature.trace.hutchinson.hutchinson`.
 
 Full re-orthogonalisation matters here: ghost copies of converged outliers would add
 spurious quadrature weight at the outliers. On breakdown (an invariant Krylov space) the
@@ -31,41 +31,22 @@ again. If that run restarted after a breakdown, :math:`T` is block-diagonal and 
 eigenvectors of the later blocks have zero first component: their nodes carry zero
 weight, and the quadrature is still that of the start vector.
 
-**How many starts.** The randomness of one start shrinks with the dimension. For a
-Rademacher :math:`v` the start's spectral distribution function at t is
-:math:`F_v(t) = v^\top\Pi_tv/n` (:math:`\Pi_t` the spectral projector onto eigenvalues
-≤ t, :math:`\operatorname{tr}\Pi_t = nF(t)`), unbiased for F(t) with
-
-.. math::
-    \operatorname{Var}F_v(t) = \frac{2}{n^2}\Big(\|\Pi_t\|_F^2 - \sum_i(\Pi_t)_{ii}^2\Big)
-    \le \frac{2F(t)(1-F(t))}{n},
-
-because :math:`\|\Pi_t\|_F^2 = \operatorname{tr}\Pi_t` and
-:math:`\sum_i(\Pi_t)_{ii}^2 \ge (\operatorname{tr}\Pi_t)^2/n`. The mean over p starts is
-within :math:`z\sqrt{2q(1-q)/(np)}` of F at the q-quantile with probability ≈ the normal
-one, so :func:`slq_num_starts` returns the fewest p that keep this under a tolerance in
-distribution-function units: at n = 10⁸ one start's standard error at the median is
-7·10⁻⁵, the same as four starts' at n = 2.5·10⁷ (the bound is tested on dense matrices
-of growing n). What the starts
-cannot fix is the quadrature's resolution (:meth:`SpectralDensity.cdf_bounds`, bounded
-rigorously by the Chebyshev–Markov–Stieltjes inequalities):
-:meth:`SpectralDensity.quantile_interval` reports both.
+**How many starts** a tolerance on the spectral distribution function needs is
+:func:`~.density.slq_num_starts` (derivation there).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
-from scipy.special import ndtri
-
+from ..operators.linear import as_operator, operator_device, operator_dtype
+from ..operators.vectors import operator_vectors
+from .density import SpectralDensity
 from .lanczos import lanczos
-from .operators import as_operator, operator_device, operator_dtype, operator_vectors
-from .results import LanczosResult, SpectralDensity
+from .ritz import LanczosResult
 
-__all__ = ["slq", "slq_num_starts"]
+__all__ = ["slq"]
 
 
 def slq(
@@ -129,20 +110,3 @@ def slq(
         num_matvecs=matvecs,
         breakdown=breakdown,
     )
-
-
-def slq_num_starts(dim: int, cdf_tol: float, *, q: float = 0.5, confidence: float = 0.95) -> int:
-    r"""The fewest SLQ starts p whose randomness moves the spectral distribution at the
-    ``q``-quantile by at most ``cdf_tol`` with probability ≈ ``confidence``:
-    :math:`p = \lceil 2z^2q(1-q)/(n\,\varepsilon^2)\rceil`, at least 1 (derivation in the
-    module docstring).
-
-    >>> slq_num_starts(10**8, 0.001), slq_num_starts(10**3, 0.01)
-    (1, 20)
-    """
-    if not cdf_tol > 0:
-        raise ValueError(f"cdf_tol must be positive, got {cdf_tol!r}")
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"q must lie in (0, 1), got {q!r}")
-    z = float(ndtri(0.5 + confidence / 2.0))
-    return max(1, math.ceil(2.0 * z * z * q * (1.0 - q) / (int(dim) * cdf_tol * cdf_tol)))

@@ -80,15 +80,14 @@ over processes (its default; do not change the gradient divide factor).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss
-from .model_hessian import decayed_names
-from .operators import LocalVectors
-from .sharded_vectors import ShardedVectors, fsdp_param_ranges
+from .hessian import Decay, HessianOperator
+from .vectors import ShardedVectors, fsdp_param_ranges
 
 __all__ = ["FiniteDifferenceHessian", "default_rel_step"]
 
@@ -105,7 +104,7 @@ def _is_sharded(p: Tensor) -> bool:
     return isinstance(p, DTensor)
 
 
-class FiniteDifferenceHessian:
+class FiniteDifferenceHessian(HessianOperator):
     r""":math:`\nabla^2F(\theta)` of a causal LM by central differences of (sharded) gradients.
 
     Args:
@@ -137,7 +136,7 @@ class FiniteDifferenceHessian:
         batches: Sequence[Tensor] | Tensor,
         *,
         lam: float = 0.0,
-        decay: Iterable[str] | Callable[[str, nn.Parameter], bool] | None = None,
+        decay: Decay = None,
         rel_step: float | None = None,
         compute_dtype: torch.dtype | None = None,
         group=None,
@@ -146,30 +145,28 @@ class FiniteDifferenceHessian:
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("model has no trainable parameters")
-        self.names = [n for n, _ in named]
         self._params = [p for _, p in named]
         flags = {_is_sharded(p) for p in self._params}
         if len(flags) != 1:
             raise ValueError("parameters must be all FSDP2-sharded (DTensor) or all plain tensors")
         self.sharded = flags.pop()
         param_dtype = self._params[0].dtype
-        self.dtype = torch.promote_types(param_dtype, torch.float32)
-        self.device = self._locals()[0].device
-        shapes = [p.shape for p in self._params]
-        self.dim = int(sum(math.prod(s) for s in shapes))
+        local_shapes = [t.shape for t in self._locals()]
+        vectors = None
         if self.sharded:
-            self.vectors = ShardedVectors(shapes, group)
-            self._rank, self._world = self.vectors.rank, self.vectors.world_size
+            shapes = [p.shape for p in self._params]
+            vectors = ShardedVectors(shapes, group)
+            self._rank, self._world = vectors.rank, vectors.world_size
             expected = [b - a for a, b in fsdp_param_ranges(shapes, self._rank, self._world)]
-            got = [t.numel() for t in self._locals()]
+            got = [s.numel() for s in local_shapes]
             if got != expected:
                 raise ValueError("the model's shards are not FSDP2's dim-0 chunks of every parameter "
                                  f"(local sizes {got[:4]}…, expected {expected[:4]}…)")
         else:
-            self.vectors = LocalVectors(self.dim)
             self._rank, self._world = 0, 1
+        self._init_layout(named, decay, lam=lam, dtype=torch.promote_types(param_dtype, torch.float32),
+                          device=self._locals()[0].device, vectors=vectors, local_shapes=local_shapes)
         self.model = model
-        self.lam = float(lam)
         self.compute_dtype = compute_dtype or param_dtype
         self.rel_step = float(rel_step) if rel_step is not None else default_rel_step(self.compute_dtype)
         if not self.rel_step > 0:
@@ -185,7 +182,6 @@ class FiniteDifferenceHessian:
         scale = self._world / self.num_tokens
         self._passes = [(x, scale) for x in mine] + [(first, 0.0)] * (passes - len(mine))
 
-        self.decay_names, self._mask = self._decay(decay)
         self._theta = torch.cat([t.detach().reshape(-1).clone() for t in self._locals()])
         self._theta_rms: float | None = None
         self._first_order: tuple[float, Tensor] | None = None
@@ -196,31 +192,17 @@ class FiniteDifferenceHessian:
         """This process's part of every parameter (its FSDP2 shard, or the tensor)."""
         return [p.to_local() if _is_sharded(p) else p for p in self._params]
 
-    def _decay(self, decay) -> tuple[list[str], Tensor | None]:
-        names = decayed_names(self.names, self._params, decay)
-        if decay is None:
-            return names, None
-        chosen = set(names)
-        mask = torch.cat([torch.full((t.numel(),), float(n in chosen), dtype=self.dtype, device=self.device)
-                          for n, t in zip(self.names, self._locals())])
-        return names, mask
-
-    def _masked(self, v: Tensor) -> Tensor:
-        return v if self._mask is None else v * self._mask
-
     def _set_params(self, eps: float = 0.0, v: Tensor | None = None) -> None:
         """Parameters ← θ + ε v, formed in float64 one tensor at a time and rounded once
         (θ itself, bitwise, when ``v`` is None)."""
-        at = 0
+        thetas = self._views(self._theta)
+        steps = self._views(v) if v is not None else thetas
         with torch.no_grad():
-            for t in self._locals():
-                n = t.numel()
-                theta = self._theta[at : at + n].view(t.shape)
+            for t, theta, step in zip(self._locals(), thetas, steps):
                 if v is None:
                     t.copy_(theta)
                 else:
-                    t.copy_(torch.add(theta.double(), v[at : at + n].view(t.shape).double(), alpha=eps))
-                at += n
+                    t.copy_(torch.add(theta.double(), step.double(), alpha=eps))
 
     def _check_unchanged(self) -> None:
         current = torch.cat([t.detach().reshape(-1) for t in self._locals()])
@@ -248,46 +230,18 @@ class FiniteDifferenceHessian:
         total = self.vectors.sum(torch.tensor([loss_sum], dtype=torch.float64, device=self.device))
         return float(total[0]), torch.cat(grads)
 
-    # ------------------------------------------------------------ public values
-    def param_blocks(self) -> dict[str, slice]:
-        """``{name: slice}`` of each parameter tensor in the global flat vector."""
-        out, start = {}, 0
-        for name, p in zip(self.names, self._params):
-            out[name] = slice(start, start + p.numel())
-            start += p.numel()
-        return out
-
-    def flat_params(self) -> Tensor:
-        """This process's part of θ (a copy)."""
-        return self._theta.to(self.dtype)
-
-    def decay_mask(self) -> Tensor:
-        """This process's part of the 0/1 decay mask m."""
-        if self._mask is None:
-            return torch.ones(self.vectors.local_dim, dtype=self.dtype, device=self.device)
-        return self._mask.clone()
-
-    def theta_sq_norm(self) -> float:
-        r""":math:`\|m\odot\theta\|^2` (global)."""
-        theta = self._masked(self._theta.double())
-        return float(self.vectors.sum(torch.dot(theta, theta)))
+    # ------------------------------------------------------------ the data term
+    def _local_tensors(self) -> list[Tensor]:
+        """This process's part of every parameter (:meth:`_locals`)."""
+        return self._locals()
 
     def data_loss(self) -> float:
         """L(θ) over all batches."""
         return self._ensure_first_order()[0]
 
-    def loss(self) -> float:
-        r"""F(θ) = L(θ) + (λ/2)‖m⊙θ‖²."""
-        return self.data_loss() + 0.5 * self.lam * self.theta_sq_norm()
-
     def data_grad(self) -> Tensor:
         """This process's part of ∇L(θ)."""
         return self._ensure_first_order()[1].clone()
-
-    def grad(self) -> Tensor:
-        r"""This process's part of ∇F(θ) = ∇L(θ) + λ m⊙θ."""
-        g = self.data_grad()
-        return g + self.lam * self._masked(self.flat_params()) if self.lam else g
 
     def step(self, v: Tensor) -> float:
         r""":math:`\varepsilon = h\,\mathrm{rms}(\theta)/\|v\|_\infty` for the vector ``v``
@@ -299,12 +253,13 @@ class FiniteDifferenceHessian:
         return 0.0 if v_max == 0.0 else self.rel_step * self._theta_rms / v_max
 
     # ------------------------------------------------------------------ products
-    def matvec(self, v: Tensor) -> Tensor:
-        r"""This process's part of :math:`\nabla^2F\,v` (central difference), from its part of ``v``."""
-        if v.shape != (self.vectors.local_dim,):
-            raise ValueError(f"expected a vector of shape ({self.vectors.local_dim},), got {tuple(v.shape)}")
-        v = v.to(device=self.device)
+    def _data_matmat(self, V: Tensor) -> Tensor:
+        r"""Rows of central differences :math:`(\nabla L(\theta+\varepsilon v) -
+        \nabla L(\theta-\varepsilon v))/2\varepsilon`, two gradients each."""
         self._check_unchanged()
+        return torch.stack([self._central_difference(v) for v in V])
+
+    def _central_difference(self, v: Tensor) -> Tensor:
         eps = self.step(v)
         if eps == 0.0:
             return torch.zeros(self.vectors.local_dim, dtype=self.dtype, device=self.device)
@@ -315,20 +270,10 @@ class FiniteDifferenceHessian:
             _, g_minus = self._gradient()
         finally:
             self._set_params()
-        hv = (g_plus - g_minus) / (2.0 * eps)
-        if self.lam:
-            hv = hv + self.lam * self._masked(v.to(self.dtype))
-        return hv.to(self.dtype)
-
-    def matmat(self, V: Tensor) -> Tensor:
-        """Rows of :meth:`matvec` for a ``(k, local_dim)`` block."""
-        return torch.stack([self.matvec(v) for v in V])
+        return (g_plus - g_minus) / (2.0 * eps)
 
     def _ensure_first_order(self) -> tuple[float, Tensor]:
         self._check_unchanged()
         if self._first_order is None:
             self._first_order = self._gradient()
         return self._first_order
-
-    def release(self) -> None:
-        """Nothing is retained between products; present for the operator interface."""

@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from villani.curvature import CITarget, hutchinson
-from villani.curvature.stein1945twostage import two_stage_half_width, two_stage_size
+from villani.curvature.trace.two_stage import two_stage_half_width, two_stage_size
 
 NMAX, SEEDS = 64, 4000
 

@@ -9,7 +9,7 @@ For any :math:`Q\in\mathbb R^{n\times k}` with orthonormal columns and
 exactly. The first term costs the k products :math:`AQ`; Hutchinson with Rademacher
 :math:`v` on the second, :math:`\mathbb E[(Pv)^\top A(Pv)] = \operatorname{tr}(PAP)`, is
 unbiased for *any* :math:`Q` chosen independently of the probes (Gambhir, Stathopoulos &
-Orginos 2017; Hutch++ is the case of a random sketch, :mod:`.meyer2021hutchpp`). Its
+Orginos 2017; Hutch++ is the case of a random sketch, :mod:`.hutchpp`). Its
 sample variance is that of the remainder,
 
 .. math::
@@ -69,7 +69,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .results import LanczosResult
+from ..spectrum.ritz import LanczosResult
 
 __all__ = ["Deflation", "deflation_from_products", "deflation_from_lanczos"]
 
@@ -86,7 +86,7 @@ class Deflation:
         frob_sq: :math:`\|AQ\|_F^2`.
         start_seed: the seed whose probe 0 started the Lanczos run Q comes from (None
             for a basis given with its products): those probes must not be reused.
-        vectors: the operator's vector layout (:func:`~villani.curvature.operators.operator_vectors`)
+        vectors: the operator's vector layout (:func:`~villani.curvature.operators.vectors.operator_vectors`)
             when the basis rows are this process's shards; None for whole vectors.
     """
 

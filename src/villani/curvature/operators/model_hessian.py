@@ -64,17 +64,17 @@ forward-mode AD.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .causal_lm_loss import batch_token_loss, choose_loss_path, functional_hvp_rows
-from .decay_mask import decay_runs, decayed_names
 from .device_timer import DeviceTimer
+from .hessian import Decay, HessianOperator
 from .precision import check_precision, product_precision
 
-__all__ = ["ModelHessian", "decayed_names"]
+__all__ = ["ModelHessian"]
 
 _METHODS = ("double_backward", "fwd_over_rev")
 _CROSS_ENTROPY = ("closed_form", "autograd")
@@ -90,7 +90,7 @@ def _check_attention(model: nn.Module) -> None:
         )
 
 
-class ModelHessian:
+class ModelHessian(HessianOperator):
     r"""Hessian :math:`\nabla^2 F(\theta)` of a causal LM's regularised token loss.
 
     Args:
@@ -129,7 +129,7 @@ class ModelHessian:
         *,
         lam: float = 0.0,
         method: str = "double_backward",
-        decay: Iterable[str] | Callable[[str, nn.Parameter], bool] | None = None,
+        decay: Decay = None,
         reuse_graph: bool | None = None,
         cross_entropy: str = "closed_form",
         vectorize: bool = False,
@@ -154,15 +154,9 @@ class ModelHessian:
         if len(dtypes) != 1 or not dtypes <= {torch.float32, torch.float64}:
             raise ValueError(f"parameters must all be float32 or all float64, got {sorted(map(str, dtypes))}")
         self.model = model
-        self.lam = float(lam)
         self.method = method
-        self.names = [n for n, _ in named]
         self._params = [p for _, p in named]
-        self.dtype = self._params[0].dtype
-        self.device = self._params[0].device
-        self._shapes = [p.shape for p in self._params]
-        self._sizes = [p.numel() for p in self._params]
-        self.dim = int(sum(self._sizes))
+        self._init_layout(named, decay, lam=lam, dtype=self._params[0].dtype, device=self._params[0].device)
 
         if isinstance(batches, Tensor):
             batches = [batches]
@@ -172,10 +166,6 @@ class ModelHessian:
         self._tokens = [b.shape[0] * (b.shape[1] - 1) for b in self.batches]
         self.num_tokens = int(sum(self._tokens))
 
-        self.decay_names = decayed_names(self.names, self._params, decay)
-        chosen = set(self.decay_names)
-        self._decayed = [n in chosen for n in self.names]
-        self._decay_runs = decay_runs(self._decayed, self._sizes)  # slices where m = 1
         self._versions = tuple(p._version for p in self._params)
         self._reuse = reuse_graph
         self._graph: list[list[Tensor | None]] | None = None  # per batch: ∇L_b per tensor, with graph
@@ -189,13 +179,6 @@ class ModelHessian:
     def _check_unchanged(self) -> None:
         if tuple(p._version for p in self._params) != self._versions:
             raise RuntimeError("model parameters changed since this ModelHessian was built; build a new one")
-
-    def _views(self, flat: Tensor) -> list[Tensor]:
-        """Per-tensor views (no copy) of a flat vector, shaped like the parameters."""
-        return [c.view(s) for c, s in zip(torch.split(flat, self._sizes), self._shapes)]
-
-    def _split_rows(self, V: Tensor) -> list[Tensor]:
-        return [c.reshape(V.shape[0], *s) for c, s in zip(torch.split(V, self._sizes, dim=-1), self._shapes)]
 
     def _batch_loss(self, x: Tensor) -> Tensor:
         """Batch contribution Σ_t CE_t / N (weight n_b/N times the batch mean)."""
@@ -217,45 +200,15 @@ class ModelHessian:
         """Seconds spent in forward + first backward passes so far (:class:`.device_timer.DeviceTimer`)."""
         return self._build_timer.seconds
 
-    def _add_regularizer(self, out: Tensor, V: Tensor) -> None:
-        """out += λ m⊙V in place (rows of a block, or one vector)."""
-        if self.lam:
-            for sl in self._decay_runs:
-                out[..., sl].add_(V[..., sl], alpha=self.lam)
-
-    # ------------------------------------------------------------ public values
-    def flat_params(self) -> Tensor:
-        """θ as one flat vector (detached copy), in ``names`` order."""
-        return torch.cat([p.detach().reshape(-1) for p in self._params])
-
-    def param_blocks(self) -> dict[str, slice]:
-        """The partition of the flat vector by parameter tensor: ``{name: slice}``."""
-        out, start = {}, 0
-        for name, size in zip(self.names, self._sizes):
-            out[name] = slice(start, start + size)
-            start += size
-        return out
-
-    def decay_mask(self) -> Tensor:
-        """The 0/1 mask m of the regulariser as a flat vector."""
-        mask = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
-        for sl in self._decay_runs:
-            mask[sl] = 1.0
-        return mask
-
-    def theta_sq_norm(self) -> float:
-        r""":math:`\|m\odot\theta\|^2`, the regularised squared norm."""
-        parts = [p.detach().square().sum(dtype=torch.float64) for p, m in zip(self._params, self._decayed) if m]
-        return float(torch.stack(parts).sum()) if parts else 0.0
+    # ------------------------------------------------------------ the data term
+    def _local_tensors(self) -> list[Tensor]:
+        """The parameter tensors themselves (one process holds them whole)."""
+        return self._params
 
     def data_loss(self) -> float:
         """L(θ): mean cross-entropy over all predicted tokens of the batches."""
         self._ensure_first_order()
         return float(self._data_loss)
-
-    def loss(self) -> float:
-        r"""F(θ) = L(θ) + (λ/2)‖m⊙θ‖²."""
-        return self.data_loss() + 0.5 * self.lam * self.theta_sq_norm()
 
     def data_grad(self) -> Tensor:
         """∇L(θ), flat (a new vector), accumulated over the batches with token weights."""
@@ -267,26 +220,6 @@ class ModelHessian:
                 if g is not None:
                     view.add_(g)
         return flat
-
-    def grad(self) -> Tensor:
-        r"""∇F(θ) = ∇L(θ) + λ m⊙θ, flat."""
-        g = self.data_grad()
-        self._add_regularizer(g, self.flat_params())
-        return g
-
-    # ------------------------------------------------------------------ products
-    def matvec(self, v: Tensor) -> Tensor:
-        r""":math:`\nabla^2F(\theta)\,v` for a flat ``v`` of length ``dim``."""
-        if v.shape != (self.dim,):
-            raise ValueError(f"expected a vector of shape ({self.dim},), got {tuple(v.shape)}")
-        v = v.to(device=self.device, dtype=self.dtype)
-        return self._hvp_rows(v.unsqueeze(0))[0]
-
-    def matmat(self, V: Tensor) -> Tensor:
-        r"""Rows :math:`\nabla^2F(\theta)\,v_i` for a ``(k, dim)`` block of vectors."""
-        if V.ndim != 2 or V.shape[1] != self.dim:
-            raise ValueError(f"expected a (k, {self.dim}) block, got {tuple(V.shape)}")
-        return self._hvp_rows(V.to(device=self.device, dtype=self.dtype))
 
     def release(self) -> None:
         """Free the retained gradient graph and work buffers (rebuilt on the next product)."""
@@ -340,15 +273,13 @@ class ModelHessian:
         free, _ = torch.cuda.mem_get_info(self.device)
         return per_batch * (len(self.batches) - 1) < 0.7 * free
 
-    def _hvp_rows(self, V: Tensor) -> Tensor:
+    def _data_matmat(self, V: Tensor) -> Tensor:
+        r"""Rows :math:`\nabla^2L\,v_i`: by the method, at the product precision."""
         self._check_unchanged()
         with product_precision(self.precision, self.device):
             if self.method == "fwd_over_rev":
-                HV = self._hvp_fwd_over_rev(V)
-            else:
-                HV = self._hvp_double_backward(V)
-        self._add_regularizer(HV, V)
-        return HV
+                return self._hvp_fwd_over_rev(V)
+            return self._hvp_double_backward(V)
 
     def _hvp_double_backward(self, V: Tensor) -> Tensor:
         if self._reuse is not False and self._graph is None:

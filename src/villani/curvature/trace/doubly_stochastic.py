@@ -1,4 +1,4 @@
-r"""Doubly stochastic Hutchinson: fresh measurement blocks per group of probes (issue 24).
+r"""Doubly stochastic Hutchinson: fresh measurement blocks per group of probes.
 
 The measurement set is n blocks of equal token count, so its Hessian is the mean of the
 blocks' Hessians, :math:`H = \frac1n\sum_b H_b`. Group j draws a uniform sample
@@ -24,7 +24,7 @@ the same argument holds for every :math:`v_c^\top (H_B v)_c`, so the group means
 per-tensor quadratic forms are i.i.d. and unbiased for :math:`\operatorname{tr} H_{cc}`
 (``coordinate_samples``, one row per group).
 
-**A CI target** (``target=``, :mod:`.stein1945twostage`): the group means are the
+**A CI target** (``target=``, :mod:`.two_stage`): the group means are the
 samples of Stein's two-stage rule — a pilot of ``target.min_probes`` groups decides how
 many groups (at most ``groups``) to draw, and the interval is Stein's.
 
@@ -43,9 +43,9 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .probes import ProbeStream
-from .results import TraceEstimate, summarize_samples
-from .stein1945twostage import CITarget, two_stage_half_width, two_stage_size
+from ..probes import ProbeStream
+from .estimate import TraceEstimate, summarize_samples
+from .two_stage import CITarget, two_stage_half_width, two_stage_size
 
 __all__ = ["DoublyStochasticTrace", "doubly_stochastic_trace", "group_blocks"]
 

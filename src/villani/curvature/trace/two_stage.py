@@ -12,7 +12,7 @@ samples in all, :math:`h^\star` the target half-width. For normal samples the in
 independent of the later samples. The tempting alternative — check the usual t-interval
 after every sample and stop at the first narrow one — stops preferentially when the
 running :math:`s` happens to be small, and under-covers: measured on dense test matrices
-(``tests/curvature/test_stein1945twostage.py``) 93 % instead of 95 % on a general
+(``tests/curvature/test_two_stage.py``) 93 % instead of 95 % on a general
 symmetric matrix and 90 % on a low-rank one whose fixed-M interval has 93 %.
 
 Here the target may depend on the mean (a *relative* half-width): :math:`h^\star =

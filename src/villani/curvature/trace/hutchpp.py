@@ -25,16 +25,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .operators import (
-    LocalVectors,
-    apply_rows,
-    as_operator,
-    operator_device,
-    operator_dtype,
-    operator_vectors,
-)
-from .probes import ProbeStream
-from .results import TraceEstimate, summarize_samples
+from ..operators.linear import apply_rows, as_operator, operator_device, operator_dtype
+from ..operators.vectors import LocalVectors, operator_vectors
+from ..probes import ProbeStream
+from .estimate import TraceEstimate, summarize_samples
 
 __all__ = ["hutchpp"]
 

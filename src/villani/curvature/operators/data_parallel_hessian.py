@@ -2,7 +2,7 @@ r"""Exact Hessian-vector products of a replicated model with its vectors sharded
 
 Every process holds the whole model; the batches :math:`X_1..X_B` are dealt out
 round-robin (process :math:`r` takes :math:`X_r, X_{r+R}, \dots`), and every vector —
-probes, Lanczos basis, products — is sharded as in :mod:`.sharded_vectors`. With
+probes, Lanczos basis, products — is sharded as in :mod:`.vectors`. With
 :math:`N_r` the tokens of process :math:`r`'s batches, :math:`N=\sum_r N_r` and
 :math:`L_r` the mean token loss over them,
 
@@ -36,19 +36,20 @@ reduce-scatter), and the sharded vectors (d/R each).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from .hessian import Decay, HessianOperator
 from .model_hessian import ModelHessian
-from .sharded_vectors import ShardedVectors
+from .vectors import ShardedVectors, fsdp_param_ranges
 
 __all__ = ["DataParallelHessian"]
 
 
-class DataParallelHessian:
+class DataParallelHessian(HessianOperator):
     r""":math:`\nabla^2F` of a causal LM replicated on every process, on sharded vectors.
 
     Args:
@@ -63,7 +64,7 @@ class DataParallelHessian:
             ``cross_entropy``, ``reuse_graph``, ``vectorize``).
 
     Attributes:
-        dim: d; ``vectors``: the :class:`~.sharded_vectors.ShardedVectors` layout
+        dim: d; ``vectors``: the :class:`~.vectors.ShardedVectors` layout
             (``vectors.local_dim`` entries of every vector are held here);
         dtype, device, names, num_tokens (all batches), ``hessian``: this process's
         ``ModelHessian`` of :math:`L_r`.
@@ -75,7 +76,7 @@ class DataParallelHessian:
         batches: Sequence[Tensor],
         *,
         lam: float = 0.0,
-        decay: Iterable[str] | Callable[[str, nn.Parameter], bool] | None = None,
+        decay: Decay = None,
         group=None,
         **hessian_options,
     ):
@@ -90,74 +91,37 @@ class DataParallelHessian:
         self.hessian = ModelHessian(model, batches[rank::world], lam=0.0, decay=decay, **hessian_options)
         self.num_tokens = int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))
         self._weight = self.hessian.num_tokens / self.num_tokens
-        self.lam = float(lam)
-        self.names = self.hessian.names
-        self.dim = self.hessian.dim
-        self.dtype, self.device = self.hessian.dtype, self.hessian.device
         params = dict(model.named_parameters())
-        self.vectors = ShardedVectors([params[n].shape for n in self.names], group)
-        self._mask = self.vectors.shard(self.hessian.decay_mask())
-        self.decay_names = self.hessian.decay_names
+        named = [(n, params[n]) for n in self.hessian.names]
+        self._params = [p for _, p in named]
+        vectors = ShardedVectors([p.shape for _, p in named], group)
+        self._held = fsdp_param_ranges([p.shape for _, p in named], vectors.rank, vectors.world_size)
+        self._init_layout(named, decay, lam=lam, dtype=self.hessian.dtype, device=self.hessian.device,
+                          vectors=vectors, local_shapes=[(b - a,) for a, b in self._held])
 
-    # ------------------------------------------------------------ public values
-    def param_blocks(self) -> dict[str, slice]:
-        """``{name: slice}`` of each parameter tensor in the *global* flat vector."""
-        return self.hessian.param_blocks()
-
-    def flat_params(self) -> Tensor:
-        """This process's shard of θ."""
-        return self.vectors.shard(self.hessian.flat_params())
-
-    def decay_mask(self) -> Tensor:
-        """This process's shard of the 0/1 decay mask m."""
-        return self._mask.clone()
-
-    def theta_sq_norm(self) -> float:
-        r""":math:`\|m\odot\theta\|^2` (global)."""
-        return self.hessian.theta_sq_norm()
+    # ------------------------------------------------------------ the data term
+    def _local_tensors(self) -> list[Tensor]:
+        """This process's flat range of every (replicated) parameter tensor."""
+        at, out = 0, []
+        for p, (a, b) in zip(self._params, self._held):
+            out.append(p.detach().reshape(-1)[a - at : b - at])
+            at += p.numel()
+        return out
 
     def data_loss(self) -> float:
         """L(θ) over all batches of all processes (all-reduced)."""
         local = torch.tensor([self._weight * self.hessian.data_loss()], dtype=torch.float64, device=self.device)
         return float(self.vectors.sum(local)[0])
 
-    def loss(self) -> float:
-        r"""F(θ) = L(θ) + (λ/2)‖m⊙θ‖²."""
-        return self.data_loss() + 0.5 * self.lam * self.theta_sq_norm()
-
     def data_grad(self) -> Tensor:
         """This process's shard of ∇L(θ) (reduce-scatter of the weighted local gradients)."""
         return self.vectors.reduce_scatter(self._weight * self.hessian.data_grad())
 
-    def grad(self) -> Tensor:
-        r"""This process's shard of ∇F(θ) = ∇L(θ) + λ m⊙θ."""
-        g = self.data_grad()
-        if self.lam:
-            g = g + self.lam * self._mask * self.flat_params()
-        return g
-
-    # ------------------------------------------------------------------ products
-    def matvec(self, v: Tensor) -> Tensor:
-        r"""This process's shard of :math:`\nabla^2F\,v`, from its shard of ``v``."""
-        v = v.to(device=self.device, dtype=self.dtype)
-        if v.shape != (self.vectors.local_dim,):
-            raise ValueError(f"expected a shard of shape ({self.vectors.local_dim},), got {tuple(v.shape)}")
-        hv = self.vectors.reduce_scatter(self._weight * self.hessian.matvec(self.vectors.gather(v)))
-        if self.lam:
-            hv = hv + self.lam * self._mask * v
-        return hv
-
-    def matmat(self, V: Tensor) -> Tensor:
-        """Rows of :meth:`matvec` for a ``(k, local_dim)`` block of shards (one
-        ``ModelHessian.matmat`` on the gathered block)."""
-        V = V.to(device=self.device, dtype=self.dtype)
-        if V.ndim != 2 or V.shape[1] != self.vectors.local_dim:
-            raise ValueError(f"expected a (k, {self.vectors.local_dim}) block of shards, got {tuple(V.shape)}")
+    def _data_matmat(self, V: Tensor) -> Tensor:
+        r"""Shards of :math:`\nabla^2L\,v_i`: the rows gathered, one ``ModelHessian.matmat``
+        on them, weighted by :math:`N_r/N` and reduce-scattered row by row."""
         HV = self._weight * self.hessian.matmat(torch.stack([self.vectors.gather(v) for v in V]))
-        HV = torch.stack([self.vectors.reduce_scatter(row) for row in HV])
-        if self.lam:
-            HV = HV + self.lam * self._mask * V
-        return HV
+        return torch.stack([self.vectors.reduce_scatter(row) for row in HV])
 
     def release(self) -> None:
         """Free the retained gradient graph (rebuilt on the next product)."""

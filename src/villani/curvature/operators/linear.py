@@ -8,21 +8,14 @@ A *linear operator* here is anything with
 optionally ``matmat(V) -> V A`` for a ``(k, dim)`` block of row vectors (``A`` is
 symmetric, so the rows of the result are :math:`A v_i`), optionally ``dtype`` /
 ``device`` attributes telling the estimators where to put their probe vectors, and
-optionally ``vectors``: how its vectors are laid out (:func:`operator_vectors`).
+optionally ``vectors``: how its vectors are laid out (:mod:`.vectors`).
 Estimators (Hutchinson, Hutch++, Lanczos, SLQ) are free functions that only use this
 protocol, so the same code runs on a dense test matrix and on the Hessian of a
 transformer.
 
-**Vector layout.** By default a process holds whole vectors (:class:`LocalVectors`). An
-operator whose vectors are sharded across processes (:mod:`.sharded_vectors`) sets
-``vectors`` to an object with the same methods: ``local_dim`` (entries held here),
-``sum`` (add up per-process partial sums), ``dot``/``norm``/``amax`` (global inner
-products, norms, largest entry),
-``probes`` (this process's part of the single-process probe stream) and ``local_index``
-(a block of global coordinates in local coordinates). The estimators reduce every
-coordinate sum through it, so they run unchanged on sharded vectors, and on whole
-vectors the layout adds nothing (sums pass through, ``dot``/``norm`` are
-``torch.dot``/``torch.linalg.vector_norm``).
+How an operator's vectors are laid out — whole, or sharded across processes — is
+:mod:`.vectors`' subject (:func:`~.vectors.operator_vectors`). The model Hessians share
+the base class :class:`~.hessian.HessianOperator`.
 
 Example:
     >>> import torch
@@ -43,11 +36,10 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from .probes import ProbeStream
+from .vectors import operator_vectors
 
 __all__ = [
     "LinearOperator",
-    "HessianOperator",
     "DenseOperator",
     "CallableOperator",
     "ShiftedOperator",
@@ -55,8 +47,6 @@ __all__ = [
     "apply_rows",
     "operator_dtype",
     "operator_device",
-    "LocalVectors",
-    "operator_vectors",
 ]
 
 
@@ -68,60 +58,6 @@ class LinearOperator(Protocol):
 
     def matvec(self, v: Tensor) -> Tensor:
         """Return :math:`A v` for a 1-D tensor ``v`` of length ``dim``."""
-
-
-@runtime_checkable
-class HessianOperator(Protocol):
-    r"""Structural type of the Hessian :math:`\nabla^2F` of a model's regularised token loss
-    :math:`F(\theta) = L(\theta) + \frac\lambda2\|m\odot\theta\|^2` at fixed parameters, as
-    the measurement uses it: a symmetric :class:`LinearOperator` on flat parameter vectors
-    (an operator's ``vectors``, where it has one, says how they are laid out: whole, or this
-    process's shards) plus the
-    first-order quantities measured beside the curvature. :class:`~.model_hessian.ModelHessian`,
-    :class:`~.data_parallel_hessian.DataParallelHessian` and
-    :class:`~.finite_difference_hessian.FiniteDifferenceHessian` implement it (checked by
-    ``tests/curvature/test_hessian_protocol.py``). Vectors below are in ``vectors``' layout."""
-
-    dim: int
-    dtype: torch.dtype
-    device: torch.device
-    names: list[str]  # parameter tensors, in flat-vector order
-    decay_names: list[str]  # those λ applies to (m = 1)
-    num_tokens: int  # N, predicted tokens over all batches
-    lam: float
-
-    def matvec(self, v: Tensor) -> Tensor:
-        r""":math:`\nabla^2F\,v`."""
-
-    def matmat(self, V: Tensor) -> Tensor:
-        r"""Rows :math:`\nabla^2F\,v_i` of a ``(k, ·)`` block."""
-
-    def param_blocks(self) -> dict[str, slice]:
-        """``{name: slice}``: each parameter tensor's part of the (global) flat vector."""
-
-    def flat_params(self) -> Tensor:
-        r""":math:`\theta`, detached."""
-
-    def decay_mask(self) -> Tensor:
-        """The 0/1 mask m."""
-
-    def theta_sq_norm(self) -> float:
-        r""":math:`\|m\odot\theta\|^2`."""
-
-    def data_loss(self) -> float:
-        """L(θ), the mean token cross-entropy."""
-
-    def loss(self) -> float:
-        """F(θ)."""
-
-    def data_grad(self) -> Tensor:
-        r""":math:`\nabla L(\theta)`."""
-
-    def grad(self) -> Tensor:
-        r""":math:`\nabla F(\theta) = \nabla L + \lambda\, m\odot\theta`."""
-
-    def release(self) -> None:
-        """Free what is kept between products (graphs, buffers); the next product rebuilds it."""
 
 
 class DenseOperator:
@@ -278,45 +214,3 @@ def apply_rows(op, V: Tensor) -> Tensor:
     if matmat is not None:
         return matmat(V)
     return torch.stack([op.matvec(v) for v in V])
-
-
-class LocalVectors:
-    """Whole vectors of length ``dim`` held by this process (the default layout).
-
-    Every method is the plain single-process operation, so an estimator written against
-    this interface computes exactly what it computed before the interface existed.
-    """
-
-    def __init__(self, dim: int):
-        self.dim = self.local_dim = int(dim)
-
-    def sum(self, partial: Tensor) -> Tensor:
-        """Partial coordinate sums are already total sums: returned as they are."""
-        return partial
-
-    def dot(self, a: Tensor, b: Tensor) -> Tensor:
-        r""":math:`\langle a, b\rangle` (``torch.dot``)."""
-        return torch.dot(a, b)
-
-    def norm(self, a: Tensor) -> Tensor:
-        r""":math:`\|a\|` (``torch.linalg.vector_norm``)."""
-        return torch.linalg.vector_norm(a)
-
-    def amax(self, a: Tensor) -> Tensor:
-        r""":math:`\|a\|_\infty`."""
-        return a.abs().max()
-
-    def probes(self, seed: int, *, dtype: torch.dtype, device: torch.device) -> ProbeStream:
-        """The Rademacher probe stream of ``seed`` (:class:`~.probes.ProbeStream`)."""
-        return ProbeStream(self.dim, seed, dtype=dtype, device=device)
-
-    def local_index(self, index):
-        """A block's index (slice or index tensor), unchanged."""
-        return index
-
-
-def operator_vectors(op):
-    """How ``op``'s vectors are laid out: its ``vectors`` attribute, else
-    :class:`LocalVectors` of length ``op.dim``."""
-    vectors = getattr(op, "vectors", None)
-    return vectors if vectors is not None else LocalVectors(op.dim)

@@ -1,4 +1,5 @@
-"""Every model Hessian satisfies the HessianOperator protocol, with its signatures."""
+"""Every model Hessian is a HessianOperator: the members the base class writes once are not
+written again by a subclass, each subclass writes the data term, and the three agree."""
 
 import inspect
 import typing
@@ -20,6 +21,8 @@ from .cases import tiny_causal_lm, token_batches
 
 METHODS = [n for n, v in vars(HessianOperator).items() if inspect.isfunction(v) and not n.startswith("_")]
 ATTRIBUTES = list(typing.get_type_hints(HessianOperator))
+# what a subclass writes (the data term L, its loss, gradient and products; its tensors)
+HOOKS = {"_data_matmat", "_local_tensors", "data_loss", "data_grad", "release"}
 
 
 def _method_params(fn) -> list[str]:
@@ -38,10 +41,18 @@ def single_process_group(tmp_path_factory):
 
 
 @pytest.mark.parametrize("cls", [ModelHessian, DataParallelHessian, FiniteDifferenceHessian])
-def test_classes_implement_every_member_with_the_protocol_signature(cls):
+def test_classes_share_the_base_class_and_write_only_the_data_term(cls):
+    assert issubclass(cls, HessianOperator)
     assert len(METHODS) == 11 and {"dim", "names", "num_tokens", "lam"} <= set(ATTRIBUTES)
+    written = {n for n, v in vars(cls).items() if inspect.isfunction(v) and n in set(METHODS) | HOOKS}
+    assert {"_data_matmat", "_local_tensors", "data_loss", "data_grad"} <= written <= HOOKS, (cls, written)
     for name in METHODS:
         assert _method_params(getattr(cls, name)) == _method_params(getattr(HessianOperator, name)), (cls, name)
+
+
+def test_the_base_class_alone_has_no_data_term():
+    with pytest.raises(NotImplementedError):
+        HessianOperator()._data_matmat(torch.zeros(1, 3))
 
 
 def test_instances_satisfy_the_protocol_and_agree(single_process_group):
@@ -57,8 +68,11 @@ def test_instances_satisfy_the_protocol_and_agree(single_process_group):
         assert op.loss() == pytest.approx(ops[0].loss(), rel=1e-10)
         # exact products agree to round-off; central differences to O(h²)
         tol = 1e-10 if not isinstance(op, FiniteDifferenceHessian) else 1e-5
-        hv, ref = op.matvec(v), ops[0].matvec(v)
+        hv, ref, applied = op.matvec(v), ops[0].matvec(v), op.products
         assert float(torch.linalg.vector_norm(hv - ref) / torch.linalg.vector_norm(ref)) < tol, type(op)
         assert hutchinson(op, 2, seed=0).num_probes == 2
+        assert op.products == applied + 2  # the base class counts every row it applied
+        assert torch.equal(op.decay_mask(), torch.ones(op.dim, dtype=op.dtype))
+        assert op.theta_sq_norm() == ops[0].theta_sq_norm()  # one formula, one process: the same sum
         op.release()
     assert not isinstance(torch.eye(3), HessianOperator)
