@@ -9,11 +9,9 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from tests.conftest import copy_repo
 
-HEAVY = ("torch", "transformers", "matplotlib", "scipy")  # pandas: Snakemake imports it itself
+HEAVY = ("torch", "transformers", "matplotlib")
 
 
 def _imported(cmd, cwd) -> set[str]:
@@ -30,10 +28,8 @@ def test_parsing_the_workflow_imports_no_heavy_library(tmp_path):
     assert not {m for m in modules if m.split(".")[0] in HEAVY}, sorted(m for m in modules if m.split(".")[0] in HEAVY)
 
 
-@pytest.mark.xfail(strict=True, reason="dag/resources.py's measure runtime imports measure.curvature_phase "
-                   "(slq_starts) and with it torch; light once the measurement's budget formula moves to a "
-                   "module without torch (issue 37, 'one budget module')")
 def test_the_dry_run_of_the_dag_imports_no_torch(tmp_path):
+    """`snakemake -n` builds every job (their resources too: plan.budget, no torch)."""
     work = copy_repo(tmp_path)
     modules = _imported(["-n", "--cores", "1", "--configfile", "tests/configs/tiny.yaml"], work)
-    assert not {m for m in modules if m.split(".")[0] in ("torch", "transformers", "matplotlib")}
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
