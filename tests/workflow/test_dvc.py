@@ -306,9 +306,13 @@ def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_rep
 
 
 def test_an_experiment_tried_twice_comes_from_the_run_cache(dvc_repo):
+    """The experiment, back to the baseline, the same experiment again: its stages come
+    from DVC's run-cache, none runs."""
     out = _sh(README_COMMANDS["exp_run"], dvc_repo)
     assert _ran(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
     try:
+        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
         again = _sh(README_COMMANDS["exp_run"], dvc_repo)
         assert _ran(again.stdout) == set(), again.stdout[-3000:]  # both restored from the run-cache
         assert "is cached" in again.stdout + again.stderr
