@@ -31,10 +31,14 @@ def evaluate(value, attempt):
     return Resource.cli_evaluator("x", str(value), wildcards={}, input=[], attempt=attempt, async_run=None)
 
 
-def test_no_default_profile_dir():
-    # profiles/default/ next to the Snakefile would silently override --profile.
-    assert not (REPO / "profiles" / "default").exists()
+def test_the_default_profile_sets_the_rerun_triggers_alone():
+    """profiles/default/ next to the Snakefile is loaded with every --profile and wins over
+    it: it holds the one setting every run must share (what reruns a job, the same as DVC's
+    view), and nothing a site profile sets."""
+    assert load(REPO / "profiles" / "default") == {"rerun-triggers": ["input", "params", "code", "software-env"]}
     assert not (REPO / "workflow" / "profiles" / "default").exists()
+    for profile in (REPO / "profiles" / "local", REAL_PROFILE):
+        assert "rerun-triggers" not in load(profile)
 
 
 def test_real_profile_shape():
