@@ -180,12 +180,10 @@ def test_fit_cost_model_needs_two_distinct_sizes():
         S.fit_cost_model([5.0, 5.0], [1.0, 2.0])
 
 
-def test_run_correlations_by_hand_equal_scipy_per_run_and_are_faster():
-    """``intervals.run_correlations`` is kept by hand (grouped sums): it gives scipy's
-    ``pearsonr`` / ``spearmanr`` of every run (not bit for bit: ≤ 1e-12 apart) at a fraction
-    of the cost of one scipy call per run, which the coverage test makes 10⁴ times."""
-    import time
-
+def test_run_correlations_by_hand_equal_scipy_per_run():
+    """``intervals.run_correlations`` is kept by hand (grouped sums, every run at once, for the
+    coverage test's 10⁴ runs): it gives scipy's ``pearsonr`` / ``spearmanr`` of every run (not bit
+    for bit: ≤ 1e-12 apart)."""
     from villani.intervals import run_correlations
 
     rng = np.random.default_rng(7)
@@ -202,13 +200,51 @@ def test_run_correlations_by_hand_equal_scipy_per_run_and_are_faster():
     for rank in (False, True):
         np.testing.assert_allclose(run_correlations(x, y, g, rank=rank), by_scipy(rank), rtol=0, atol=1e-12)
 
-    def best_of(f, n=3):
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            f()
-            out.append(time.perf_counter() - t0)
-        return min(out)
 
-    ours, theirs = best_of(lambda: run_correlations(x, y, g)), best_of(lambda: by_scipy(False))
-    assert ours * 5 < theirs, (ours, theirs)
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 1 - 0.05 / 30])
+def test_seed_and_combination_intervals_equal_scipy_t_interval(confidence):
+    """The intervals take the t quantile from ``scipy.special.stdtrit`` (no per-call overhead):
+    the same numbers as ``scipy.stats.t.interval``."""
+    rng = np.random.default_rng(3)
+    for k in (2, 3, 5, 30):
+        v = rng.lognormal(size=k)
+        iv = S.seed_interval(v, confidence)
+        lo, hi = sps.t.interval(confidence, k - 1, loc=v.mean(), scale=v.std(ddof=1) / math.sqrt(k))
+        assert (iv.low, iv.high) == pytest.approx((lo, hi), rel=1e-12)
+        g = S.seed_interval(v, confidence, scale="log")
+        lo, hi = sps.t.interval(confidence, k - 1, loc=np.log(v).mean(), scale=np.log(v).std(ddof=1) / math.sqrt(k))
+        with np.errstate(over="ignore"):
+            want = (np.exp(lo), np.exp(np.log(v).mean()), np.exp(hi))
+        assert (g.low, g.estimate, g.high) == pytest.approx(want, rel=1e-12)
+    iv = S.combination_interval(2.0, [1.0, -1.0], [0.3, 0.4], [3.0, 7.0], confidence)
+    dof = 0.25**2 / (0.3**4 / 3 + 0.4**4 / 7)
+    assert (iv.low, iv.high) == pytest.approx(sps.t.interval(confidence, dof, loc=2.0, scale=0.5), rel=1e-12)
+
+
+def test_log_scale_interval_inverts_with_the_ratio_and_refuses_non_positive_values():
+    v = np.array([170.0, 39.8, 46.2])
+    a, b = S.seed_interval(v, scale="log"), S.seed_interval(1 / v, scale="log")
+    assert (a.low, a.estimate, a.high) == pytest.approx((1 / b.high, 1 / b.estimate, 1 / b.low), rel=1e-12)
+    assert S.seed_interval([2.0, 2.0], scale="log").low is None
+    with pytest.raises(ValueError, match="values > 0"):
+        S.seed_interval([1.0, -1.0], scale="log")
+    with pytest.raises(ValueError, match="scale must be"):
+        S.seed_interval([1.0, 2.0], scale="sqrt")
+
+
+def test_probe_combination_interval_is_the_t_interval_of_per_probe_combinations():
+    samples = np.array([[1.0, 2.0, 4.0], [0.5, 2.5, 3.0], [1.5, 1.0, 5.0], [1.0, 2.0, 3.5]])
+    w = np.array([-0.5, 0.0, 0.5])
+    iv = S.probe_combination_interval(samples, w)
+    ref = S.seed_interval(samples @ w)
+    assert (iv.estimate, iv.low, iv.high, iv.units, iv.dof) == (ref.estimate, ref.low, ref.high, 4, 3)
+    assert iv.estimate == pytest.approx(w @ samples.mean(0))
+    with pytest.raises(ValueError, match="one coefficient per point"):
+        S.probe_combination_interval(samples, w[:2])
+
+
+def test_run_proportion_interval_counts_runs_that_hold_at_every_checkpoint():
+    ok = [True, True, True, False, True, True, True, True, True]
+    iv = S.run_proportion_interval(ok, [0, 0, 0, 1, 1, 1, 2, 2, 2])
+    ref = S.proportion_interval(2, 3)
+    assert (iv.estimate, iv.low, iv.high, iv.units, iv.n) == (2 / 3, ref.low, ref.high, 3, 9)

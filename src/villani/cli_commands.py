@@ -202,10 +202,14 @@ def cmd_claims(args) -> None:
 
 
 def cmd_claims_report(args) -> None:
-    from villani.claims.report import report, write_report
+    from villani.claims.report import load, report, write_report
+    from villani.claims.wrong import wrong
+    from villani.plan import layout
 
-    p = _params(args)
-    print(write_report(p, args.results, args.write) if args.write else report(p, args.results), end="\n")
+    path = args.ledger or layout.fmt(layout.CLAIMS_JSON, args.results, dataset=_params(args)["data"]["name"])
+    main, others = load(path), [load(x) for x in args.sensitivity]
+    print(write_report(args.write, main, others) if args.write else report(main, others) + "\n" + wrong(main, others),
+          end="\n")
 
 
 def cmd_metrics(args) -> None:

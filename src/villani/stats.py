@@ -42,9 +42,11 @@ __all__ = [
     "Interval",
     "seed_interval",
     "combination_interval",
+    "probe_combination_interval",
     "correlation_interval",
     "run_correlations",
     "proportion_interval",
+    "run_proportion_interval",
     "exact_value",
 ]
 
@@ -55,8 +57,10 @@ from villani.intervals import (  # noqa: E402
     correlation_interval,
     exact_value,
     pearson_r,
+    probe_combination_interval,
     proportion_interval,
     run_correlations,
+    run_proportion_interval,
     seed_interval,
     spearman_rho,
 )

@@ -1,86 +1,46 @@
 """The claims ledger on a constructed results tree: a supported, a refuted and an
-inconclusive verdict where we built them, every registered claim has a row (the id list is
-the registry's), claims whose bound fails its hypotheses say so instead of giving a number,
-a collapsed run decides nothing, and λ is matched by λ·η·T."""
+inconclusive verdict where we built them, every registered claim has a row in its table (the
+paper's claims or our findings) and its class, every arithmetic row decided, the power and
+Holm columns on the measured rows, a run that does not beat the corpus's unigram model
+decides nothing (and is named with both perplexities), and λ is matched by λ·η·T."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 
-import numpy as np
 import pytest
 
-from tests.figures.conftest import figure_params
-from tests.figures.synthetic import build_results
-from villani.bounds.table import write_bounds
-from villani.claims.ledger import COLUMNS, claim_rows, write_claims
-from villani.claims.registry import catalogue
-from villani.tracking.metrics import claims_metrics
+from tests.claims.conftest import REGISTERED, set_perplexity
+from villani.claims.ledger import COLUMNS, claim_rows
+from villani.claims.registry import ARITHMETIC, CLASSES, FINDINGS, MEASURED, NEEDS_SCALE, PAPER
 from villani.plan import layout
-from villani.plan.runs import runs
-from villani.plan.schedule import checkpoint_steps
-from villani.psi import psi_key
-
-#: every claim declared in the registry (families by their id pattern)
-REGISTERED = {c["id"] for c in catalogue()}
-
-
-def _set_perplexity(root, p, variant, lam, fn):
-    """Rewrite val_ppl of every checkpoint of (variant, λ) as fn(Ψ_s, step, seed)."""
-    s = psi_key(p["measure"]["s_values"][0])
-    for r in runs(p, (variant,)):
-        if r.lam != lam:
-            continue
-        for step in checkpoint_steps(p["train"]):
-            path = r.path(layout.MEASURE_JSON, root, step=step)
-            rec = json.loads(path.read_text())
-            rec["val_ppl"] = fn(rec["psi_s"][s], step, r.seed)
-            rec["val_loss"] = math.log(rec["val_ppl"])
-            path.write_text(json.dumps(rec))
-
-
-@pytest.fixture(scope="module")
-def ledger(tmp_path_factory):
-    p = figure_params()
-    p["train"]["lr"] = 0.35  # λ·η·T = 0.01 · 0.35 · 24 = 0.084: our λ = 0.01 is the paper's 10⁻²
-    root = build_results(tmp_path_factory.mktemp("claims"), p, cost=False)
-    rng = np.random.default_rng(0)
-    # λ = 0: perplexity falls as Ψ_s rises (the paper's claim) → supported
-    _set_perplexity(root, p, "adamw", 0.0, lambda psi, step, seed: 100.0 - 0.5 * psi + 0.5 * math.sin(step))
-    # λ = 0.01: perplexity rises with Ψ_s → refuted
-    _set_perplexity(root, p, "adamw", 0.01, lambda psi, step, seed: 100.0 + 0.05 * psi + 0.05 * math.sin(step))
-    # Langevin: perplexity unrelated to Ψ_s → inconclusive
-    _set_perplexity(root, p, "langevin", 0.01, lambda psi, step, seed: 100.0 + rng.normal(0, 5))
-    write_bounds(p, root)
-    write_claims(p, root)
-    with open(layout.fmt(layout.CLAIMS_CSV, root, dataset=p["data"]["name"])) as f:
-        rows = {r["id"]: r for r in csv.DictReader(f)}
-    return p, root, rows
-
+from villani.tracking.metrics import claims_metrics
 
 def test_constructed_supported_refuted_inconclusive(ledger):
-    _, _, rows = ledger
+    _, _, rows, found = ledger
     assert rows["fig7_direction_adamw_lam0"]["verdict"] == "supported"
     assert float(rows["fig7_direction_adamw_lam0"]["ci_high"]) < 0
     assert rows["fig7_direction_adamw_lam0p01"]["verdict"] == "refuted"
     assert float(rows["fig7_direction_adamw_lam0p01"]["ci_low"]) > 0
-    assert rows["fig7_direction_langevin_lam0p01"]["verdict"] == "inconclusive"
-    lo, hi = (float(rows["fig7_direction_langevin_lam0p01"][k]) for k in ("ci_low", "ci_high"))
+    # Fig 7 is AdamW only: the Langevin arm's row is a finding
+    assert "fig7_direction_langevin_lam0p01" not in rows
+    assert found["fig7_direction_langevin_lam0p01"]["verdict"] == "inconclusive"
+    lo, hi = (float(found["fig7_direction_langevin_lam0p01"][k]) for k in ("ci_low", "ci_high"))
     assert lo < 0 < hi
 
 
-def test_every_claim_has_a_row_with_interval_and_verdict(ledger):
-    p, root, rows = ledger
-    static = {i for i in REGISTERED if "<" not in i}
-    assert static <= set(rows) and len(REGISTERED) >= 40
-    families = [i.split("<")[0] for i in REGISTERED if "<" in i]
-    assert all(any(r.startswith(f) for r in rows) for f in families)
+def test_every_claim_has_a_row_in_its_table_with_class_and_verdict(ledger):
+    p, root, rows, found = ledger
+    static = {i: c for i, c in REGISTERED.items() if "<" not in i}
+    assert {i for i, c in static.items() if c["table"] == PAPER} <= set(rows)
+    assert {i for i, c in static.items() if c["table"] == FINDINGS} <= set(found)
+    assert not set(rows) & set(found)
+    assert len(rows) >= 60, len(rows)
     header = open(layout.fmt(layout.CLAIMS_CSV, root, dataset=p["data"]["name"])).readline().strip().split(",")
     assert tuple(header) == COLUMNS
-    for r in rows.values():
-        assert r["verdict"] in ("supported", "refuted", "inconclusive", "untestable")
+    for r in (*rows.values(), *found.values()):
+        assert r["class"] in CLASSES and r["verdict"] in ("supported", "refuted", "inconclusive", "untestable")
         assert r["paper_statement"] and r["statistic"] and r["claimed_region"] and r["measured_on"]
         if r["estimate"] and r["ci_low"]:
             assert float(r["ci_low"]) <= float(r["ci_high"])
@@ -88,30 +48,40 @@ def test_every_claim_has_a_row_with_interval_and_verdict(ledger):
             assert r["verdict"] in ("inconclusive", "untestable") and r["note"], r["id"]
         if r["ci_low"] and r["ci_method"] and not r["ci_method"].startswith("exact"):
             assert float(r["ci_low"]) < float(r["ci_high"]), r["id"]  # no zero-width interval from sampling
+        if r["class"] == ARITHMETIC:  # decided now, from the paper's own numbers
+            assert r["verdict"] in ("supported", "refuted") and r["ci_method"].startswith("exact"), r["id"]
+        if r["class"] == NEEDS_SCALE:  # what would decide it, and its price
+            assert r["verdict"] == "untestable" and "GPU-hours" in r["decided_by"] and float(r["price_gpu_h"]) > 0
+        if r["class"] != MEASURED:
+            assert r["p_value"] == r["seeds_to_decide"] == r["verdict_holm"] == "", r["id"]
     assert all("." not in k and "=" not in k for k in rows)  # ids are flat metrics.json keys
 
 
-def test_a_bound_whose_hypotheses_fail_gives_no_statistic(ledger):
-    _, _, rows = ledger
-    for cid in ("fig6_ratio_strong", "fig6_r2"):
-        r = rows[cid]
-        assert r["verdict"] == "inconclusive" and r["estimate"] == "" and r["ci_low"] == ""
-        assert "hypotheses hold at 0 of" in r["note"] and "KL bound is ≥ 0" in r["note"]
-    # the synthetic Langevin run meets Theorem 2's hypotheses; eq. (41) as printed is violated at step 0
-    assert rows["fig5_envelope_holds"]["verdict"] == "refuted"
-    assert "langevin" in rows["fig5_envelope_holds"]["measured_on"]
+def test_measured_rows_carry_a_power_plan_and_a_holm_verdict(ledger):
+    p, root, rows, _ = ledger
+    r = rows["fig7_direction_adamw_lam0p01"]
+    assert 0 < float(r["p_value"]) < 0.05 and r["verdict_holm"] in ("refuted", "inconclusive")
+    assert float(r["p_holm"]) >= float(r["p_value"])
+    assert float(r["seed_sd"]) > 0 and r["seeds_to_decide"].isdigit() and int(r["seeds_80pct"]) >= int(r["seeds_to_decide"])
+    assert r["treatment_theta_sq"] and r["treatment_val_ppl"]  # λ = 0.01 against λ = 0
+    doc = json.loads(open(layout.fmt(layout.CLAIMS_JSON, root, dataset=p["data"]["name"])).read())
+    assert doc["multiplicity"]["method"] == "Holm" and doc["multiplicity"]["rows"] >= 1
+    assert sum(sum(c.values()) for c in doc["counts_by_class"].values()) == len(rows)
+    assert doc["treatment"]["lam_low"] == 0.0 and doc["treatment"]["lam_high"] == 0.01
+    assert doc["findings"]["rows"] and all(f["table"] == FINDINGS for f in doc["findings"]["rows"])
 
 
-def test_metrics_codes_match_the_csv(ledger):
-    p, root, rows = ledger
+def test_metrics_codes_match_the_csv_and_leave_the_findings_out(ledger):
+    p, root, rows, found = ledger
     codes = claims_metrics(root, p["data"]["name"])["claims"]
     want = {"supported": 1, "inconclusive": 0, "refuted": -1, "untestable": 0}
     assert all(codes[cid] == want[r["verdict"]] for cid, r in rows.items())
     assert sum(codes[f"n_{v}"] for v in want) == len(rows)
+    assert not set(found) & set(codes)
 
 
 def test_rows_record_the_paper_lambda_and_ours_with_both_budgets(ledger):
-    _, _, rows = ledger
+    _, _, rows, _ = ledger
     r = rows["fig7_r2_strong"]
     assert float(r["paper_lambda"]) == 0.01 and float(r["our_lambda"]) == 0.01
     assert float(r["paper_budget"]) == pytest.approx(0.084) and float(r["our_budget"]) == pytest.approx(0.084)
@@ -120,75 +90,71 @@ def test_rows_record_the_paper_lambda_and_ours_with_both_budgets(ledger):
     assert m["our_lambda"] == "" and m["verdict"] == "inconclusive" and "has no match" in m["note"]
 
 
-def test_arithmetic_claims_are_refuted_at_any_scale(ledger):
-    _, _, rows = ledger
+def test_arithmetic_rows_are_decided_from_the_papers_numbers(ledger):
+    _, _, rows, _ = ledger
     assert rows["fig9_cv_sqrt_2d_over_M"]["verdict"] == "refuted"
     assert float(rows["fig9_cv_sqrt_2d_over_M"]["estimate"]) == pytest.approx(math.sqrt(2 * 1.25e8 / 64), rel=1e-3)
+    assert rows["fig8_trace_to_lam_d"]["verdict"] == "refuted"
+    assert float(rows["fig8_trace_to_lam_d"]["estimate"]) == pytest.approx(5136, rel=1e-3)
+    assert float(rows["table3_trace_over_lam_d"]["estimate"]) == pytest.approx(4672, rel=1e-3)
+    assert rows["table3_ci_column"]["verdict"] == "supported"
     assert rows["fig6_below_diagonal_conservative"]["verdict"] == "refuted"
-    assert rows["fig10_single_gpu_1b"]["verdict"] == "untestable" and "GPU" in rows["fig10_single_gpu_1b"]["note"]
+    assert rows["table1_guidelines"]["verdict"] == "refuted" and float(rows["table1_guidelines"]["estimate"]) == 0.25
+    assert rows["fig10_single_gpu_1b"]["class"] == NEEDS_SCALE and "GPU" in rows["fig10_single_gpu_1b"]["note"]
 
 
-def test_a_collapsed_run_decides_nothing(ledger, tmp_path):
-    """The λ = 0.01 AdamW run of seed 1 ends at perplexity ≥ V/2: its checkpoints leave the
-    Fig 7 rows, which name it; with every run of that λ collapsed there is no statistic."""
+def test_the_envelope_holds_row_is_per_seed_never_over_checkpoints(ledger):
+    _, _, rows, _ = ledger
+    r = rows["fig5_envelope_holds"]
+    assert "langevin" in r["measured_on"] and "Clopper" not in r["ci_method"]
+    assert r["ci_method"].startswith("t interval over") or "every seed gives" in r["note"]
+
+
+def test_a_run_that_does_not_beat_the_unigram_model_decides_nothing(ledger, tmp_path):
+    """The λ = 0.01 AdamW run of seed 1 ends above the unigram perplexity: its checkpoints leave the
+    Fig 7 rows, which name it with both numbers; with every run of that λ out there is no statistic."""
     import shutil
 
-    p, root, rows = ledger
+    p, root, rows, _ = ledger
     root2 = tmp_path / "results"
     shutil.copytree(root, root2)
-    _set_perplexity(root2, p, "adamw", 0.01, lambda psi, step, seed: 400.0 if seed == 1 else 100.0 + 0.05 * psi)
+    set_perplexity(root2, p, "adamw", 0.01, lambda psi, step, seed: 260.0 if seed == 1 else 100.0 + 0.05 * psi)
     got = {r["id"]: r for r in claim_rows(p, root2)}
     row = got["fig7_direction_adamw_lam0p01"]
-    assert row["collapsed_runs_left_out"] == 1 and "adamw λ = 0.01 seed 1 (final val ppl 400" in row["note"]
+    assert row["runs_left_out"] == 1 and "adamw λ = 0.01 seed 1 (final val ppl 260 ≥ unigram 250)" in row["note"]
     assert "seeds 0," in row["measured_on"] and "seeds 0, 1" not in row["measured_on"]
-    _set_perplexity(root2, p, "adamw", 0.01, lambda psi, step, seed: 300.0)
-    got = {r["id"]: r for r in claim_rows(p, root2)}
-    row = got["fig7_direction_adamw_lam0p01"]
-    assert row["estimate"] is None and row["verdict"] == "inconclusive" and row["collapsed_runs_left_out"] == 2
+    set_perplexity(root2, p, "adamw", 0.01, lambda psi, step, seed: 255.0)
+    row = {r["id"]: r for r in claim_rows(p, root2)}["fig7_direction_adamw_lam0p01"]
+    assert row["estimate"] is None and row["verdict"] == "inconclusive" and row["runs_left_out"] == 2
 
 
-def test_the_theory_arm_collapsing_is_a_finding_not_a_silence(ledger, tmp_path):
-    """fig5_langevin_learns is the one row about collapsed runs: the synthetic Langevin runs
-    learn (no refutation from 2 of 2, whose exact interval reaches below 0.95); every
-    Langevin run at perplexity ≥ V/2 refutes it, with η, β = 1/λ and the final perplexities."""
+def test_the_theory_arm_not_learning_is_a_finding_not_a_silence(ledger, tmp_path):
+    """fig5_langevin_learns is a finding (the paper's noise is Table I's N(0, 0.05²), not β = 1/λ):
+    the synthetic Langevin runs learn (2 of 2, whose exact interval reaches below 0.95); runs above
+    the unigram perplexity refute it, with η, β and the final perplexities."""
     import shutil
 
-    p, root, rows = ledger
-    r = rows["fig5_langevin_learns"]
+    p, root, _, found = ledger
+    r = found["fig5_langevin_learns"]
     assert r["verdict"] == "inconclusive" and float(r["estimate"]) == 1.0 and float(r["ci_low"]) < 0.95
     root2 = tmp_path / "results"
     shutil.copytree(root, root2)
-    _set_perplexity(root2, p, "langevin", 0.01, lambda psi, step, seed: 400.0)
+    set_perplexity(root2, p, "langevin", 0.01, lambda psi, step, seed: 300.0)
     row = {x["id"]: x for x in claim_rows(p, root2)}["fig5_langevin_learns"]
     assert row["verdict"] == "refuted" and row["estimate"] == 0.0 and row["ci_method"].startswith("Clopper")
-    assert "0 of 2 runs learned" in row["note"] and "final validation perplexity λ = 0.01 seed 0: 400" in row["note"]
-    assert "βλ = 1" in row["note"] and row["collapsed_runs_left_out"] == 0
+    assert "0 of 2 runs learned (unigram baseline 250" in row["note"] and "λ = 0.01 seed 0: 300" in row["note"]
+    assert "βλ = 1" in row["note"] and "N(0, 0.05²)" in row["note"] and row["table"] == FINDINGS
 
 
-def test_claims_report_writes_the_three_parts_between_the_readme_markers(ledger, tmp_path, capsys):
-    """`villani claims-report --write README.md`: the arithmetic, the refutations with the run's
-    scale, the untestable claims — numbers from the ledger; a file without markers is a one-line error."""
-    from ruamel.yaml import YAML
+def test_missing_baseline_is_a_one_line_error(ledger, tmp_path):
+    import shutil
 
-    from villani.cli import main
-    from villani.claims.report import END, START
-
-    p, root, rows = ledger
-    params = tmp_path / "params.yaml"
-    YAML().dump(p, params)
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{START}\nold text\n{END}\n\nafter\n")
-    assert main(["claims-report", "--params", str(params), "--results", str(root), "--write", str(readme)]) == 0
-    text = readme.read_text()
-    assert "old text" not in text and text.endswith(f"{END}\n\nafter\n")
-    for part in ("### Wrong at any scale", "### Contradicted at laptop scale", "### Not testable here"):
-        assert part in text
-    assert "`fig9_cv_sqrt_2d_over_M`" in text and "1.98e+03" in text  # √(2·1.25e8/64)
-    assert "d = 136,832 parameters" in text and "seeds 0, 1" in text and "paper λ = 0.01 ↔ our λ = 0.01" in text
-    assert "`fig10_single_gpu_1b`" in text.split("### Not testable here")[1]
-    refuted = [i for i, r in rows.items() if r["verdict"] == "refuted" and not r["note"].startswith("wrong at any")]
-    section = text.split("### Contradicted at laptop scale")[1].split("### Not testable here")[0]
-    assert refuted and all(f"`{i}`" in section for i in refuted)
-    readme.write_text("no markers\n")
-    assert main(["claims-report", "--params", str(params), "--results", str(root), "--write", str(readme)]) == 2
-    assert "no '<!-- claims-report:start -->'" in capsys.readouterr().err
+    p, root, _, _ = ledger
+    root2 = tmp_path / "results"
+    shutil.copytree(root, root2)
+    path = layout.fmt(layout.DATA_STATS, root2, dataset=p["data"]["name"])
+    stats = json.loads(path.read_text())
+    del stats["baselines"]
+    path.write_text(json.dumps(stats))
+    with pytest.raises(ValueError, match="baselines.unigram.val_ppl missing"):
+        claim_rows(p, root2)

@@ -165,10 +165,15 @@ def write_rays(root: Path, params: Mapping) -> None:
                 grad_F = grad_L + lam**2 * th
                 row = {"ray": ray, "kind": kind, "lam": lam, "point": k, "theta_sq": th,
                        "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)), "F": 6.3 + 0.5 * lam * th,
-                       "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0,
+                       "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0 * (1 + 0.1 * k),
                        "lam_d": lam * D, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F}
                 for s in s_values:
                     row[f"psi_s={float(s)}"] = -(trace_L + lam * D) + grad_F / s
+                # the same probes at every point: probe j's error grows with the point (its stderr)
+                probes = int(r["num_probes"])
+                z = np.linspace(-1.0, 1.0, probes) / np.std(np.linspace(-1.0, 1.0, probes), ddof=1)
+                row.update({f"trace_L_probe{j}": trace_L + 2.0 * np.sqrt(probes) * z[j] * (1 + 0.1 * k)
+                            for j in range(probes)})
                 rows.append(row)
     table = pd.DataFrame(rows)
     fits, summary = [], []
@@ -205,14 +210,18 @@ def write_surface(root: Path, params: Mapping, lam: float) -> None:
     g = np.linspace(-la["span"], la["span"], int(la["grid"]))
     theta_sq = 380.0
     rows = []
-    for a in g:
-        for b in g:
-            loss = 6.25 + 1.6 * (a - 0.8 * b) ** 2 + 0.05 * (a + b) ** 2 + 0.1 * math.sin(3 * a) * math.cos(2 * b)
-            rows.append({"a": a, "b": b, "loss": loss, "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b)})
+    for k in range(int(la.get("slices", 1))):  # each slice its own tilt of the valley
+        for a in g:
+            for b in g:
+                loss = (6.25 + 1.6 * (a - (0.8 - 0.1 * k) * b) ** 2 + 0.05 * (a + b) ** 2
+                        + 0.1 * math.sin(3 * a) * math.cos(2 * b))
+                rows.append({"slice": k, "a": a, "b": b, "loss": loss,
+                             "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b)})
     d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
     d.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(d / "surface.csv", index=False)
     table = pd.DataFrame(rows)
+    table = table[table["slice"] == 0].reset_index(drop=True)
     imin = int(table["F"].idxmin())
     _write_json(d / "surface.json", {"lam": lam, "center": {"kind": la["center"], "variant": "adamw", "lam": lam,
                                                             "seed": 0, "step": 0},

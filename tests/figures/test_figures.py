@@ -82,7 +82,8 @@ def test_fig3_csv_holds_the_surfaces(rendered):
     p, root, _ = rendered
     df = _csv(root, "fig3_landscape")
     assert sorted(df["lam"].unique()) == sorted(float(x) for x in p["landscape"]["lambdas"])
-    assert len(df) == len(p["landscape"]["lambdas"]) * p["landscape"]["grid"] ** 2
+    assert len(df) == len(p["landscape"]["lambdas"]) * p["landscape"]["slices"] * p["landscape"]["grid"] ** 2
+    assert sorted(df["slice"].unique()) == list(range(p["landscape"]["slices"]))
 
 
 def test_fig4_csv_holds_the_eigenvalues(rendered):

@@ -59,15 +59,23 @@ def _hf_F(model, blocks, lam):
 
 @pytest.mark.parametrize("lam", [0.0, 0.01])
 def test_surface_centre_equals_F_at_theta0(micro, lam):
+    """The trained run of λ at its last checkpoint (params.yaml's ``center: final``), every slice
+    through θ₀; slice 0 is what one slice drew, the next slice new directions."""
     p, root = micro
+    p = {**p, "landscape": {**p["landscape"], "slices": 2, "center": "final"}}
     out = run_landscape(p, lam, root, "cpu")
     table = pd.read_csv(f"{out}/surface.csv")
     info = json.loads(open(f"{out}/surface.json").read())
-    g = p["landscape"]["grid"]
-    assert len(table) == g * g and list(table.columns) == ["a", "b", "loss", "F", "theta_sq"]
+    g, last = p["landscape"]["grid"], p["train"]["steps"]
+    assert len(table) == 2 * g * g and list(table.columns) == ["slice", "a", "b", "loss", "F", "theta_sq"]
+    assert info["slices"] == 2 and len(info["per_slice"]) == 2
+    assert info["argmin"] == info["per_slice"][0]["argmin"] and info["per_slice"][0] != info["per_slice"][1]
+    first = run_landscape({**p, "landscape": {**p["landscape"], "slices": 1}}, lam, root, "cpu")
+    pd.testing.assert_frame_equal(pd.read_csv(f"{first}/surface.csv"), table[table["slice"] == 0])
+    table = table[table["slice"] == 1]
     np.testing.assert_allclose(sorted(table["a"].unique()), np.linspace(-0.5, 0.5, g))
-    assert info["center"]["step"] == 0 and info["center"]["lam"] == lam and info["lam"] == lam
-    model = load_micro_model(p, root, lam, 0)
+    assert info["center"]["step"] == last and info["center"]["lam"] == lam and info["lam"] == lam
+    model = load_micro_model(p, root, lam, last)
     train = load_blocks(layout.fmt(layout.SPLIT, root, dataset="micro", split="train"))
     blocks = train[torch.from_numpy(set_ids(p, train.shape[0]))]
     want = _hf_F(model, blocks, lam)
@@ -75,7 +83,7 @@ def test_surface_centre_equals_F_at_theta0(micro, lam):
     assert len(centre) == 1
     assert float(centre["F"].iloc[0]) == pytest.approx(want, rel=1e-5)
     assert info["F_center"] == pytest.approx(want, rel=1e-5)
-    assert info["F_min"] == pytest.approx(table["F"].min()) and info["F_min"] <= info["F_center"]
+    assert info["per_slice"][1]["F_min"] == pytest.approx(table["F"].min()) and table["F"].min() <= info["F_center"]
     assert info["directions"]["norms"][0] > 0 and abs(info["directions"]["cosine"]) < 0.5
     np.testing.assert_allclose(table["F"], table["loss"] + 0.5 * lam * table["theta_sq"], rtol=1e-12)
 
@@ -94,3 +102,27 @@ def test_surface_does_not_move_the_weights(micro):
         assert torch.equal(q, before[n])
     pd.testing.assert_frame_equal(t, t2)  # evaluating twice gives identical values: nothing drifts
     assert t["loss"].nunique() > 1
+
+
+def _table(f, n=11):
+    ax = np.linspace(-1, 1, n)
+    return pd.DataFrame([(a, b, f(a, b)) for a in ax for b in ax], columns=["a", "b", "F"])
+
+
+def test_slice_shape_of_a_bowl_a_valley_two_minima_and_an_edge_minimum():
+    from villani.measure.landscape_shape import local_minima, quadratic_isotropy, radial_slope, unique_minimum
+
+    bowl = _table(lambda a, b: 2 * a * a + 2 * b * b + 0.5 * a * b)
+    valley = _table(lambda a, b: 4 * (a - b) ** 2 + 0.01 * (a + b) ** 2)
+    two = _table(lambda a, b: (a * a - 0.36) ** 2 + b * b)  # minima at a = ±0.6
+    edge = _table(lambda a, b: (a - 1.5) ** 2 + b * b)  # the minimum lies beyond the grid
+    saddle = _table(lambda a, b: a * a - b * b)
+    # bowl: Hessian [[4, .5], [.5, 4]] → μ 3.5, 4.5
+    assert quadratic_isotropy(bowl) == pytest.approx(3.5 / 4.5) and unique_minimum(bowl)
+    assert quadratic_isotropy(valley) == pytest.approx(0.02 / 8.0, rel=1e-6)
+    assert len(local_minima(two.pivot_table(index="a", columns="b", values="F").to_numpy())) == 2
+    assert not unique_minimum(two) and not unique_minimum(edge) and quadratic_isotropy(saddle) is None
+    assert not unique_minimum(saddle)
+    # radial slopes (10th percentile, outer half): the bowl rises everywhere, the valley floor
+    # hardly (0.04), the saddle falls along b
+    assert radial_slope(bowl) > 1.0 > 0.1 > radial_slope(valley) > 0.0 > radial_slope(saddle)

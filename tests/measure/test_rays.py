@@ -59,6 +59,10 @@ def test_every_lambda_from_the_same_L_quantities(rays):
     cols = {"ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
             "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq", "psi_s=1.0", "psi_s=2.0"}
     assert cols <= set(table.columns)
+    probes = [f"trace_L_probe{j}" for j in range(p["rays"]["num_probes"])]
+    np.testing.assert_allclose(table[probes].mean(axis=1), table["trace_L"], rtol=1e-9)
+    np.testing.assert_allclose(table[probes].std(axis=1, ddof=1) / np.sqrt(len(probes)), table["trace_L_stderr"],
+                               rtol=1e-6)
     assert set(table["lam"]) == {0.0, 0.01, 10.0}
     assert len(table) == (p["rays"]["count"] + 1) * p["rays"]["points"] * 3
     for _, g in table.groupby(["ray", "point"]):

@@ -1,8 +1,11 @@
 r"""The results a ledger reads, loaded once, and the helpers every claim module shares.
 
 - measurements of every variant, each checkpoint marked ``collapsed`` (:mod:`villani.collapse`)
-  and each run by its last checkpoint (``run_collapsed``); :meth:`Context.learned` drops the
-  checkpoints of collapsed runs and names them — no claim is decided on a collapsed run;
+  and each run by its last checkpoint: ``run_collapsed`` (perplexity ≥ V/2) and ``run_learned``
+  — its final validation perplexity is below the corpus's unigram model's
+  (:func:`villani.collapse.beats_baseline`, ``stats.json`` ``baselines.unigram``);
+  :meth:`Context.learned` drops the checkpoints of every run that did not learn and names them
+  with both perplexities — no claim is decided on a run that does not beat the unigram model;
 - the bounds rows, rays and landscapes;
 - the paper-λ match (:func:`villani.plan.paper_lambda.match`) a claim is tested at;
 - per-seed statistics: :meth:`Context.per_seed` computes a statistic on each seed's rows
@@ -17,18 +20,50 @@ import numpy as np
 import pandas as pd
 
 from villani.claims.registry import Measured
-from villani.collapse import RULE, is_collapsed
+from villani.collapse import BASELINE_RULE, baseline_ppl, beats_baseline, is_collapsed
 from villani.io.results import bounds_frame, data_stats, measurements, rays_table, vocabulary
 from villani.plan.paper_lambda import LambdaMatch, match
 from villani.psi import psi_column
-from villani.stats import Interval, seed_interval
+from villani.stats import Interval, exact_value, seed_interval
 
-__all__ = ["Context", "none", "run_codes"]
+__all__ = ["Context", "Where", "none", "run_codes", "after_start", "arithmetic", "ANY_SCALE"]
+
+#: Where an arithmetic row is "measured": the paper's own numbers.
+ANY_SCALE = "the paper's own numbers (any scale)"
+
+
+class Where(str):
+    """A row's ``measured_on`` text that also carries the runs it used (``variant``, ``lams``):
+    the power plan (:mod:`villani.claims.power`) reads the treatment between their λ extremes."""
+
+    variant: str = ""
+    lams: tuple[float, ...] = ()
+
+    def __new__(cls, text: str, variant: str = "", lams=()):
+        w = super().__new__(cls, text)
+        w.variant, w.lams = variant, tuple(sorted({float(x) for x in lams if x is not None}))
+        return w
+
+    def __add__(self, other: str) -> "Where":
+        return Where(str(self) + other, self.variant, self.lams)
+
+
+def after_start(df: pd.DataFrame) -> pd.DataFrame:
+    """The checkpoints after each run's first: a correlation over checkpoints leaves out step 0,
+    where every run is its initialisation (perplexity ≈ V, the same θ at every λ)."""
+    first = df.groupby(["variant", "lam", "seed"])["step"].transform("min")
+    return df[df["step"] > first].reset_index(drop=True)
 
 
 def run_codes(df: pd.DataFrame) -> np.ndarray:
     """One integer per run (variant, λ, seed) of the rows."""
     return pd.factorize(df["variant"].astype(str) + "/" + df["lam"].astype(str) + "/" + df["seed"].astype(str))[0]
+
+
+def arithmetic(value: float, how: str, note: str) -> Measured:
+    """A number computed from the paper's inputs (:mod:`villani.claims.paper`): the point interval
+    [v, v] (:func:`villani.stats.exact_value`) with ``how`` it was computed, and the row's note."""
+    return Measured(exact_value(float(value), "arithmetic on the paper's numbers: " + how), ANY_SCALE, note)
 
 
 def none(reason: str, where: str, *, match_: LambdaMatch | None = None, testable: bool = True,
@@ -49,6 +84,7 @@ class Context:
         self._m: pd.DataFrame | None = None
         self._b: pd.DataFrame | None = None
         self._vocab: int | None = None
+        self._baseline: float | None = None
 
     @property
     def vocab(self) -> int:
@@ -57,13 +93,22 @@ class Context:
         return self._vocab
 
     @property
+    def baseline(self) -> float:
+        """The corpus's unigram validation perplexity (one-line error when stats.json lacks it)."""
+        if self._baseline is None:
+            self._baseline = baseline_ppl(data_stats(self.params, self.root))
+        return self._baseline
+
+    @property
     def m(self) -> pd.DataFrame:
-        """Every measured checkpoint of every variant, with ``collapsed`` and ``run_collapsed``."""
+        """Every measured checkpoint of every variant, with ``collapsed``, ``run_collapsed`` and ``run_learned``."""
         if self._m is None:
             m = measurements(self.params, self.root, variants=None)
             m["collapsed"] = [bool(is_collapsed(p, lo, self.vocab)) for p, lo in zip(m["val_ppl"], m["val_loss"])]
-            last = m.sort_values("step").groupby(["variant", "lam", "seed"])["collapsed"].transform("last")
-            m["run_collapsed"] = last.reindex(m.index).astype(bool)
+            runs = m.sort_values("step").groupby(["variant", "lam", "seed"])
+            m["run_collapsed"] = runs["collapsed"].transform("last").reindex(m.index).astype(bool)
+            final = runs["val_ppl"].transform("last").reindex(m.index)
+            m["run_learned"] = [beats_baseline(p, self.baseline) for p in final]
             self._m = m
         return self._m
 
@@ -83,11 +128,13 @@ class Context:
         return match(self.params, name, variant)
 
     def learned(self, df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
-        """(rows of runs that did not collapse, the collapsed runs with their final perplexity)."""
+        """(rows of runs that beat the unigram baseline, the runs left out with their final
+        perplexity and the baseline's)."""
         m = self.m
         key = ["variant", "lam", "seed"]
-        bad = m[m["run_collapsed"]].sort_values("step").groupby(key).tail(1)
-        names = tuple(f"{r.variant} λ = {r.lam:g} seed {r.seed} (final val ppl {r.val_ppl:.4g}, V = {self.vocab})"
+        bad = m[~m["run_learned"]].sort_values("step").groupby(key).tail(1)
+        names = tuple(f"{r.variant} λ = {r.lam:g} seed {r.seed} (final val ppl {r.val_ppl:.4g} ≥ unigram "
+                      f"{self.baseline:.4g})"
                       for r in bad.itertuples() if ((df["variant"] == r.variant) & (df["lam"] == r.lam)
                                                    & (df["seed"] == r.seed)).any())
         if not len(bad):
@@ -101,12 +148,14 @@ class Context:
         m = self.m[(self.m["variant"] == variant) & self.m["lam"].isin(lams)].reset_index(drop=True)
         return self.learned(m)
 
-    def where(self, variant: str, lams, df: pd.DataFrame | None = None, extra: str = "") -> str:
+    def where(self, variant: str, lams, df: pd.DataFrame | None = None, extra: str = "") -> Where:
         """``dataset, variant, λ = …, seeds …, n checkpoints`` for a row's ``measured_on``."""
-        lam_text = ", ".join(f"{float(x):g}" for x in lams if x is not None) or "none"
+        lams = [float(x) for x in lams if x is not None]
+        lam_text = ", ".join(f"{x:g}" for x in lams) or "none"
         seeds = sorted({int(x) for x in df["seed"]}) if df is not None and len(df) else self.params["train"]["seeds"]
         rows = f", {len(df)} checkpoints" if df is not None else ""
-        return f"{self.dataset}, {variant}, λ = {lam_text}, seeds {', '.join(map(str, seeds))}{rows}{extra}"
+        return Where(f"{self.dataset}, {variant}, λ = {lam_text}, seeds {', '.join(map(str, seeds))}{rows}{extra}",
+                     variant, lams)
 
     def per_seed(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None]) -> tuple[Interval, dict]:
         """``stat`` on each seed's rows (all its runs) and the t interval over seeds."""
@@ -115,18 +164,17 @@ class Context:
         return seed_interval(list(got.values()), self.confidence), got
 
     def seed_measured(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None], where: str, *,
-                      match: LambdaMatch | None, excluded: tuple[str, ...], why: str | None = None) -> Measured:
+                      match: LambdaMatch | None, excluded: tuple[str, ...]) -> Measured:
         """:meth:`per_seed` as a claim's result: the t interval over seeds, the per-seed values
-        and the collapsed runs left out in its note; not testable at this scale when ``why``
-        says why (the reason leads the note)."""
+        and the runs left out in its note (a claim this scale cannot decide goes through
+        :func:`villani.claims.price.needs_scale`, which keeps the statistic)."""
         iv, vals = self.per_seed(df, stat)
-        return Measured(iv, where, join(why or "", per_seed_text(vals), collapsed_note(excluded)), match=match,
-                        excluded=excluded, testable=why is None)
+        return Measured(iv, where, join(per_seed_text(vals), left_out_note(excluded)), match=match, excluded=excluded)
 
 
-def collapsed_note(excluded: tuple[str, ...]) -> str:
-    """The note's sentence about the runs left out."""
-    return f"collapsed runs left out ({RULE}): " + "; ".join(excluded) if excluded else ""
+def left_out_note(excluded: tuple[str, ...]) -> str:
+    """The note's sentence about the runs left out (they do not beat the unigram baseline)."""
+    return f"runs that did not learn left out (learned: {BASELINE_RULE}): " + "; ".join(excluded) if excluded else ""
 
 
 def join(*parts: str) -> str:

@@ -1,16 +1,19 @@
 r"""``villani claims``: one row per quantitative claim of the paper, with our statistic, its
-confidence interval and a verdict — ``results/claims/{dataset}.csv`` (the text) and
-``results/claims/{dataset}.json`` (the same rows with every number, the λ match and the
-intervals' methods).
+confidence interval, a verdict, its class and — for the measured ones — a power plan and the
+family-wise verdict: ``results/claims/{dataset}.csv`` (the paper's claims),
+``results/claims/{dataset}_findings.csv`` (our findings, never counted as the paper's) and
+``results/claims/{dataset}.json`` (both tables with every number, the counts by class ×
+verdict, the multiplicity summary and the treatment the runs applied).
 
 The claims are declared next to their computations, one module per figure or table
-(:mod:`villani.claims.registry`: :func:`~villani.claims.registry.claims`). The verdict is
-:func:`villani.claims.verdict.verdict` of the interval and the claim's region — per unit
-where a claim is tested on independent units (Fig 2's rays) — or ``untestable`` where
-this scale cannot decide the claim (the note says what would). No claim is decided on a
-collapsed run (:mod:`villani.collapse`): their checkpoints are left out and the row names
-them. Each row records the paper's λ it is about and ours, with both λ·η·T
-(:mod:`villani.plan.paper_lambda`).
+(:mod:`villani.claims.registry`). The verdict is :func:`villani.claims.verdict.verdict` of the
+interval and the claim's region — per unit where a claim is tested on independent units
+(Fig 2's rays) — or ``untestable`` where this scale cannot decide the claim. Each row's class
+is *arithmetic*, *measured here* or *needs scale* (:func:`~villani.claims.registry.row_class`);
+a measured row carries its power plan (:mod:`villani.claims.power`) and its Holm verdict over
+the measured rows of its table (:mod:`villani.claims.multiplicity`). No claim is decided on a
+collapsed run (:mod:`villani.collapse`). Each row records the paper's λ it is about and ours,
+with both λ·η·T (:mod:`villani.plan.paper_lambda`).
 """
 
 from __future__ import annotations
@@ -20,17 +23,22 @@ import io
 import math
 from typing import Any, Mapping
 
+from villani.claims import power
 from villani.claims.context import Context
-from villani.claims.registry import Claim, Measured, claims
+from villani.claims.multiplicity import decision_p, family
+from villani.claims.registry import CLASSES, FINDINGS, MEASURED, PAPER, Claim, Measured, claims, row_class
 from villani.claims.verdict import CODES, INCONCLUSIVE, UNTESTABLE, unit_verdict, verdict
 from villani.io import atomic
 from villani.plan import layout
+from villani.plan.paper_lambda import PAPER_LAMBDAS
 
-__all__ = ["COLUMNS", "claim_row", "claim_rows", "write_claims"]
+__all__ = ["COLUMNS", "claim_row", "claim_rows", "ledger", "write_claims"]
 
-COLUMNS = ("id", "source", "paper_statement", "paper_value", "statistic", "claimed_region", "estimate", "ci_low",
-           "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
-           "our_budget", "collapsed_runs_left_out", "verdict", "note")
+COLUMNS = ("id", "class", "source", "paper_statement", "paper_value", "statistic", "claimed_region", "estimate",
+           "ci_low", "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
+           "our_budget", "runs_left_out", "verdict", "p_value", "p_holm", "verdict_holm",
+           "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "seeds_to_decide", "seeds_80pct",
+           "decided_by", "price_gpu_h", "note")
 
 
 def _verdict(c: Claim, got: Measured) -> str:
@@ -41,29 +49,98 @@ def _verdict(c: Claim, got: Measured) -> str:
     return INCONCLUSIVE if got.interval is None else verdict(got.interval, c.region)
 
 
-def claim_row(c: Claim, got: Measured) -> dict[str, Any]:
+def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
+    """The power columns of a measured row (empty for the other classes)."""
+    out = {"p_value": None, "treatment_theta_sq": None, "treatment_val_ppl": None, "seed_sd_val_ppl": None,
+           "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": ""}
+    if row_class(c, got) != MEASURED:
+        return out
+    out["p_value"] = got.p_value if got.p_value is not None else decision_p(got.interval, c.region, got.units)
+    lams = getattr(got.measured_on, "lams", ())
+    tr = power.treatment(ctx.m, getattr(got.measured_on, "variant", ""), lams) if lams else {}
+    out.update({"treatment_theta_sq": tr.get("delta_theta_sq_rel"), "treatment_val_ppl": tr.get("delta_val_ppl"),
+                "seed_sd_val_ppl": tr.get("seed_sd_val_ppl")})
+    pl = power.plan(got.interval, c.region) if not got.units else {
+        "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": "",
+        "power_note": "per-unit verdicts (each ray's interval is over its probes, not over seeds)"}
+    out.update({"seed_sd": pl["seed_sd"], "seeds_to_decide": pl["seeds_to_decide"] or f"n/a: {pl['power_note']}",
+                "seeds_80pct": pl["seeds_80pct"]})
+    return out
+
+
+def claim_row(c: Claim, got: Measured, ctx: Context | None = None) -> dict[str, Any]:
     """The row (:data:`COLUMNS`) of one claim and what its computation returned."""
     iv, mt = got.interval, got.match
     note = got.note
     if iv is not None and (iv.low is None or iv.high is None) and got.testable:
         note = (note + "; " if note else "") + "no interval: " + iv.method.rsplit("— no interval: ", 1)[-1]
-    return {
-        "id": c.id, "source": c.source, "paper_statement": c.statement, "paper_value": c.paper_value,
-        "statistic": c.statistic, "claimed_region": c.region.text,
+    row = {
+        "id": c.id, "class": row_class(c, got), "table": c.table, "source": c.source, "paper_statement": c.statement,
+        "paper_value": c.paper_value, "statistic": c.statistic, "claimed_region": c.region.text,
         "estimate": None if iv is None else iv.estimate, "ci_low": None if iv is None else iv.low,
         "ci_high": None if iv is None else iv.high, "confidence": None if iv is None else iv.confidence,
-        "ci_method": "" if iv is None else iv.method, "measured_on": got.measured_on,
+        "ci_method": "" if iv is None else iv.method, "measured_on": str(got.measured_on),
         "paper_lambda": None if mt is None else mt.paper, "our_lambda": None if mt is None else mt.ours,
         "paper_budget": None if mt is None else mt.paper_budget, "our_budget": None if mt is None else mt.our_budget,
-        "collapsed_runs_left_out": len(got.excluded), "verdict": _verdict(c, got),
+        "runs_left_out": len(got.excluded), "verdict": _verdict(c, got),
+        "decided_by": got.decides, "price_gpu_h": got.price_gpu_h,
         "note": note if mt is None or mt.ours is not None else (note or mt.text()),
     }
+    row.update(_power(ctx, c, got) if ctx is not None else {"p_value": None})
+    return row
+
+
+def _rows(ctx: Context) -> tuple[list[dict], dict]:
+    rows = [claim_row(c, c.compute(ctx), ctx) for c in claims(ctx.params)]
+    alpha = 1.0 - ctx.confidence
+    fams = {table: family([r for r in rows if r["table"] == table], alpha) for table in (PAPER, FINDINGS)}
+    return rows, fams
 
 
 def claim_rows(params: Mapping, root=layout.RESULTS) -> list[dict[str, Any]]:
-    """Every claim's row, in the order of the paper."""
+    """Every row — the paper's claims, then our findings — in the order of the paper, with the
+    Holm verdicts set per table."""
+    return _rows(Context(params, root))[0]
+
+
+def counts(rows: list[dict]) -> dict:
+    """Rows by verdict, and by class × verdict."""
+    return {"verdicts": {v: sum(r["verdict"] == v for r in rows) for v in CODES},
+            "by_class": {k: {v: sum(r["class"] == k and r["verdict"] == v for r in rows) for v in CODES}
+                         for k in CLASSES}}
+
+
+def ledger(params: Mapping, root=layout.RESULTS) -> dict:
+    """The JSON document: the paper's claims and our findings (each with its counts and Holm
+    summary) and the treatment the AdamW runs applied between the smallest and largest λ."""
     ctx = Context(params, root)
-    return [claim_row(c, c.compute(ctx)) for c in claims(params)]
+    rows, fams = _rows(ctx)
+    paper = [r for r in rows if r["table"] == PAPER]
+    found = [r for r in rows if r["table"] == FINDINGS]
+    lams = [float(x) for x in params["train"]["lambdas"]]
+    return {"dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts(paper)["verdicts"],
+            "counts_by_class": counts(paper)["by_class"], "multiplicity": fams[PAPER], "claims": paper,
+            "findings": {"counts": counts(found)["verdicts"], "multiplicity": fams[FINDINGS], "rows": found},
+            "treatment": dict(power.treatment(ctx.m, "adamw", lams)) if len(lams) > 1 else {}, "scale": scale(ctx)}
+
+
+def scale(ctx: Context) -> dict:
+    """What the run is (the report's scale line): d, tokens per run, steps, seeds, vocabulary,
+    the λ match, the update rules' decay budgets and the runs that decide nothing."""
+    m = ctx.m[ctx.m["variant"] == "adamw"]
+    last = m[m["step"] == m["step"].max()]
+    t = ctx.params["train"]
+    budgets = [float(lam) * float(t["lr"]) * int(t["steps"]) for lam in t["lambdas"]]
+    last = ctx.m.sort_values("step").groupby(["variant", "lam", "seed"]).tail(1)
+    collapsed = sorted(f"{r.variant} λ = {r.lam:g} seed {int(r.seed)} (val ppl {r.val_ppl:.4g})"
+                       for r in last[~last["run_learned"]].itertuples())
+    return {"d": int(m["d"].iloc[0]) if len(m) else None,
+            "tokens_per_run": int(last["tokens_seen"].max()) if len(last) else None,
+            "steps": int(t["steps"]), "seeds": [int(x) for x in t["seeds"]], "vocab": ctx.vocab,
+            "unigram_val_ppl": ctx.baseline,
+            "lambdas": [float(x) for x in t["lambdas"]], "largest_budget": max(budgets),
+            "lambda_match": "; ".join(mt.text() for mt in (ctx.match(n) for n in PAPER_LAMBDAS)),
+            "runs_deciding_nothing": collapsed}
 
 
 def _cell(x) -> str:
@@ -74,19 +151,25 @@ def _cell(x) -> str:
     return str(x)
 
 
-def write_claims(params: Mapping, root=layout.RESULTS) -> str:
-    """Write ``claims/{dataset}.csv`` and ``claims/{dataset}.json``; return a one-line summary."""
-    rows = claim_rows(params, root)
-    csv_path = layout.fmt(layout.CLAIMS_CSV, root, dataset=params["data"]["name"])
-    json_path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
+def _csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: _cell(r[k]) for k in COLUMNS})
-    atomic.write_text(csv_path, buf.getvalue())
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in CODES}
-    atomic.write_json(json_path, {
-        "dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts, "claims": rows})
-    return (f"{csv_path}: {len(rows)} claims — "
-            + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        w.writerow({k: _cell(r.get(k)) for k in COLUMNS})
+    return buf.getvalue()
+
+
+def write_claims(params: Mapping, root=layout.RESULTS) -> str:
+    """Write the claims CSV, the findings CSV and the JSON; return a one-line summary."""
+    doc = ledger(params, root)
+    ds = params["data"]["name"]
+    csv_path = layout.fmt(layout.CLAIMS_CSV, root, dataset=ds)
+    atomic.write_text(csv_path, _csv(doc["claims"]))
+    atomic.write_text(layout.fmt(layout.CLAIMS_FINDINGS_CSV, root, dataset=ds), _csv(doc["findings"]["rows"]))
+    atomic.write_json(layout.fmt(layout.CLAIMS_JSON, root, dataset=ds), doc)
+    by_class = "; ".join(f"{k}: " + ", ".join(f"{v} {n}" for v, n in c.items() if n)
+                         for k, c in doc["counts_by_class"].items())
+    return (f"{csv_path}: {len(doc['claims'])} claims of the paper ({by_class}); "
+            f"{len(doc['findings']['rows'])} findings; Holm keeps {doc['multiplicity']['survive']} of "
+            f"{doc['multiplicity']['decided']} measured decisions")

@@ -12,6 +12,18 @@ A claim's computation takes a :class:`~villani.claims.context.Context` and retur
 why), where it was measured, the paper-λ match it used, and optionally one interval per
 independent *unit* (a ray): then the verdict is per unit (:func:`villani.claims.verdict.unit_verdict`).
 ``testable=False`` marks a claim that this scale cannot decide (the note says what would).
+
+**Class.** A claim declares its *basis*: :data:`ARITHMETIC` (decided from the paper's own
+numbers, definitions and equations — :mod:`villani.claims.paper` — at any scale, before any
+run) or :data:`MEASURED` (a statement about our runs). The row's class (:func:`row_class`)
+follows from the basis and the computation's ``testable``: *arithmetic*, *measured here*,
+or *needs scale* (a measured claim this scale cannot decide; ``Measured.decides`` says
+what would, ``Measured.price_gpu_h`` its price in GPU-hours, :mod:`villani.claims.price`).
+
+**Table.** A row that is not a claim of the paper but a finding of ours (the theory's own
+update rule at β = 1/λ, Theorem 2 on our runs, Fig 7's direction under update rules the
+paper did not run) is declared with ``table=FINDINGS``: it goes to the findings table
+(its own CSV and report section) and is never counted as the paper's.
 """
 
 from __future__ import annotations
@@ -25,10 +37,16 @@ from villani.plan.paper_lambda import LambdaMatch
 from villani.stats import Interval
 
 __all__ = ["Measured", "Claim", "claim", "claim_family", "claims", "catalogue", "catalogue_markdown", "write_catalogue",
-           "MODULES"]
+           "MODULES", "ARITHMETIC", "MEASURED", "NEEDS_SCALE", "CLASSES", "PAPER", "FINDINGS", "row_class"]
 
 #: The claim modules, in the order of the paper (their import registers their claims).
-MODULES = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "trace", "scale")
+MODULES = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "trace", "table3", "trace_numbers", "scale")
+
+#: A claim's basis, and the row classes (the ``class`` column).
+ARITHMETIC, MEASURED, NEEDS_SCALE = "arithmetic", "measured here", "needs scale"
+CLASSES = (ARITHMETIC, MEASURED, NEEDS_SCALE)
+#: Which table a row belongs to: the paper's claims, or our findings.
+PAPER, FINDINGS = "paper", "findings"
 
 
 @dataclass(frozen=True)
@@ -42,11 +60,14 @@ class Measured:
     units: tuple[tuple[str, Interval], ...] = ()
     testable: bool = True
     excluded: tuple[str, ...] = ()
+    decides: str = ""
+    price_gpu_h: float | None = None
+    p_value: float | None = None
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A quantitative claim of the paper and how it is tested."""
+    """A quantitative claim of the paper (or, ``table=FINDINGS``, a finding of ours) and how it is tested."""
 
     id: str
     source: str
@@ -56,27 +77,44 @@ class Claim:
     region: Region
     compute: Callable[[Any], Measured]
     module: str = ""
+    basis: str = MEASURED
+    table: str = PAPER
+
+
+def row_class(c: Claim, got: Measured) -> str:
+    """*arithmetic* for an arithmetic basis; else *measured here*, or *needs scale* when this
+    scale cannot decide the claim (``got.testable`` False)."""
+    if c.basis == ARITHMETIC:
+        return ARITHMETIC
+    return MEASURED if got.testable else NEEDS_SCALE
 
 
 _STATIC: list[Claim] = []
 _FAMILIES: list[tuple[dict, Callable[[Mapping], list[Claim]]]] = []
 
 
-def claim(id: str, source: str, statement: str, paper_value: str, statistic: str, region: Region):
+def claim(id: str, source: str, statement: str, paper_value: str, statistic: str, region: Region, *,
+          basis: str = MEASURED, table: str = PAPER):
     """Register the decorated function ``f(ctx) -> Measured`` as the computation of one claim."""
+    if basis not in (ARITHMETIC, MEASURED) or table not in (PAPER, FINDINGS):
+        raise ValueError(f"claim {id!r}: basis {basis!r} / table {table!r} (allowed: {ARITHMETIC!r} or "
+                         f"{MEASURED!r}; {PAPER!r} or {FINDINGS!r})")
+
     def register(fn):
         if any(c.id == id for c in _STATIC):
             raise ValueError(f"claim id {id!r} declared twice")
-        _STATIC.append(Claim(id, source, statement, paper_value, statistic, region, fn, fn.__module__))
+        _STATIC.append(Claim(id, source, statement, paper_value, statistic, region, fn, fn.__module__, basis, table))
         return fn
     return register
 
 
-def claim_family(id_pattern: str, source: str, statement: str, paper_value: str, statistic: str, region: Region):
+def claim_family(id_pattern: str, source: str, statement: str, paper_value: str, statistic: str, region: Region, *,
+                 table: str = PAPER):
     """Register ``f(params) -> list[Claim]`` (one claim per λ, update rule…); ``id_pattern`` documents its ids."""
     def register(fn):
         _FAMILIES.append(({"id": id_pattern, "source": source, "statement": statement, "paper_value": paper_value,
-                           "statistic": statistic, "region": region.text, "module": fn.__module__}, fn))
+                           "statistic": statistic, "region": region.text, "module": fn.__module__,
+                           "basis": MEASURED, "table": table}, fn))
         return fn
     return register
 
@@ -108,7 +146,8 @@ def catalogue() -> list[dict]:
     region, module): ``docs/claims.md``'s list and the tests' id list."""
     _load()
     rows = [{"id": c.id, "source": c.source, "statement": c.statement, "paper_value": c.paper_value,
-             "statistic": c.statistic, "region": c.region.text, "module": c.module} for c in _STATIC]
+             "statistic": c.statistic, "region": c.region.text, "module": c.module, "basis": c.basis,
+             "table": c.table} for c in _STATIC]
     rows += [meta for meta, _ in _FAMILIES]
     return sorted(rows, key=lambda r: _order(r["module"]))
 
@@ -121,10 +160,15 @@ def catalogue_markdown() -> str:
     def cell(x: str) -> str:
         return x.replace("|", "\\|")
 
-    lines = ["| id | paper | statistic | region (claimed) | module |", "|---|---|---|---|---|"]
-    lines += [f"| `{r['id']}` | {cell(r['source'])}: {cell(r['statement'])} | {cell(r['statistic'])} | "
-              f"{cell(r['region'])} | `{r['module'].rsplit('.', 1)[-1]}` |" for r in catalogue()]
-    return "\n".join(lines) + "\n"
+    lines = []
+    for table, head in ((PAPER, "The paper's claims"), (FINDINGS, "Our findings (never counted as the paper's)")):
+        lines += [f"**{head}**", "", "| id | basis | paper | statistic | region (claimed) | module |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| `{r['id']}` | {r['basis']} | {cell(r['source'])}: {cell(r['statement'])} | "
+                  f"{cell(r['statistic'])} | {cell(r['region'])} | `{r['module'].rsplit('.', 1)[-1]}` |"
+                  for r in catalogue() if r["table"] == table]
+        lines += [""]
+    return "\n".join(lines[:-1]) + "\n"
 
 
 def write_catalogue(path) -> None:

@@ -40,13 +40,14 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from villani.measure.cost_model import H200_HVP_S_PER_TOKEN, H200_TRAIN_S_PER_TOKEN
 from villani.plan.budget import checkpoint_budget
 from villani.plan.schedule import checkpoint_steps, job_steps, segment_start
 
 GiB, MiB = 2**30, 2**20
-TRAIN_S_PER_TOKEN = 1 / 8_609  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
+TRAIN_S_PER_TOKEN = H200_TRAIN_S_PER_TOKEN  # ≈ 1.16e-4 s per training token (H200 measured, launch-bound: A100 alike)
 H200_OVER_A100_FP32 = 67.0 / 19.5  # fp32 peak TFLOP/s, H200 SXM over A100
-HVP_S_PER_TOKEN = 3.40 * H200_OVER_A100_FP32 / 32_704  # ≈ 3.57e-4 s per token of one product on an A100
+HVP_S_PER_TOKEN = H200_HVP_S_PER_TOKEN * H200_OVER_A100_FP32  # ≈ 3.57e-4 s per token of one product on an A100
 TRAIN_RSS_BYTES = 5.20 * GiB  # at 512 tokens per step
 MEASURE_RSS_BYTES = 17.12 * GiB  # at 511 tokens per product
 GRAPH_BYTES_PER_TOKEN = 3.95 * MiB

@@ -239,7 +239,7 @@ def metrics_output(params: Mapping) -> str:
 
 
 def claims_outputs(params: Mapping) -> list[str]:
-    """The claims ledger of the params' dataset (``villani claims``)."""
+    """The claims ledger of the params' dataset (``villani claims``): CSV, JSON, findings CSV."""
     return _dataset_files(params, stage("claims").outputs)
 
 

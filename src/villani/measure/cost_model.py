@@ -50,7 +50,8 @@ __all__ = [
     "HVP_TOKEN_COST", "GRAPH_TOKEN_COST", "GRADIENT_TOKEN_COST", "FORWARD_TOKEN_COST", "Constants", "REHEARSAL",
     "Counts", "token_equivalents", "cost_counts", "counts_from_record", "graph_fits", "planned_counts", "Schedule", "TODAY",
     "preset_ratio", "preset_plan", "ds_group_variance", "A100_PEAK_TFLOPS",
-    "TRAINING_PRECISION", "precision_factor", "planned_parts", "job_equivalents",
+    "TRAINING_PRECISION", "precision_factor", "planned_parts", "job_equivalents", "H200_TRAIN_S_PER_TOKEN",
+    "H200_HVP_S_PER_TOKEN",
 ]
 
 HVP_TOKEN_COST = 3.41
@@ -63,6 +64,12 @@ FORWARD_TOKEN_COST = 1.0 / 3.0
 A100_PEAK_TFLOPS = {"highest": 19.5, "tf32": 156.0, "bf16": 312.0}
 #: The arithmetic of training on a GPU (``train.precision: auto`` is bf16 autocast on CUDA).
 TRAINING_PRECISION = "bf16"
+
+#: GPT-Neo-125M on one H200 (``benchmarks/gpu_check.sh``, ``benchmarks/README.md``, "GPU check"):
+#: bf16 training at the paper's batch of 1 × 512 tokens, 8,609 tokens/s (launch-bound); one fp32
+#: ("highest") Hessian-vector product on 32,704 tokens, 3.40 s. Seconds per token of each.
+H200_TRAIN_S_PER_TOKEN = 1 / 8_609
+H200_HVP_S_PER_TOKEN = 3.40 / 32_704
 
 #: The measured peak of the graph and one product at 125M (benchmarks/README.md, memory probe):
 #: 2.96 GiB + 3.95 MiB per token of the batch.

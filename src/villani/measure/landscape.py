@@ -1,4 +1,4 @@
-r"""2-D loss surface around a checkpoint (Fig 3): ``results/landscape/{dataset}/lam{lam}/surface.{csv,json}``.
+r"""2-D loss surfaces around a checkpoint (Fig 3): ``results/landscape/{dataset}/lam{lam}/surface.{csv,json}``.
 
 F(θ₀ + a·δ₁ + b·δ₂) = L + (λ/2)‖θ₀ + a·δ₁ + b·δ₂‖² for a, b ∈ linspace(−span, span, grid),
 L on the fixed measurement set (:mod:`villani.measure.measurement_set`), evaluated with
@@ -7,7 +7,16 @@ no drift from repeated in-place updates — without gradients; ‖θ‖² in flo
 
 Centre θ₀: the step-0 checkpoint (``landscape.center: init``) or the last checkpoint
 (``final``) of (adamw, λ if λ ∈ ``train.lambdas`` else ``train.lambdas[0]``,
-``train.seeds[0]``) — :func:`villani.plan.runs.landscape_center`.
+``train.seeds[0]``) — :func:`villani.plan.runs.landscape_center`. The paper's Sec. VI-B
+compares λ = 0 with λ = 10⁻³; params.yaml's ``landscape.lambdas`` are 0 and our λ matched
+to 10⁻³ by λ·η·T (:func:`villani.plan.paper_lambda.match`), each around its own trained
+run (``final``). The Fig 3 caption draws its slice "around the initialization point θ₀";
+``center: init`` gives that reading.
+
+Slices: ``landscape.slices`` independent pairs of directions (slice k drawn after slice
+k − 1 from one generator), every one on the same grid; F on a slice is exact, the slice is
+the random part, so the claims (:mod:`villani.claims.fig3`) give intervals over slices and the
+figure draws slice 0.
 
 Directions (Li et al. 2018, "Visualizing the loss landscape of neural nets"): δ = Gaussian
 draws (seeded by ``landscape.seed``, δ₁ then δ₂, tensor by tensor in parameter order),
@@ -95,29 +104,46 @@ def surface(model: torch.nn.Module, batches, theta0: Mapping[str, torch.Tensor],
     return pd.DataFrame(rows)
 
 
+def _slice(model, batches, theta0, gen, units, axis, lam, bar) -> tuple[pd.DataFrame, dict]:
+    """One slice: two directions drawn from ``gen`` (δ₁ then δ₂) and F on the grid; its table
+    and its record (directions, grid minimum)."""
+    d1 = filter_normalized_direction(theta0, gen, units)
+    d2 = filter_normalized_direction(theta0, gen, units)
+    table = surface(model, batches, theta0, d1, d2, axis, lam, progress=bar)
+    imin = int(table["F"].idxmin())
+    return table, {"directions": {"norms": [_norm(d1), _norm(d2)], "cosine": _dot(d1, d2) / (_norm(d1) * _norm(d2))},
+                   "F_min": float(table["F"].iloc[imin]), "F_max": float(table["F"].max()),
+                   "argmin": {"a": float(table["a"].iloc[imin]), "b": float(table["b"].iloc[imin])}}
+
+
 def run_landscape(params: Mapping, lam: float, root="results", device: str | None = None) -> str:
-    """Compute the surface of F for λ = ``lam``; write surface.csv then surface.json; return the folder."""
+    """Compute the ``landscape.slices`` surfaces of F for λ = ``lam``; write surface.csv (a
+    ``slice`` column, 0 first) then surface.json (slice 0's numbers at the top level, every
+    slice's under ``per_slice``); return the folder."""
     t0 = time.perf_counter()
     la, me, ds = params["landscape"], params["measure"], params["data"]["name"]
-    lam = float(lam)
+    lam, slices = float(lam), int(la.get("slices", 1))
     run, step = landscape_center(params, lam)
     model, meta = load_run_model(params, root, run, step, device)
     dev = next(model.parameters()).device
     theta0 = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     gen = torch.Generator().manual_seed(int(la["seed"]))
     units = output_unit_dims(model)
-    d1 = filter_normalized_direction(theta0, gen, units)
-    d2 = filter_normalized_direction(theta0, gen, units)
     ids, batches = measurement_batches(params, root, dev)
     axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
     what = f"landscape {ds} λ={layout.format_lam(lam)}"
-    with Progress(what, len(axis) ** 2, unit="point", logger=log) as bar:
-        table = surface(model, batches, theta0, d1, d2, axis, lam, progress=bar)
+    tables, per_slice = [], []
+    with Progress(what, slices * len(axis) ** 2, unit="point", logger=log) as bar:
+        for k in range(slices):
+            table, rec = _slice(model, batches, theta0, gen, units, axis, lam, bar)
+            tables.append(table.assign(slice=k)[["slice", *table.columns]])
+            per_slice.append(rec)
+    table = pd.concat(tables, ignore_index=True)
     where = str(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam))
     check_finite(table[["loss", "F"]].to_numpy(), where, "surface values")
     loss0, _ = mean_token_loss(model, batches)
     tsq0 = float(sum(v.double().square().sum() for v in theta0.values()))
-    imin = int(table["F"].idxmin())
+    first = per_slice[0]
     info = {
         "dataset": ds, "lam": lam,
         "center": {"kind": la["center"], "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
@@ -127,12 +153,11 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
         "theta0_sq_norm": tsq0,
         "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,
         "directions": {"kind": "filter-normalised Gaussian (Li et al. 2018): output-unit slices of ≥2-D tensors "
-                               "rescaled to θ₀'s slice norms, 1-D tensors zero",
-                       "seed": int(la["seed"]), "norms": [_norm(d1), _norm(d2)],
-                       "cosine": _dot(d1, d2) / (_norm(d1) * _norm(d2))},
+                               "rescaled to θ₀'s slice norms, 1-D tensors zero; slice k draws δ₁, δ₂ after slice k − 1",
+                       "seed": int(la["seed"]), **first["directions"]},
         "grid": int(la["grid"]), "span": float(la["span"]), "levels": int(la["levels"]), "axis": axis.tolist(),
-        "F_min": float(table["F"].iloc[imin]), "argmin": {"a": float(table["a"].iloc[imin]), "b": float(table["b"].iloc[imin])},
-        "F_max": float(table["F"].max()),
+        "slices": slices, "F_min": first["F_min"], "argmin": first["argmin"], "F_max": first["F_max"],
+        "per_slice": per_slice,
         "measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist()},
         "seconds": round(time.perf_counter() - t0, 3),
     }

@@ -41,9 +41,11 @@ slope splits exactly into the slopes of its parts,
 
 reported per fit (``slope_parts``, ``dominant_part``), so a reader sees which term makes a
 slope differ from λ²/s; ``grad_term_slope`` is the slope of ‖∇F‖²/s alone (the paper's
-"slope λ²/s" is its asymptote), and ``slope_stderr_from_trace`` propagates the
-Hutchinson standard errors of the fitted points through the (linear) fit — at large radii
-the trace estimate is heavy-tailed and this is usually the largest uncertainty. With θ
+"slope λ²/s" is its asymptote), and ``slope_stderr_from_trace`` is the standard error the
+Hutchinson estimate gives the (linear) fit — the SD over probes of each probe's own slope
+over √M, since the same probes are used at every radius (rays.csv keeps every probe's sample,
+``trace_L_probe<j>``; :mod:`villani.measure.ray_slopes`) — at large radii the trace estimate
+is heavy-tailed and this is usually the largest uncertainty. With θ
 including the token embeddings, LayerNorm gains and the tied output layer, logits grow
 like ‖θ‖² along a ray, L grows like a‖θ‖² and ‖∇L‖² like c‖θ‖²: the λ = 0 curve is not
 flat and the grad_L and cross parts are not negligible unless λ² ≫ c (see
@@ -70,6 +72,7 @@ from villani.plan import layout
 from villani.plan.runs import rays_center
 from villani.progress import Progress
 from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
+from villani.measure.ray_slopes import probe_column, trace_slope_stderr
 from villani.stats import fit_slope
 from villani.training.checkpoint import load_run_model
 
@@ -126,7 +129,8 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
             H.release()
             base = {"ray": dr["ray"], "kind": dr["kind"], "point": k, "theta_sq": float(theta.square().sum()),
                     "loss": H.data_loss(), "grad_L_sq": float(gL.square().sum()), "theta_dot_grad_L": float(theta @ gL),
-                    "trace_L": est.mean, "trace_L_stderr": est.stderr}
+                    "trace_L": est.mean, "trace_L_stderr": est.stderr,
+                    **{probe_column(j): float(v) for j, v in enumerate(est.samples)}}
             check_finite(base, f"ray {dr['ray']} ({dr['kind']}) at ‖θ‖² = {tsq:g}")
             for lam in lambdas:
                 lam = float(lam)
@@ -140,6 +144,7 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
                                 trace_L=est.mean)
     cols = ["ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
             "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq"] + [psi_column(s) for s in s_values]
+    cols += [probe_column(j) for j in range(num_probes)]
     return pd.DataFrame(rows)[cols]
 
 
@@ -168,8 +173,7 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
             }
             psi_fit = sel[psi_column(s)].to_numpy()
             xs = sel["theta_sq"].to_numpy()
-            w = (xs - xs.mean()) / float(np.sum((xs - xs.mean()) ** 2))  # slope = Σ w_i y_i
-            se_trace = float(np.sqrt(np.sum((w * sel["trace_L_stderr"].to_numpy()) ** 2)))
+            se_trace = trace_slope_stderr(sel)
             grad_term = parts["grad_L"] + parts["cross"] + parts["lam_sq"]
             change = f.slope * float(sel["theta_sq"].max() - sel["theta_sq"].min())
             fits.append({

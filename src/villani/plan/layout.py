@@ -78,6 +78,7 @@ METRICS = "{root}/metrics/{dataset}.json"
 TIMINGS = "{root}/metrics/{dataset}.timings.json"
 CLAIMS_CSV = "{root}/claims/{dataset}.csv"
 CLAIMS_JSON = "{root}/claims/{dataset}.json"
+CLAIMS_FINDINGS_CSV = "{root}/claims/{dataset}_findings.csv"  # our findings, never counted as the paper's claims
 PLOTS_DIR = "{root}/plots/{dataset}"  # DVC plot data (villani.tracking.dvc_plots)
 PLOT = PLOTS_DIR + "/{plot}.csv"
 

@@ -1,0 +1,53 @@
+"""The named strong-treatment configuration (configs/strong.yaml): a decay budget λ·η·T ≥ 1 —
+far beyond the paper's 0.084 — beside the paper's 1e-3 and 1e-2 matched by λ·η·T, 4 seeds,
+AdamW only; a complete parameter document (DVC finds every key it reads) whose DAG builds
+(`snakemake -n --configfile configs/strong.yaml`)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import REPO
+from tests.workflow.conftest import BIN, run
+from villani.plan.config import load_params, read_yaml
+from villani.plan.paper_lambda import PAPER_LR, PAPER_STEPS, decay_budget, match
+
+
+def _params():
+    return load_params([REPO / "params.yaml", REPO / "configs" / "strong.yaml"])
+
+
+def test_strong_config_spans_the_papers_budgets_and_a_budget_where_decay_acts():
+    p = _params()
+    t = p["train"]
+    budgets = sorted(decay_budget(lam, t["lr"], t["steps"]) for lam in t["lambdas"])
+    assert budgets[0] == 0.0 and budgets[-1] >= 1.0 >= 1e-2 * PAPER_LR * PAPER_STEPS, budgets
+    assert sum(b >= 1.0 for b in budgets) >= 2  # two λ past a budget of 1: a dose, not one point
+    assert match(p, "middle").ours is not None and match(p, "strong").ours is not None
+    assert set(p["landscape"]["lambdas"]) == {0.0, match(p, "middle").ours}  # Fig 3 at the paper's 1e-3
+    assert len(t["seeds"]) >= 4 and t["adam_l2"]["lambdas"] == t["langevin"]["lambdas"] == []
+    assert p["data"]["name"] == "strong"  # its own results, ledger results/claims/strong.json
+
+
+def test_strong_config_is_a_complete_parameter_document():
+    """`villani dvc-yaml --check --params configs/strong.yaml`: DVC finds every key it reads, so
+    the file alone is the run's parameters (as params.yaml is)."""
+    from tests.workflow.test_stage_keys import _villani
+    from villani.dag import dvc_yaml
+
+    p = _villani("dvc-yaml", "--check", "--params", "configs/strong.yaml")
+    assert p.returncode == 0, p.stderr
+    assert dvc_yaml.missing_keys(read_yaml(REPO / "configs" / "strong.yaml")) == []
+
+
+@pytest.mark.slow
+def test_strong_config_builds_its_dag():
+    # --forceall: every job of the DAG, whatever a results/ folder beside the checkout holds
+    out = run([BIN / "snakemake", "-n", "--forceall", "--quiet", "rules", "--configfile", "configs/strong.yaml"],
+              cwd=REPO)
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out.stdout, re.M)}
+    # 5 λ × 4 seeds, AdamW only: one train and one measure job per run (params.yaml's jobs)
+    assert counts["train"] == counts["measure"] == 20 and counts["landscape"] == 2, out.stdout[-2000:]
+    assert counts["claims"] == 1, out.stdout[-2000:]
