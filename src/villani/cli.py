@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "Hugging Face cache (once, on a machine with internet); every dataset unless --dataset")
     sub.add_parser("pretrained", parents=[common], help="save model.name's config (and for init: pretrained its "
                    "weights) into results/pretrained/<dataset>/, from the Hugging Face cache")
+    sub.add_parser("plan", parents=[common], help="write results/plan/<dataset>.json (the runs and landscape λ "
+                   "of the parameters); move the folders of runs and surfaces no longer in them to results/retired/")
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
 
     t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
@@ -116,6 +118,7 @@ def _dvc_yaml_parser(sub, common) -> None:
 
 COMMANDS = {
     "validate": commands.cmd_validate, "fetch": commands.cmd_fetch, "pretrained": commands.cmd_pretrained,
+    "plan": commands.cmd_plan,
     "tokenize": commands.cmd_tokenize, "train": commands.cmd_train, "measure": commands.cmd_measure,
     "rays": commands.cmd_rays, "landscape": commands.cmd_landscape, "bounds": commands.cmd_bounds,
     "cost": commands.cmd_cost, "figures": commands.cmd_figures, "claims": commands.cmd_claims,

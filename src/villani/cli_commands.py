@@ -94,6 +94,14 @@ def cmd_pretrained(args) -> None:
     print(f"wrote {out}: {record['name']} ({what})")
 
 
+def cmd_plan(args) -> None:
+    from villani.dag.run_set import write_plan
+
+    path, retired, restored = write_plan(_params(args), root=args.results)
+    moves = [f"retired {d}" for d in retired] + [f"restored {d}" for d in restored]
+    print("\n".join([*moves, f"wrote {path}"]))
+
+
 def cmd_tokenize(args) -> None:
     from villani.data import tokenize
     from villani.plan import layout

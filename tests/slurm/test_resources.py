@@ -104,15 +104,32 @@ def test_retries_grow_and_memory_is_capped(ptb):
 
 
 def test_rules_ask_for_their_work():
-    """The Snakefile's train and measure rules carry these values (no profile overrides them);
-    step None for a job per run (villani.dag.targets.job_step)."""
+    """The Snakefile's train and measure jobs carry these values (no profile overrides them):
+    a dry run of tests/configs/tiny.yaml through profiles/slurm, one job per segment and
+    checkpoint, lists each job's runtime and mem_mb as villani.dag.resources computes them."""
+    import re
+    import subprocess
+    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    for rule in ("train", "measure"):
-        text = "".join((root / "workflow" / "rules" / f"{rule}.smk").read_text().split())
-        assert f'runtime=lambdawc,attempt:job_runtime("{rule}",DP[wc.dataset],targets.job_step(wc),attempt)' in text
-        assert f'mem_mb=lambdawc,attempt:job_mem_mb("{rule}",DP[wc.dataset],targets.job_step(wc),attempt)' in text
+    jobs = root / "tests" / "configs" / "tiny.yaml"
+    split = Path(__import__("tempfile").mkdtemp()) / "jobs.yaml"
+    split.write_text("jobs: {measure: checkpoint, train: segment}\n")
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--configfile", str(jobs), str(split)]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    p = load_params([root / "params.yaml", jobs, split])
+    tiny = dataset_params(p, "tiny")
+    seen = 0
+    for rule, step, resources in re.findall(r"^\s*rule (train|measure):\n(?:\s+\w+: .*\n)*?\s+wildcards: .*?step=(\d+)"
+                                           r"\n\s+threads: \d+\n\s+resources: ([^\n]*)", text, re.M):
+        got = dict(kv.split("=", 1) for kv in resources.split(", "))
+        assert int(got["runtime"]) == R.job_runtime(rule, tiny, int(step), 1), (rule, step, resources)
+        assert int(got["mem_mb"]) == R.job_mem_mb(rule, tiny, int(step), 1), (rule, step, resources)
+        seen += 1
+    assert seen >= 6, text[-3000:]
 
 
 def test_readme_requests():

@@ -48,7 +48,7 @@ TINY = "tests/configs/tiny.yaml"
 CLUSTER_JOBS = "cluster-jobs.yaml"  # the presets' job split (params.yaml: a job per run)
 CLUSTER_JOBS_YAML = "jobs: {measure: checkpoint, train: segment}\n"
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
-LOCAL_RULES = {"fetch", "pretrained"}  # localrules: never submitted
+LOCAL_RULES = {"fetch", "pretrained", "plan"}  # localrules: never submitted
 # fields that legitimately differ between two runs of the same computation
 VOLATILE = re.compile(r"time|wall|clock|seconds|elapsed|per_s|duration|host|date|device|peak|rss|"
                       r"memory|created|version|path|pid|resumed_from", re.I)

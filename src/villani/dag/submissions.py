@@ -1,7 +1,8 @@
 """How many SLURM submissions (``sbatch`` calls) a parameter document makes through a profile.
 
-Snakemake submits every job on its own, except the submit-host rules (``localrules``:
-``fetch``, ``pretrained``; and ``all``, which runs nothing) and the jobs of a group: the
+Snakemake submits every job on its own, except the submit-host rules (the rows of
+:data:`villani.plan.stages.TABLE` marked ``local``: ``fetch``, ``pretrained``, ``plan``; and
+``all``, which runs nothing) and the jobs of a group: the
 profile's ``groups:`` give rules a group, jobs of one group connected in the DAG are one
 submission, and ``group-components: <group>=N`` puts N such connected pieces into one. In
 ``profiles/slurm``: group ``train`` — a run's segments are one chain, so one submission per
@@ -25,7 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
-LOCAL_RULES = frozenset({"fetch", "pretrained", "all"})
+from villani.plan.stages import TABLE
+
+LOCAL_RULES = frozenset({s.name for s in TABLE if s.local} | {"all"})
 PROFILE = Path("profiles/slurm/config.yaml")  # of the checkout one runs in
 
 
@@ -34,17 +37,21 @@ def job_counts(doc: Mapping) -> Counter:
     from villani.dag import targets
     from villani.plan.config import dataset_names, dataset_params
 
-    counts: Counter = Counter({"all": 1, "paper": 1})
+    counts: Counter = Counter({"all": 1})
+    counts.update({s.name: 1 for s in TABLE if s.per == "datasets"})
     for name in dataset_names(doc):
         p = dataset_params(doc, name)
-        counts.update({rule: 1 for rule in ("fetch", "pretrained", "tokenize", "cost", "bounds", "claims", "figures",
-                                             "metrics")})
-        counts["rays"] += 1 if p["rays"]["lambdas"] else 0
-        counts["landscape"] += len(p["landscape"]["lambdas"])
         n_runs = len(list(targets.runs(p)))  # jobs.train / jobs.measure: one job per run, or per segment / checkpoint
         trained = _side_by_side_runs(p)  # what a train job covers: a run, or the seeds of one (update rule, λ)
-        counts["train"] += trained if targets.per_run(doc, "train") else len(targets.segments(p)) * trained // n_runs
-        counts["measure"] += n_runs if targets.per_run(doc, "measure") else len(targets.measurements(p))
+        per_job = {"train": len(targets.segments(p)) * trained // n_runs, "measure": len(targets.measurements(p))}
+        whole = {"train": trained, "measure": n_runs}
+        for s in TABLE:
+            if s.per == "":
+                counts[s.name] += 1
+            elif s.per == "lam":
+                counts[s.name] += len(p["landscape"]["lambdas"])
+            elif s.per == "run":
+                counts[s.name] += whole[s.name] if targets.per_run(doc, s.name) else per_job[s.name]
     return +counts
 
 

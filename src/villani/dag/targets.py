@@ -23,6 +23,7 @@ from villani.plan.schedule import (
     segment_for,
     segment_start,
 )
+from villani.plan.stages import stage
 
 ROOT = layout.RESULTS
 
@@ -54,14 +55,15 @@ def data_files(params: Mapping) -> dict[str, str]:
     return out
 
 
-def _run(params: Mapping, wc) -> Run:
+def job_run(params: Mapping, wc) -> Run:
+    """The run of a job's wildcards."""
     return Run(params["data"]["name"], wc["variant"], float(wc["lam"]), int(wc["seed"]))
 
 
 def previous_segment(params: Mapping, wc) -> list[str]:
     """The manifest of the segment a training segment continues from (none for the first)."""
     start = segment_start(params["train"], int(wc["step"]))
-    return [] if start == 0 else [str(_run(params, wc).path(layout.SEGMENT, ROOT, step=start))]
+    return [] if start == 0 else [str(job_run(params, wc).path(layout.SEGMENT, ROOT, step=start))]
 
 
 def _certifying_segment(params: Mapping, run: Run, step: int) -> str:
@@ -71,7 +73,7 @@ def _certifying_segment(params: Mapping, run: Run, step: int) -> str:
 
 def segment_of_checkpoint(params: Mapping, wc) -> str:
     """The segment manifest that certifies checkpoint ``wc.step`` is complete."""
-    return _certifying_segment(params, _run(params, wc), int(wc["step"]))
+    return _certifying_segment(params, job_run(params, wc), int(wc["step"]))
 
 
 def _run_segments(params: Mapping, run: Run) -> list[str]:
@@ -202,7 +204,7 @@ def measure_segments(params: Mapping, wc) -> list[str]:
     job per run every segment of the run."""
     if job_step(wc) is not None:
         return [segment_of_checkpoint(params, wc)]
-    return _run_segments(params, _run(params, wc))
+    return _run_segments(params, job_run(params, wc))
 
 
 def measurements(params: Mapping) -> list[str]:
@@ -240,37 +242,42 @@ def landscape_checkpoint(params: Mapping, wc) -> str:
     return _certifying_segment(params, *landscape_center(params, float(wc["lam"])))
 
 
+def _dataset_files(params: Mapping, patterns) -> list[str]:
+    return [str(layout.fmt(p, ROOT, dataset=params["data"]["name"])) for p in patterns]
+
+
 def rays_outputs(params: Mapping) -> list[str]:
-    d = pattern(layout.RAYS_DIR).format(dataset=params["data"]["name"])
-    return [d + "/rays.csv", d + "/slopes.json"]
+    return _dataset_files(params, stage("rays").outputs)
 
 
 def landscape_outputs(params: Mapping) -> list[str]:
     ds = params["data"]["name"]
-    return [str(layout.fmt(layout.LANDSCAPE_DIR, ROOT, dataset=ds, lam=lam)) + f"/{f}"
-            for lam in params["landscape"]["lambdas"] for f in ("surface.csv", "surface.json")]
+    return [str(layout.fmt(f, ROOT, dataset=ds, lam=lam)) for lam in params["landscape"]["lambdas"]
+            for f in stage("landscape").outputs]
 
 
 def bounds_outputs(params: Mapping) -> list[str]:
-    d = pattern(layout.BOUNDS_DIR).format(dataset=params["data"]["name"])
-    return [d + "/bounds.csv", d + "/bounds.json"]
+    return _dataset_files(params, stage("bounds").outputs)
 
 
 def cost_output(params: Mapping) -> str:
     """The HVP cost sweep of Fig 10 (``villani cost``)."""
-    return str(layout.fmt(layout.COST_CSV, ROOT, dataset=params["data"]["name"]))
+    return _dataset_files(params, stage("cost").outputs)[0]
 
 
 def metrics_output(params: Mapping) -> str:
     """``results/metrics/{dataset}.json`` (``villani metrics``)."""
-    return str(layout.fmt(layout.METRICS, ROOT, dataset=params["data"]["name"]))
+    return _dataset_files(params, stage("metrics").metrics)[0]
 
 
 def claims_outputs(params: Mapping) -> list[str]:
     """The claims ledger of the params' dataset (``villani claims``): CSV, JSON, findings CSV."""
-    ds = params["data"]["name"]
-    return [str(layout.fmt(p, ROOT, dataset=ds)) for p in (layout.CLAIMS_CSV, layout.CLAIMS_JSON,
-                                                          layout.CLAIMS_FINDINGS_CSV)]
+    return _dataset_files(params, stage("claims").outputs)
+
+
+def plan_output(params: Mapping) -> str:
+    """``results/plan/{dataset}.json`` (``villani plan``): the runs and surfaces the params define."""
+    return _dataset_files(params, stage("plan").outputs)[0]
 
 
 def figure_inputs(params: Mapping) -> list[str]:

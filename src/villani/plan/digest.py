@@ -48,6 +48,8 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
                      if k not in _RUN_LISTS + _OBSERVATION + _EXECUTION and f"train.{k}" not in skip]
         elif key == stages.VARIANT_KEYS:
             keys += _VARIANT_KEYS.get(variant_kind(variant), [])
+        elif key == stages.LANDSCAPE_KEYS:
+            keys += [f"landscape.{k}" for k in p["landscape"] if k != "lambdas"]
         else:
             keys.append(key)
     return keys
