@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.villani-installed
-# the HTML template of `dvc plots show` (.dvc/config plots.html_template), Vega inline
+# the HTML template of `dvc plots show`, Vega inline (set for this clone in .dvc/config.local)
 PLOTS_PAGE := vega/page.html
 # Two workers; a test file stays on one worker so its module fixtures (a whole workflow
 # run) are built once. Slowest tests are listed at the end.
@@ -25,18 +25,20 @@ $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requiremen
 	$(BIN)/python -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[workflow,test,slurm,tensorboard]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
-	$(BIN)/python -m villani.dag.dvc_dry_run   # `dvc repro --dry` on a fresh clone (DVC issue #9021)
+	rm -f $(VENV)/lib/python*/site-packages/villani_dvc_dry_run.pth   # a start-up hook older versions installed
 	touch $(STAMP)
 
 # Vega, Vega-Lite, Vega-Embed from the npm registry at the versions of vega/package-lock.json
 # (no install scripts run), inlined into the page so that `dvc plots show` draws offline.
-# Without npm the workflow still installs and runs; only that page (and its test) is missing.
+# Without npm the workflow still installs and runs; `dvc plots show` then writes DVC's own
+# page, which loads Vega from a CDN (it draws with internet only).
 $(PLOTS_PAGE): vega/package.json vega/package-lock.json src/villani/report/dvc_page.py $(STAMP)
 	@if ! command -v npm >/dev/null; then \
 		echo "make install: npm not found: $(PLOTS_PAGE), the page of 'dvc plots show' that draws offline, is not built (install Node.js and npm, e.g. apt-get install nodejs npm, then make install)" >&2; \
 	else \
 		npm ci --prefix vega --ignore-scripts --no-audit --no-fund --loglevel=error && \
-		$(BIN)/python -m villani.report.dvc_page --package-dir vega; \
+		$(BIN)/python -m villani.report.dvc_page --package-dir vega && \
+		$(BIN)/dvc config --local plots.html_template ../$(PLOTS_PAGE); \
 	fi
 
 # Re-resolve the lock from pyproject.toml's ranges (newest versions that fit, preferring

@@ -13,18 +13,7 @@ configfile: "params.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/fetch.smk"
-include: "workflow/rules/tokenize.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/measure.smk"
-include: "workflow/rules/rays.smk"
-include: "workflow/rules/landscape.smk"
-include: "workflow/rules/bounds.smk"
-include: "workflow/rules/cost.smk"
-include: "workflow/rules/figures.smk"
-include: "workflow/rules/claims.smk"
-include: "workflow/rules/metrics.smk"
-include: "workflow/rules/paper.smk"
+include: "workflow/rules/stages.smk"
 
 
 # The report's description: what this run did, written from its parameters (P, from

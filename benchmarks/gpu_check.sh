@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# GPU check: the CUDA code path end to end, ≈ 11 minutes on one H200 in full (a session's 15 device
-# minutes run it once; skip the parts measured before with GPU_CHECK_SKIP), one table at the end.
+# GPU check: the CUDA code path end to end, one table at the end. In full it is more than one
+# 10-minute device call (≈ 11 minutes on an H200 before the parts marked [new]); skip the parts
+# measured before with GPU_CHECK_SKIP. The training session of issue 38 (the captured step, runs
+# side by side): ≈ 9 minutes [not measured on a GPU]:
 #
-#   make install && bash benchmarks/gpu_check.sh            # from the repository root
+#   make install && bash benchmarks/gpu_check.sh            # from the repository root: every part
+#   GPU_CHECK_SKIP="hvp-small hvp-125m measure profile-125m regimes-125m floor-125m precision workflow" \
+#     bash benchmarks/gpu_check.sh                          # the training parts alone
 #
 # Parts, in the order they run (each timed; a failed part is reported in the table and the
 # rest still run; the numbers first, the end-to-end workflow last):
 #   env        torch, CUDA, the device
 #   tokenize   the rehearsal corpus (configs/rehearsal.yaml: GPT-Neo-125M, seq 512, a local
 #              BPE of 50,257 tokens) — no download
-#   train-bf16 `villani train` at 125M, precision bf16 (autocast, fp32 master weights), at the
-#              paper's batch (1 × 512 tokens) and at 8 × 512: median tokens/s of the per-step log
+#   train-bf16 `villani train` at 125M, precision bf16 (autocast, fp32 master weights), the eager
+#              step (train.compile: off), at the paper's batch (1 × 512 tokens) and at 8 × 512:
+#              median tokens/s of the per-step log
+#   train-captured-b1 [new] the same at 1 × 512 with the captured step (train.compile: on: CUDA
+#              graphs, villani.training.step): median tokens/s, the first step's seconds (the
+#              compile), inductor's "skipping cudagraphs" hints (TORCH_LOGS=perf_hints; 0 wanted)
+#   agree      [new] the eager and the captured run's losses step by step (same seed, batches,
+#              bf16): the largest relative difference, the last losses
+#   pack       [new] `villani train --seed 0 … k-1 --per-device k` with the captured step, for each
+#              k of GPU_CHECK_PACK: k runs side by side on the GPU — each run's median tokens/s,
+#              their sum against train-captured-b1's one run, each process's peak GPU memory
+#              (nvidia-smi every second); with GPU_CHECK_MPS=1 part pack-mps repeats it under
+#              MPS (VILLANI_MPS=1)
+#   autocast   [new] benchmarks/train_step.py --mode autocast: one bf16 step at 125M, every
+#              operator by input dtype — what runs in float32
 #   hvp        benchmarks/hvp.py --device cuda --k 8 (ours vs PyHessian vs curvlinops, single
 #              and 8 batched probes) on its small GPT-Neo and at 125M (1 × 512 tokens)
 #   measure    one full `villani measure` job at 125M on the paper's measurement set
@@ -35,6 +52,7 @@
 #   GPU_CHECK_LANCZOS (16), GPU_CHECK_SLQ (2), GPU_CHECK_REPEATS (5), GPU_CHECK_CORES (8),
 #   GPU_CHECK_PRECISION (the precision part's jobs as precision:probe_block, default
 #   "highest:8 tf32:8 bf16:8"; the part `measure` is highest:1 with Lanczos),
+#   GPU_CHECK_PACK ("2 4": the k of part pack), GPU_CHECK_MPS (1: part pack-mps too),
 #   GPU_CHECK_SKIP (parts to skip, e.g. "workflow hvp-125m"), GPU_CHECK_OVERLAY (a parameter file
 #   read after configs/rehearsal.yaml, e.g. a smaller model), GPU_CHECK_DEVICE (cuda; `cpu` only
 #   to smoke-test this script's plumbing with a small overlay).
@@ -60,8 +78,9 @@ SLQ="${GPU_CHECK_SLQ:-2}"
 REPEATS="${GPU_CHECK_REPEATS:-5}"
 PRECISION_JOBS="${GPU_CHECK_PRECISION:-highest:8 tf32:8 bf16:8}"
 # the training keys of every run here; the measure overlays repeat them (a measure job refuses a
-# checkpoint trained under other parameters)
+# checkpoint trained under other parameters; train.compile is in no digest)
 TRAIN_KEYS="steps: $STEPS, warmup_steps: 5, checkpoints: {count: 1}, segments: 1, save_every: 100000, precision: bf16"
+PACK="${GPU_CHECK_PACK:-2 4}"
 CORES="${GPU_CHECK_CORES:-8}"
 RES="$OUT/results"
 BASE=(--params configs/rehearsal.yaml)
@@ -120,28 +139,98 @@ tokenize() {
   grep -o 'train [0-9]* blocks' "$OUT/tokenize.log" | head -1 >"$OUT/tokenize.result" || true
 }
 
-train_bf16() {  # train_bf16 BATCH
-  local batch="$1" overlay="$OUT/train-b$1.yaml"
+train_bf16() {  # train_bf16 BATCH COMPILE NAME DIR: one run into $RES/DIR, its step log in $OUT/NAME.result
+  local batch="$1" compile="$2" name="$3" dir="$RES/$4" overlay="$OUT/$3.yaml"
   cat >"$overlay" <<EOF
-train: {$TRAIN_KEYS, batch_size: $batch}
+train: {$TRAIN_KEYS, batch_size: $batch, compile: "$compile"}
 EOF
-  "$PYTHON" -m villani.cli train "${BASE[@]}" --params "$overlay" --results "$RES/b$batch" \
+  TORCH_LOGS=perf_hints "$PYTHON" -m villani.cli train "${BASE[@]}" --params "$overlay" --results "$dir" \
     --lam 0.001 --seed 0 --until "$STEPS" --device "$DEVICE"
-  "$PYTHON" - "$RES/b$batch" "$batch" "$DEVICE" >"$OUT/train-bf16-b$batch.result" <<'EOF'
+  "$PYTHON" - "$dir" "$batch" "$DEVICE" "$compile" "$OUT/$name.log" >"$OUT/$name.result" <<'EOF'
 import json, sys
 from pathlib import Path
 import pandas as pd
-root, batch, device = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+root, batch, device, compile_, log_file = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 log = pd.read_csv(next(root.glob("runs/*/adamw/*/*/logs/seg*.csv")))
 meta = json.loads(sorted(root.glob("runs/*/adamw/*/*/ckpt/step*/checkpoint.json"))[-1].read_text())
+mode = "eager" if compile_ == "off" else ("captured" if device == "cuda" else "compiled")
 assert meta["device"] == device and meta["precision"] == ("bf16" if device == "cuda" else "fp32"), meta
-print(f"{log['tokens_per_s'].iloc[5:].median():,.0f} tokens/s at {batch} × 512 (median of steps 6–{len(log)}), "
-      f"loss {log['loss'].iloc[0]:.2f} → {log['loss'].iloc[-1]:.2f}")
+assert meta["train_step"] == mode, meta["train_step"]
+skips = open(log_file).read().count("skipping cudagraphs")
+print(f"{mode}: {log['tokens_per_s'].iloc[5:].median():,.0f} tokens/s at {batch} × 512 (median of steps "
+      f"6–{len(log)}; first step {log['wall_clock_s'].iloc[0]:.1f} s), loss {log['loss'].iloc[0]:.2f} → "
+      f"{log['loss'].iloc[-1]:.2f}" + (f"; 'skipping cudagraphs' {skips}×" if mode == "captured" else ""))
 EOF
 }
 
-link_data() {  # the bf16 runs read the tokenized corpus of part tokenize
-  for b in 1 8; do mkdir -p "$RES/b$b"; ln -sfn "$RES/data" "$RES/b$b/data"; done
+link_data() {  # the runs read the tokenized corpus of part tokenize
+  local d
+  for d in b1 b8 c1 $(for k in $PACK; do echo "p$k m$k"; done); do
+    mkdir -p "$RES/$d"; ln -sfn "$RES/data" "$RES/$d/data"
+  done
+}
+
+agree() {  # the eager (b1) and the captured (c1) run's per-step logs, step by step
+  "$PYTHON" - "$RES/b1" "$RES/c1" >"$OUT/agree.result" <<'EOF'
+import sys
+from pathlib import Path
+import pandas as pd
+a, b = (pd.read_csv(next(Path(r).glob("runs/*/adamw/*/*/logs/seg*.csv"))) for r in sys.argv[1:3])
+assert list(a["step"]) == list(b["step"]) and list(a["lr"]) == list(b["lr"])
+rel = (a["loss"] - b["loss"]).abs() / a["loss"].abs()
+grad = ((a["grad_norm"] - b["grad_norm"]).abs() / a["grad_norm"]).max()
+print(f"{len(a)} steps: loss relative difference max {rel.max():.2e} (step {int(a['step'][rel.idxmax()])}), "
+      f"median {rel.median():.2e}; last loss eager {a['loss'].iloc[-1]:.4f}, captured {b['loss'].iloc[-1]:.4f}; "
+      f"gradient norm max relative difference {grad:.2e}")
+EOF
+}
+
+pack() {  # pack MPS: for each k of $PACK, k runs side by side (captured step): tokens/s, GPU memory
+  local mps="$1" k sampler prefix
+  prefix=$([[ "$mps" == 1 ]] && echo m || echo p)
+  : >"$OUT/pack$mps.rows"
+  for k in $PACK; do
+    cat >"$OUT/pack-$k.yaml" <<EOF
+train: {$TRAIN_KEYS, batch_size: 1, compile: "on", seeds: [$(seq -s ', ' 0 $((k - 1)))]}
+EOF
+    sampler=""
+    if [[ "$DEVICE" == cuda ]]; then
+      nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -l 1 >"$OUT/pack$mps-$k.smi" &
+      sampler=$!
+    fi
+    # shellcheck disable=SC2046  # one argument per seed
+    VILLANI_MPS="$mps" "$PYTHON" -m villani.cli train "${BASE[@]}" --params "$OUT/pack-$k.yaml" \
+      --results "$RES/$prefix$k" --lam 0.001 --seed $(seq 0 $((k - 1))) --per-device "$k" --until "$STEPS" \
+      --device "$DEVICE"
+    if [[ -n "$sampler" ]]; then kill "$sampler"; wait "$sampler" 2>/dev/null || true; fi
+    "$PYTHON" - "$RES/$prefix$k" "$k" "$OUT/pack$mps-$k.smi" "$OUT/train-captured-b1.result" \
+      >>"$OUT/pack$mps.rows" <<'EOF'
+import re, sys
+from pathlib import Path
+import pandas as pd
+root, k, smi, one = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+logs = [pd.read_csv(f) for f in sorted(root.glob("runs/*/adamw/*/seed*/logs/seg*.csv"))]
+assert len(logs) == k, len(logs)
+rates = [log["tokens_per_s"].iloc[5:].median() for log in logs]
+peak = {}
+for line in smi.read_text().splitlines() if smi.exists() else []:
+    pid, mib = (x.strip() for x in line.split(",")[:2])
+    if mib.isdigit():
+        peak[pid] = max(peak.get(pid, 0), int(mib))
+single = re.match(r"(?:captured|compiled): ([\d,]+) tokens/s", one.read_text()) if one.exists() else None
+gain = f" = {sum(rates) / float(single.group(1).replace(',', '')):.2f}× one run alone" if single else ""
+mem = (f"; peak GPU memory per process {max(peak.values()) / 1024:.1f} GiB, together {sum(peak.values()) / 1024:.1f}"
+       " GiB" if peak else "")
+print(f"k = {k}: {' + '.join(f'{r:,.0f}' for r in rates)} = {sum(rates):,.0f} tokens/s{gain}{mem}")
+EOF
+  done
+  paste -sd';' "$OUT/pack$mps.rows" >"$OUT/pack$([[ "$mps" == 1 ]] && echo -mps).result"
+}
+
+autocast_ops() {  # which operators of a bf16 training step take float32 inputs
+  "$PYTHON" benchmarks/train_step.py --mode autocast --device "$DEVICE" "${BASE[@]}" --root "$RES" \
+    | tee "$OUT/autocast.out"
+  paste -sd';' "$OUT/autocast.out" >"$OUT/autocast.result"
 }
 
 hvp_lines() {  # hvp_lines NAME PATTERN AFTER ARGS...: hvp.py ARGS; the lines matching PATTERN, each
@@ -242,8 +331,13 @@ EOF
 part env env_check
 part tokenize tokenize
 link_data
-part train-bf16-b1 train_bf16 1
-part train-bf16-b8 train_bf16 8
+part train-bf16-b1 train_bf16 1 off train-bf16-b1 b1
+part train-bf16-b8 train_bf16 8 off train-bf16-b8 b8
+part train-captured-b1 train_bf16 1 on train-captured-b1 c1
+part agree agree
+part pack pack 0
+if [[ "${GPU_CHECK_MPS:-0}" == 1 ]]; then part pack-mps pack 1; fi
+part autocast autocast_ops
 part hvp-small hvp hvp-small
 part hvp-125m hvp hvp-125m --vocab 50257 --hidden 768 --layers 12 --heads 12 --seq 512 --batch 1
 part measure measure_125m

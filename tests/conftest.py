@@ -61,4 +61,5 @@ def copy_repo(dest: Path) -> Path:
     if page.is_file():
         (dest / "vega").mkdir(exist_ok=True)
         (dest / "vega" / "page.html").write_bytes(page.read_bytes())
+        (dest / ".dvc" / "config.local").write_text("[plots]\n    html_template = ../vega/page.html\n")  # make install's
     return dest

@@ -80,10 +80,17 @@ def test_one_job_per_run_needs_the_datasets_to_share_their_checkpoints_and_segme
     assert "differ — checkpoints: a 5 up to step 20; b 5 up to step 40" in msg, msg
     with pytest.raises(ParamsError, match=r'^p.yaml: jobs.train: "run" is invalid \(segment; .* differ — segments: a '):
         targets.check_job_split(resolve({**TWO, "jobs": {"train": "run"}}), source="p.yaml")
+    # seeds side by side (jobs.runs_per_device ≥ 2): one rule names every seed's files
+    seeds = resolve({**TWO, "jobs": {"runs_per_device": 2}, "datasets": {**TWO["datasets"], "a": {"train": {
+        "lambdas": [0.0], "steps": 20, "seeds": [0, 1, 2]}}}})
+    with pytest.raises(ParamsError, match=r"^p.yaml: jobs.runs_per_device: 2 is invalid \(seeds side by side only where "
+                                          r"every dataset has the same seeds, and here they differ — a \[0, 1, 2\]; "
+                                          r"b \[0, 1\]\); use 1$"):
+        targets.check_job_split(seeds, source="p.yaml")
     same = resolve({"train": {"steps": 40, "warmup_steps": 4}, "jobs": {"measure": "run", "train": "run"},
                     "datasets": {"a": {"train": {"lambdas": [0.0]}}, "b": {"data": {"seq_len": 32}}}})
     targets.check_job_split(same)
-    assert dataset_params(same, "b")["jobs"] == {"measure": "run", "train": "run"}  # the workflow's, in each dataset's
+    assert dataset_params(same, "b")["jobs"] == {"measure": "run", "train": "run", "runs_per_device": 1}  # the workflow's, in each dataset's
     outs = targets.job_outputs(same, "measure", "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/step{step}.json")
     steps = [int(o.rsplit("step", 1)[1][:7]) for o in outs]
     assert outs[0].startswith("results/runs/{dataset}/{variant}/lam{lam}/seed{seed}/")

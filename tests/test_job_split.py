@@ -1,6 +1,7 @@
-"""jobs.train / jobs.measure: a job per segment / checkpoint, or per run — what the train
-and measure rules get from villani.dag.targets in each case (no Snakemake; the DAGs
-themselves: tests/workflow/test_presets_dry_run.py, tests/slurm/test_submissions.py)."""
+"""jobs.train / jobs.measure: a job per segment / checkpoint, or per run, and
+jobs.runs_per_device: a train job for a λ's seeds side by side — what the train and measure
+rules get from villani.dag.targets in each case (no Snakemake; the DAGs themselves:
+tests/workflow/test_presets_dry_run.py, tests/slurm/test_submissions.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,14 @@ def per_run():
 
 
 @pytest.fixture(scope="module")
-def per_step():
-    return load_params([REPO / "params.yaml", REPO / "configs/ptb.yaml"])  # {measure: checkpoint, train: segment}
+def side_by_side():
+    return load_params([REPO / "params.yaml", REPO / "configs/ptb.yaml"])  # as shipped: runs_per_device auto, 3 seeds
+
+
+@pytest.fixture(scope="module")
+def per_step(side_by_side):
+    """{measure: checkpoint, train: segment}, a train job per run's segment."""
+    return resolve({**side_by_side, "jobs": {**side_by_side["jobs"], "runs_per_device": 1}})
 
 
 RUN = {"dataset": "pydoc", "variant": "adamw", "lam": "0.012", "seed": "1"}
@@ -59,6 +66,27 @@ def test_a_job_per_segment_or_checkpoint_keeps_the_step_wildcard(per_step):
     assert targets.train_inputs(per_step, second) == targets.previous_segment(per_step, second) != []
     assert targets.train_inputs(per_step, {**second, "step": f"{ends[0]:07d}"}) == []  # the first segment
     assert targets.measure_segments(per_step, second) == [targets.segment_of_checkpoint(per_step, second)]
+
+
+def test_seeds_side_by_side_are_a_train_job_per_update_rule_and_lam(side_by_side, per_step):
+    """The presets: a train job names the segment of every seed of its (update rule, λ), runs
+    them `--per-device 3`, continues from each seed's previous segment; measure is per run."""
+    assert targets.side_by_side(side_by_side) == 3 and targets.side_by_side(per_step) == 1
+    ends = segment_ends(side_by_side["train"])
+    pattern = "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}/seg{step}.json"
+    assert targets.job_outputs(side_by_side, "train", pattern) == [
+        f"results/runs/{{dataset}}/{{variant}}/lam{{lam}}/seed{s}/seg{{step}}.json" for s in (0, 1, 2)]
+    assert targets.job_outputs(side_by_side, "measure", pattern) == ["results/runs/{dataset}/{variant}/lam{lam}/seed{seed}/seg{step}.json"]
+    assert targets.job_log(side_by_side, "train") == "results/logs/train/{dataset}/{variant}/lam{lam}/seeds/seg{step}.log"
+    assert targets.job_command(side_by_side, "train").endswith(
+        "--lam {wildcards.lam} --seed 0 1 2 --per-device 3 --until {params.step} > {log} 2>&1")
+    job = {key: RUN[key] for key in ("variant", "lam")} | {"dataset": "ptb", "step": f"{ends[1]:07d}"}
+    assert targets.train_inputs(side_by_side, job) == [
+        f for s in (0, 1, 2) for f in targets.previous_segment(side_by_side, {**job, "seed": s})] != []
+    per_run = resolve({**side_by_side, "jobs": {**side_by_side["jobs"], "train": "run"}})
+    assert targets.job_outputs(per_run, "train", pattern) == [
+        f"results/runs/{{dataset}}/{{variant}}/lam{{lam}}/seed{s}/seg{e:07d}.json" for s in (0, 1, 2) for e in ends]
+    assert targets.job_command(per_run, "train").endswith("--seed 0 1 2 --per-device 3 --all > {log} 2>&1")
 
 
 def test_switching_the_job_split_changes_no_digest(per_run, per_step):

@@ -45,10 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "Hugging Face cache (once, on a machine with internet); every dataset unless --dataset")
     sub.add_parser("pretrained", parents=[common], help="save model.name's config (and for init: pretrained its "
                    "weights) into results/pretrained/<dataset>/, from the Hugging Face cache")
+    sub.add_parser("plan", parents=[common], help="write results/plan/<dataset>.json (the runs and landscape λ "
+                   "of the parameters); move the folders of runs and surfaces no longer in them to results/retired/")
     sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
 
     t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
-    run_options(t)
+    run_options(t, several_seeds=True)
+    t.add_argument("--per-device", type=integer(1, 64), default=1, metavar="K",
+                   help="with several seeds: train K of their runs at a time, one process each, on the device")
     g = t.add_mutually_exclusive_group(required=True)
     g.add_argument("--until", type=integer(1), help="segment end step (must be a segment end)")
     g.add_argument("--all", action="store_true", help="run every segment that is not complete yet")
@@ -114,6 +118,7 @@ def _dvc_yaml_parser(sub, common) -> None:
 
 COMMANDS = {
     "validate": commands.cmd_validate, "fetch": commands.cmd_fetch, "pretrained": commands.cmd_pretrained,
+    "plan": commands.cmd_plan,
     "tokenize": commands.cmd_tokenize, "train": commands.cmd_train, "measure": commands.cmd_measure,
     "rays": commands.cmd_rays, "landscape": commands.cmd_landscape, "bounds": commands.cmd_bounds,
     "cost": commands.cmd_cost, "figures": commands.cmd_figures, "claims": commands.cmd_claims,

@@ -120,6 +120,14 @@ def cmd_pretrained(args) -> None:
     print(f"wrote {out}: {record['name']} ({what})")
 
 
+def cmd_plan(args) -> None:
+    from villani.dag.run_set import write_plan
+
+    path, retired, restored = write_plan(_params(args), root=args.results)
+    moves = [f"retired {d}" for d in retired] + [f"restored {d}" for d in restored]
+    print("\n".join([*moves, f"wrote {path}"]))
+
+
 def cmd_tokenize(args) -> None:
     from villani.data import tokenize
     from villani.plan import layout
@@ -134,15 +142,22 @@ def cmd_train(args) -> None:
     from villani.training import train_run, train_segment
 
     p = _params(args)
-    _check_run(p, args)
-    run = dict(variant=args.variant, lam=args.lam, seed=args.seed, root=args.results, device=args.device)
+    seeds = args.seed
+    _check_run(p, args, seeds)
+    if len(seeds) > 1 or args.per_device > 1:
+        from villani.training.side_by_side import train_side_by_side
+
+        train_side_by_side(args, seeds)  # one `villani train` of one seed per process: the lines below
+        return
+    run = dict(variant=args.variant, lam=args.lam, seed=seeds[0], root=args.results, device=args.device)
     done = train_run(p, **run) if args.all else [(train_segment(p, end=args.until, **run), "asked")]
     for m, why in done:
         verb = "trained" if why else "done under these parameters"
         print(f"segment {m['start']}→{m['end']}: {verb}; checkpoints {[c['step'] for c in m['checkpoints']]}")
 
 
-def _check_run(p, args) -> None:
+def _check_run(p, args, seeds: list[int] | None = None) -> None:
+    """``--variant``, ``--lam`` and ``--seed`` (or each of ``seeds``) name a run of ``p``."""
     from villani.plan.config import ParamsError
 
     from villani.plan.runs import variant_kind, variant_lambdas, variants
@@ -155,8 +170,11 @@ def _check_run(p, args) -> None:
     key = "train.lambdas" if kind == "adamw" else f"train.{kind}.lambdas"
     if args.lam not in lams:
         raise ParamsError(f"--lam: {args.lam:g} is not in {key} = {lams}")
-    if args.seed not in p["train"]["seeds"]:
-        raise ParamsError(f"--seed: {args.seed} is not in train.seeds = {p['train']['seeds']}")
+    for seed in seeds if seeds is not None else [args.seed]:
+        if seed not in p["train"]["seeds"]:
+            raise ParamsError(f"--seed: {seed} is not in train.seeds = {p['train']['seeds']}")
+    if seeds is not None and len(set(seeds)) < len(seeds):
+        raise ParamsError(f"--seed: {seeds} names a seed twice (one process per run)")
 
 
 def cmd_measure(args) -> None:

@@ -138,9 +138,14 @@ def common_options(top: bool, *, params: bool = True) -> argparse.ArgumentParser
     return p
 
 
-def run_options(p: argparse.ArgumentParser) -> None:
-    """``--variant``, ``--lam``, ``--seed``: one training run of the parameters."""
+def run_options(p: argparse.ArgumentParser, several_seeds: bool = False) -> None:
+    """``--variant``, ``--lam``, ``--seed``: one training run of the parameters (or, with
+    ``several_seeds``, the runs of several seeds)."""
     p.add_argument("--variant", default="adamw",
                    help="run variant: adamw, adamw_lr<η>, adamw_wu<steps>, adamw_noise, adam_l2, langevin")
     p.add_argument("--lam", type=real(0.0), required=True, help="weight decay λ of the run")
-    p.add_argument("--seed", type=integer(0), required=True, help="seed of the run")
+    if several_seeds:
+        p.add_argument("--seed", type=integer(0), required=True, nargs="+", metavar="SEED",
+                       help="seed of the run; several: their runs side by side (--per-device)")
+    else:
+        p.add_argument("--seed", type=integer(0), required=True, help="seed of the run")

@@ -314,8 +314,13 @@ def num_params(model: torch.nn.Module) -> int:
 
 def theta_sq_norm(model: torch.nn.Module) -> float:
     """‖θ‖² over every trainable parameter, accumulated in float64."""
+    return float(theta_sq_tensor(model))
+
+
+def theta_sq_tensor(model: torch.nn.Module) -> torch.Tensor:
+    """:func:`theta_sq_norm` as a float64 tensor on the parameters' device (no host sync)."""
     with torch.no_grad():
-        return float(sum(p.detach().double().pow(2).sum() for p in model.parameters() if p.requires_grad))
+        return sum(p.detach().double().pow(2).sum() for p in model.parameters() if p.requires_grad)
 
 
 def hf_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -48,6 +48,12 @@ def test_a_checkpoint_folder_opens_with_auto_classes_and_generates(trained):
     with torch.no_grad():
         out = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=tok.eos_token_id)
     assert out.shape[1] > prompt.shape[1] and isinstance(tok.decode(out[0]), str)
+    batch = tok(["def", "def main(x):"], padding=True, return_tensors="pt")  # pads with EOS
+    assert tok.pad_token == tok.eos_token and batch.input_ids.shape[0] == 2
+    assert batch.attention_mask[0].sum() < batch.attention_mask[1].sum() == batch.input_ids.shape[1]
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    assert logits.shape[:2] == batch.input_ids.shape
 
 
 def test_the_model_card_names_the_run(trained):

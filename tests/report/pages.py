@@ -61,6 +61,8 @@ def install_plots_page(repo: Path) -> Path:
     npm packages `make install` put in this checkout's vega/node_modules."""
     out = repo / "vega/page.html"
     out.parent.mkdir(exist_ok=True)
+    (repo / ".dvc").mkdir(exist_ok=True)
+    (repo / ".dvc" / "config.local").write_text("[plots]\n    html_template = ../vega/page.html\n")  # as make install
     try:
         return build_page(REPO / "vega", out)
     except PageError as e:

@@ -35,7 +35,8 @@ def test_the_default_run_is_described_by_its_parameters():
 def test_another_family_rule_set_and_schedule_change_the_text():
     p = shipped("params.yaml", model={"config": {"model_type": "llama", "hidden_size": 32}},
                 train={"lambdas": [0.0, 0.02], "adam_l2": {"lambdas": []}, "langevin": {"lambdas": []},
-                       "adamw_noise": {"lambdas": [0.02]}, "checkpoints": {"count": 12, "spacing": "log"}})
+                       "adamw_noise": {"lambdas": [0.02]}, "checkpoints": {"count": 12, "spacing": "log"}},
+                landscape={"lambdas": [0.0, 0.02]})
     text = description(p, ["params.yaml", "mine.yaml"])
     assert "from ``params.yaml`` + ``mine.yaml``" in text
     assert "``llama`` (hidden_size 32," in text

@@ -77,6 +77,7 @@ def test_dvc_plots_show_and_diff_draw_offline_through_the_configured_template(lo
 def test_dvc_s_own_cdn_page_stays_blank_offline(loss_repo, tmp_path):
     """The failure the offline page fixes, as these checks see it."""
     (loss_repo / ".dvc/config").write_text("[core]\n    autostage = false\n")
+    (loss_repo / ".dvc/config.local").unlink(missing_ok=True)  # no template: DVC's own page
     page = pages.dvc_plots_show(loss_repo, run)
     with pages.browser() as b:
         with pytest.raises(AssertionError, match="Vega views"):

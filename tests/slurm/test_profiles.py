@@ -12,7 +12,7 @@ from slurm_helpers import CI_PROFILE, REAL_PROFILE, REPO
 
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
 CPU_RULES = {"tokenize", "bounds", "figures", "claims", "metrics", "paper"}
-LOCAL_RULES = {"fetch", "pretrained"}  # localrules: run by snakemake itself on the submit host
+LOCAL_RULES = {"fetch", "pretrained", "plan"}  # localrules: run by snakemake itself on the submit host
 WORK_RULES = {"train", "measure"}  # runtime and mem_mb from their work: villani.dag.resources
 # flags the plugin sets itself and rejects inside slurm_extra
 FORBIDDEN_EXTRA = re.compile(r"--(gres|gpus|mem|cpus-per|partition|account|time|qos|nodes|ntasks)\b|(^|\s)-[pAtNnc]\b")
@@ -31,10 +31,14 @@ def evaluate(value, attempt):
     return Resource.cli_evaluator("x", str(value), wildcards={}, input=[], attempt=attempt, async_run=None)
 
 
-def test_no_default_profile_dir():
-    # profiles/default/ next to the Snakefile would silently override --profile.
-    assert not (REPO / "profiles" / "default").exists()
+def test_the_default_profile_sets_the_rerun_triggers_alone():
+    """profiles/default/ next to the Snakefile is loaded with every --profile and wins over
+    it: it holds the one setting every run must share (what reruns a job, the same as DVC's
+    view), and nothing a site profile sets."""
+    assert load(REPO / "profiles" / "default") == {"rerun-triggers": ["input", "params", "code", "software-env"]}
     assert not (REPO / "workflow" / "profiles" / "default").exists()
+    for profile in (REPO / "profiles" / "local", REAL_PROFILE):
+        assert "rerun-triggers" not in load(profile)
 
 
 def test_real_profile_shape():

@@ -12,13 +12,14 @@ from villani.plan.config import dataset_params, load_params
 from villani.plan.schedule import checkpoint_steps, segment_ends
 
 
-@pytest.fixture(scope="module")
-def ptb():
-    return dataset_params(load_params(["configs/paper.yaml"]), "ptb")
-
-
 def _with(p, group, **changes):
     return {**p, group: {**p[group], **changes}}
+
+
+@pytest.fixture(scope="module")
+def ptb():
+    """The paper preset's PTB, a train job per run's segment (jobs.runs_per_device: 1)."""
+    return _with(dataset_params(load_params(["configs/paper.yaml"]), "ptb"), "jobs", runs_per_device=1)
 
 
 def test_train_work_is_steps_times_tokens_at_the_measured_rate(ptb):
@@ -74,6 +75,24 @@ def test_a_per_run_train_job_asks_for_its_segments_work_at_one_start_up(ptb):
     assert R.job_runtime("train", ptb, None, 1) < sum(R.job_runtime("train", ptb, e, 1) for e in ends)
 
 
+def test_seeds_side_by_side_ask_for_every_seed_s_work(ptb):
+    """jobs.runs_per_device: a job of the s seeds of one (update rule, λ), k at a time: s runs'
+    work at one run's rate (no gain from sharing assumed), k runs' host memory; auto: the
+    seeds that fit 90 % of an 80 GB GPU at the estimated memory per process."""
+    end = segment_ends(ptb["train"])[0]
+    seconds, nbytes = R.train_work(ptb, end)
+    seeds = len(ptb["train"]["seeds"])
+    assert seeds == 3 and R.runs_per_device(ptb) == 1
+    for k, at_once in ((2, 2), (3, 3), (8, 3), ("auto", 3)):
+        side = _with(ptb, "jobs", runs_per_device=k)
+        assert R.train_work(side, end) == pytest.approx((seeds * seconds, at_once * nbytes)), k
+    assert R.train_gpu_bytes(ptb) == pytest.approx(18 * R.D_125M + 1.5 * 2**30 + 512 * 2 * 2**20)
+    # batches whose activations fill the GPU: fewer runs at a time, at least one
+    big = _with(_with(ptb, "jobs", runs_per_device="auto"), "train", batch_size=24)
+    assert R.runs_per_device(big) == math.floor(0.9 * 80e9 / R.train_gpu_bytes(big)) == 2
+    assert R.runs_per_device(_with(big, "train", batch_size=64)) == 1
+
+
 def test_retries_grow_and_memory_is_capped(ptb):
     end = segment_ends(ptb["train"])[-1]
     for rule, step in (("train", end), ("measure", end)):
@@ -85,22 +104,41 @@ def test_retries_grow_and_memory_is_capped(ptb):
 
 
 def test_rules_ask_for_their_work():
-    """The Snakefile's train and measure rules carry these values (no profile overrides them);
-    step None for a job per run (villani.dag.targets.job_step)."""
+    """The Snakefile's train and measure jobs carry these values (no profile overrides them):
+    a dry run of tests/configs/tiny.yaml through profiles/slurm, one job per segment and
+    checkpoint, lists each job's runtime and mem_mb as villani.dag.resources computes them."""
+    import re
+    import subprocess
+    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    for rule in ("train", "measure"):
-        text = "".join((root / "workflow" / "rules" / f"{rule}.smk").read_text().split())
-        assert f'runtime=lambdawc,attempt:job_runtime("{rule}",DP[wc.dataset],targets.job_step(wc),attempt)' in text
-        assert f'mem_mb=lambdawc,attempt:job_mem_mb("{rule}",DP[wc.dataset],targets.job_step(wc),attempt)' in text
+    jobs = root / "tests" / "configs" / "tiny.yaml"
+    split = Path(__import__("tempfile").mkdtemp()) / "jobs.yaml"
+    split.write_text("jobs: {measure: checkpoint, train: segment}\n")
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--configfile", str(jobs), str(split)]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    p = load_params([root / "params.yaml", jobs, split])
+    tiny = dataset_params(p, "tiny")
+    seen = 0
+    for rule, step, resources in re.findall(r"^\s*rule (train|measure):\n(?:\s+\w+: .*\n)*?\s+wildcards: .*?step=(\d+)"
+                                           r"\n\s+threads: \d+\n\s+resources: ([^\n]*)", text, re.M):
+        got = dict(kv.split("=", 1) for kv in resources.split(", "))
+        assert int(got["runtime"]) == R.job_runtime(rule, tiny, int(step), 1), (rule, step, resources)
+        assert int(got["mem_mb"]) == R.job_mem_mb(rule, tiny, int(step), 1), (rule, step, resources)
+        seen += 1
+    assert seen >= 6, text[-3000:]
 
 
 def test_readme_requests():
     """The requests the README quotes for configs/paper.yaml (minutes, attempt 1)."""
     doc = load_params(["configs/paper.yaml"])
-    for name, segment, run, measure in (("ptb", 12, 240, {24, 42}), ("wikitext103", 147, 1764, {42})):
-        p = dataset_params(doc, name)
+    for name, per_device, segment, run, measure in (
+            ("ptb", 1, 12, 240, {24, 42}), ("wikitext103", 1, 147, 1764, {42}),  # a job per run's segment
+            ("ptb", "auto", 24, 480, {24, 42}), ("wikitext103", "auto", 431, 5172, {42})):  # as shipped: 3 seeds
+        p = _with(dataset_params(doc, name), "jobs", runs_per_device=per_device)
         minutes = [R.job_runtime("train", p, end, 1) for end in segment_ends(p["train"])]
         assert set(minutes) == {segment} and sum(minutes) == run
         assert {R.job_runtime("measure", p, s, 1) for s in checkpoint_steps(p["train"])} == measure

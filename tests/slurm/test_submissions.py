@@ -16,11 +16,16 @@ from villani.plan.config import load_params
 PRESETS = ["configs/ptb.yaml", "configs/wikitext103.yaml", "configs/paper.yaml"]
 
 
-@pytest.mark.parametrize("jobs_setting, train, measure", [("{measure: run, train: run}", 3, 3),
-                                                          ("{measure: checkpoint, train: segment}", 6, 15)])
+@pytest.mark.parametrize("jobs_setting, train, measure", [
+    ("{measure: run, train: run}", 3, 3),
+    ("{measure: checkpoint, train: segment}", 6, 15),
+    ("{measure: checkpoint, train: segment, runs_per_device: 2}\ntrain: {seeds: [0, 1]}", 6, 30),
+    ("{measure: run, train: run, runs_per_device: 2}\ntrain: {seeds: [0, 1]}", 3, 6),
+])
 def test_plan_count_equals_snakemakes_dry_run(tmp_path, jobs_setting, train, measure):
     """jobs: one train and one measure job per run (params.yaml's) or per segment and
-    checkpoint (the presets')."""
+    checkpoint (the presets'); with two seeds side by side a train job per (update rule, λ)
+    — 3 of them — or per its segment."""
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text(f"jobs: {jobs_setting}\n")
     cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(REAL_PROFILE), "--profile", str(CI_PROFILE),
@@ -29,7 +34,7 @@ def test_plan_count_equals_snakemakes_dry_run(tmp_path, jobs_setting, train, mea
     listing = res.stdout + res.stderr
     assert res.returncode == 0, listing[-3000:]
     doc = load_params([str(REPO / "params.yaml"), str(REPO / "tests/configs/tiny.yaml"), str(jobs)])
-    assert S.job_counts(doc)["measure"] == measure and S.job_counts(doc)["train"] == train  # 3 runs × 5 / × 2
+    assert S.job_counts(doc)["measure"] == measure and S.job_counts(doc)["train"] == train
     assert S.dry_run_stats(listing) == dict(S.job_counts(doc))
     groups, _ = S.profile_grouping(REAL_PROFILE / "config.yaml")
     assert S.dry_run_count(listing, groups) == S.submissions(doc, REAL_PROFILE / "config.yaml")["total"]
@@ -39,8 +44,8 @@ def test_plan_count_equals_snakemakes_dry_run(tmp_path, jobs_setting, train, mea
 def test_paper_preset_is_at_most_300_submissions(monkeypatch):
     monkeypatch.chdir(REPO)
     s = S.submissions(load_params([str(REPO / "configs/paper.yaml")]))
-    assert s["total"] <= 300 and s["train"] == 90, s
-    assert sum(S.job_counts(load_params([str(REPO / "configs/paper.yaml")])).values()) == 3378
+    assert s["total"] <= 300 and s["train"] == 30, s  # 90 runs: 30 (update rule, λ) with their 3 seeds side by side
+    assert sum(S.job_counts(load_params([str(REPO / "configs/paper.yaml")])).values()) == 2420
 
 
 def test_readme_prints_the_computed_table(monkeypatch):

@@ -9,7 +9,10 @@ plus the CI overlay:
     local run with params.yaml's job per run: identical checkpoint weights (sha256) and
     measurement numbers;
 (b) preemption: a running `train` job is scancel'ed mid-way, snakemake's retry
-    resumes it from its work state, and the final weights are an uninterrupted run's.
+    resumes it from its work state, and the final weights are an uninterrupted run's;
+(c) seeds side by side (jobs.runs_per_device: 2): the two seeds of one (update rule, λ)
+    are one SLURM group job whose members each run both seeds' `villani train` at once on
+    the job's one GPU, with the weights and step logs of each run trained alone.
 
 Each run happens in its own copy of the repository, so results/ is isolated.
 """
@@ -45,7 +48,7 @@ TINY = "tests/configs/tiny.yaml"
 CLUSTER_JOBS = "cluster-jobs.yaml"  # the presets' job split (params.yaml: a job per run)
 CLUSTER_JOBS_YAML = "jobs: {measure: checkpoint, train: segment}\n"
 GPU_RULES = {"train", "measure", "rays", "landscape", "cost"}
-LOCAL_RULES = {"fetch", "pretrained"}  # localrules: never submitted
+LOCAL_RULES = {"fetch", "pretrained", "plan"}  # localrules: never submitted
 # fields that legitimately differ between two runs of the same computation (the hashes of a
 # record and of the checkpoint.json it names cover its write time; the weights are compared apart)
 VOLATILE = re.compile(r"time|wall|clock|seconds|elapsed|per_s|duration|host|date|device|peak|rss|"
@@ -188,17 +191,25 @@ def _train_job(states=("RUNNING",)) -> str | None:
     return None
 
 
-def _villani_train_pid(jobid: str) -> int | None:
-    """The `villani train` process of SLURM job ``jobid`` (same machine: /proc)."""
+def _villani_trains(jobid: str) -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of every `villani train` process of SLURM job ``jobid`` (same machine: /proc):
+    the console script's, and the `python -m villani.cli train` of seeds side by side."""
+    found = []
     for d in Path("/proc").glob("[0-9]*"):
         try:
             argv = (d / "cmdline").read_bytes().split(b"\0")
             env = (d / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"train" in argv and any(a.endswith(b"villani") for a in argv[:2]) and f"SLURM_JOB_ID={jobid}".encode() in env:
-            return int(d.name)
-    return None
+        if b"train" in argv and any(a.endswith((b"villani", b"villani.cli")) for a in argv[:3]) and \
+                f"SLURM_JOB_ID={jobid}".encode() in env:
+            found.append((int(d.name), argv))
+    return found
+
+
+def _villani_train_pid(jobid: str) -> int | None:
+    """The `villani train` process of SLURM job ``jobid``."""
+    return next((pid for pid, _ in _villani_trains(jobid)), None)
 
 
 def _work_state(state: Path) -> dict | None:
@@ -351,3 +362,51 @@ def test_time_limit_then_scancel_resume_bit_identical(slurm, tmp_path):
     assert len(csvs) == PREEMPT["train"]["segments"]
     for rel in csvs:
         assert _log_rows(wd / rel) == _log_rows(ref / rel), f"{rel}: per-step log differs from the uninterrupted run"
+
+
+# --------------------------------------------------------------------------- (c)
+
+PACKED = {"train": {"lambdas": [0.01], "seeds": [0, 1], "langevin": {"lambdas": []}},
+          "jobs": {"measure": "checkpoint", "train": "segment", "runs_per_device": 2}}
+
+
+def _train_processes(jobid: str) -> int:
+    """How many single-seed `villani train` processes of SLURM job ``jobid`` run now."""
+    return sum(b"--per-device" not in argv for _, argv in _villani_trains(jobid))
+
+
+def test_seeds_side_by_side_are_one_packed_group_job(slurm, tmp_path):
+    """Two seeds side by side: one train submission (the pack's two segments in sequence), in
+    which both seeds' processes run at once; its time limit is the two segments' derived
+    runtimes for both seeds; each run's weights and step logs are those of the local run,
+    where every run is a job of its own (≈ 60 s: a tokenize job, then the group job)."""
+    from villani.plan import layout
+
+    wd, ref = copy_repo(tmp_path / "slurm" / "repo"), copy_repo(tmp_path / "ref" / "repo")
+    (wd / "packed.yaml").write_text(json.dumps(PACKED))
+    (ref / "packed.yaml").write_text(json.dumps({**PACKED, "jobs": {"measure": "checkpoint", "train": "segment"}}))
+    finals = [str(layout.fmt(layout.SEGMENT, "results", step=24, **{**RUN, "seed": s})) for s in (0, 1)]
+    args = ["--configfile", TINY, "packed.yaml", "--", *finals]
+    proc, log, t0 = snakemake(wd, *slurm_profiles(), *args, timeout=900, popen=True)
+    slurm.watch(proc)
+    ref_run = snakemake(ref, "--profile", "profiles/local", "--cores", "1", *args, timeout=900)
+    assert ref_run.returncode == 0, ref_run.tail()
+    most, deadline = 0, time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        if job := _train_job():
+            most = max(most, _train_processes(job))
+        time.sleep(0.2)
+    run = wait_run(proc, log, t0, 900)
+    print(f"seeds side by side under SLURM: {run.seconds:.0f}s; at most {most} train processes at once")
+    assert run.returncode == 0, run.tail()
+    (ids,) = submitted_by_rule(run, wd)["train"].values()
+    assert len(ids) == 1 and job_info(ids[0])["JobState"] == "COMPLETED", ids
+    assert most == 2, "the two seeds did not train at the same time"
+    p = DP(load_params([str(wd / "params.yaml"), str(wd / TINY), str(wd / "packed.yaml")]))
+    limit = sum(job_runtime("train", p, end, 1) for end in segment_ends(p["train"]))
+    assert job_info(ids[0])["TimeLimit"] == f"00:{limit:02d}:00"
+    assert weights_digests(wd / "results") == weights_digests(ref / "results") != {}
+    csvs = sorted(f.relative_to(ref) for f in (ref / "results").glob("runs/**/logs/seg*.csv"))
+    assert len(csvs) == 4
+    for rel in csvs:
+        assert _log_rows(wd / rel) == _log_rows(ref / rel), rel

@@ -1,11 +1,12 @@
 """DVC driven as a user drives it, on a clean clone with the committed files: `make run`
-(Snakemake) records dvc.lock → `dvc status` clean → `dvc repro` does nothing → edit one λ
-→ `dvc repro` reruns only its branch → a commit → `dvc metrics diff HEAD~1`, `dvc plots
-diff HEAD~1` show both versions → `dvc exp run -S …` → `dvc exp show` has both; a failing
-stage (repro and exp run) loses nothing; `dvc push` and a fresh clone's `dvc pull`
-restore results/; every preset copied to params.yaml passes `dvc repro --dry`. One
-workflow run (the module fixture) serves the whole file; every test leaves the repository
-as it found it (HEAD, workspace and results/)."""
+(Snakemake) writes dvc.lock and ends with a summary → `dvc status` clean, `dvc repro` and
+`snakemake -n` do nothing → edit λ → `dvc repro` reruns what `snakemake -n` would have →
+both engines up to date → a commit → `dvc metrics diff HEAD~1`, `dvc plots diff HEAD~1`
+show both versions → `dvc push`, a second clone, `dvc pull` → both engines up to date
+there; `dvc exp run -S …` twice: the second from DVC's run-cache; a failing stage loses
+nothing `dvc checkout` cannot bring back; every preset copied to params.yaml passes `dvc
+repro --dry --force`. One workflow run (the module fixture) serves the whole file; every
+test leaves the repository as it found it (HEAD, workspace and results/)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ README_COMMANDS = {
     "metrics_diff": "dvc metrics diff HEAD~1",
     "plots_diff": "dvc plots diff HEAD~1",
     "exp_run": "dvc exp run -S 'claims.confidence=0.9'",
-    "exp_show": "dvc exp show",
+    "exp_show": "dvc exp show --only-changed",
     "push": "dvc push",
     "pull": "dvc pull",
-    "preset": "cp configs/ptb.yaml params.yaml && dvc repro --dry",
+    "preset": "cp configs/ptb.yaml params.yaml && dvc repro --dry --force",
+    "go_back": "git checkout HEAD~1 -- params.yaml dvc.lock && villani plan && dvc checkout",
 }
 
 
@@ -61,8 +63,10 @@ def dvc_repo(tmp_path_factory):
     assert (work / ".dvc" / "config").exists(), "the repository ships its DVC setup"
     write_params(work / "params.yaml")
     _git(work, "commit", "-qam", "tiny values")
-    run([BIN / "villani", "run-lock", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"],
-        cwd=work, timeout=2400)
+    assert not (work / "dvc.lock").exists(), "no dvc.lock is shipped: the first run writes it"
+    out = run([BIN / "villani", "run-lock", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"],
+              cwd=work, timeout=2400)
+    (work / ".make-run.log").write_text(out.stdout + out.stderr)
     _git(work, "add", "dvc.lock")
     _git(work, "commit", "-qm", "make run")
     return work
@@ -83,6 +87,24 @@ def _ran(text: str) -> set[str]:
     return set(re.findall(r"Running stage '([^']+)'", text))
 
 
+def _nothing_to_do(work) -> None:
+    out = run([BIN / "snakemake", "-n", "--profile", "profiles/local"], cwd=work)
+    assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
+
+
+def test_make_run_ends_with_a_summary(dvc_repo):
+    """The last lines say where the figures, tables, ledger and report are, what the ledger
+    found (its counts, as results/claims/<dataset>.json has them) and how to open them."""
+    tail = (dvc_repo / ".make-run.log").read_text().strip().splitlines()[-12:]
+    text = "\n".join(tail)
+    counts = json.loads((dvc_repo / "results/claims/tiny.json").read_text())["counts"]
+    from villani.dag.summary import format_counts
+
+    assert "figures results/figures/tiny/" in text and "claims ledger results/claims/tiny.csv" in text, text
+    assert format_counts(counts) in text and "snakemake --report results/report.html" in text, text
+    assert "villani claims-report" in text and "dvc plots show" in text, text
+
+
 def test_make_run_is_recorded_status_is_clean_and_repro_does_nothing(dvc_repo):
     assert _status(dvc_repo) == {}
     assert _sh(README_COMMANDS["status"], dvc_repo).stdout.strip().endswith("Data and pipelines are up to date.")
@@ -92,6 +114,7 @@ def test_make_run_is_recorded_status_is_clean_and_repro_does_nothing(dvc_repo):
     assert _tree(dvc_repo) == before
     metrics = json.loads((dvc_repo / "results/metrics/tiny.json").read_text())
     assert "training_adamw_lam0p01_train_loss" in metrics
+    _nothing_to_do(dvc_repo)
 
 
 def _plot_specs(work) -> dict:
@@ -135,32 +158,14 @@ def test_metrics_are_flat_numbers_with_dvc_safe_keys(dvc_repo):
     metrics = entry["data"]["results/metrics/tiny.json"]["data"]
     assert metrics and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
     assert all("." not in k and "=" not in k for k in metrics)
+    assert not any(k.endswith("train_seconds") for k in metrics)  # wall-clock: beside, untracked
+    timings = json.loads((dvc_repo / "results/metrics/tiny.timings.json").read_text())
+    assert timings["training_adamw_lam0p01_train_seconds"] > 0
     assert not any(k.startswith("bounds_adamw_lam0p0_") for k in metrics)  # no bound at λ = 0: left out
     assert metrics["bounds_adamw_lam0p01_n_checkpoints"] == 5
     # the PAC-Bayes ratio only where its hypotheses hold somewhere (bounds.json says why not)
     assert ("bounds_adamw_lam0p01_pac_bayes_final_ratio" in metrics) == (
         metrics["bounds_adamw_lam0p01_pac_bayes_n_applicable"] > 0)
-
-
-def test_snakemake_has_nothing_to_do_after_dvc_repro(dvc_repo):
-    out = run([BIN / "snakemake", "-n", "--cores", "1"], cwd=dvc_repo)
-    assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
-
-
-def test_push_then_a_fresh_clone_pulls_every_result(dvc_repo, tmp_path):
-    """The committed remote (.dvc/config: `local`, the folder ../dvc-remote beside the
-    clone): `dvc push`, then `git clone` + `dvc pull` restore results/ bit for bit."""
-    _sh(README_COMMANDS["push"], dvc_repo)
-    clone = dvc_repo.parent / (dvc_repo.name + "-clone")
-    _git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))
-    try:
-        _sh(README_COMMANDS["pull"], clone)
-        theirs = _tree(clone)
-        ours = {k: v for k, v in _tree(dvc_repo).items() if k != ".villani.lock"}
-        assert theirs == ours, sorted(set(ours) ^ set(theirs))[:20]
-        assert _status(clone) == {}
-    finally:
-        shutil.rmtree(clone)
 
 
 def test_files_beside_the_outputs_change_no_stage(dvc_repo):
@@ -189,70 +194,136 @@ def _set(work: Path, old: str, new: str) -> None:
 
 def test_a_failing_stage_loses_nothing_under_repro_and_exp_run(dvc_repo):
     """A measurement set larger than the train split passes the schema but stops
-    `villani measure` (the first stage it changes): under `dvc repro` and under
-    `dvc exp run -S` every file of results/ is still there, byte for byte."""
+    `villani measure` (the first stage it changes). DVC removes a stage's outputs before
+    it runs it; the recorded version stays in the cache: after `dvc repro` and after `dvc
+    exp run -S`, `dvc checkout` brings every file of results/ back, byte for byte."""
     before = _tree(dvc_repo)
     _set(dvc_repo, "  blocks: 8\n", "  blocks: 100000\n")
     try:
         p = _sh("dvc repro", dvc_repo, check=False)
         assert p.returncode != 0 and "measure.blocks" in p.stdout + p.stderr, (p.stdout + p.stderr)[-3000:]
-        assert _tree(dvc_repo) == before
     finally:
         _git(dvc_repo, "checkout", "params.yaml")
+    run([BIN / "dvc", "checkout"], cwd=dvc_repo)
+    assert _tree(dvc_repo) == before
     p = _sh("dvc exp run -S 'measure.blocks=100000'", dvc_repo, check=False)
     assert p.returncode != 0 and "measure.blocks" in p.stdout + p.stderr, (p.stdout + p.stderr)[-3000:]
-    assert _tree(dvc_repo) == before
     _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")  # a failed experiment leaves its -S values there
+    run([BIN / "dvc", "checkout"], cwd=dvc_repo)
+    assert _tree(dvc_repo) == before
     assert _status(dvc_repo) == {}
+
+
+def _edit(work: Path, values: dict) -> None:
+    """Edit params.yaml as a user does: these values, the rest of the file as it was."""
+    from ruamel.yaml import YAML
+
+    from tests.workflow.conftest import _write_over
+
+    yaml = YAML()
+    doc = yaml.load((work / "params.yaml").read_text())
+    _write_over(doc, values)
+    with open(work / "params.yaml", "w") as f:
+        yaml.dump(doc, f)
 
 
 def _lams(metrics: dict) -> set[str]:
     return {m.group(1) for k in metrics for m in [re.match(r"training_adamw_lam(\w+?)_", k)] if m}
 
 
-def test_one_lambda_reruns_its_branch_and_two_versions_show_side_by_side(dvc_repo):
-    """Add one λ → `dvc repro` runs its run and what reads every run, nothing else → a
-    commit → metrics and plots of both versions → back to the first version
-    (`git checkout HEAD~1 -- …` + `dvc checkout`, from the cache) → clean again."""
-    _set(dvc_repo, "lambdas: [0.0, 0.01]\n  seeds", "lambdas: [0.0, 0.01, 0.02]\n  seeds")
+def _dvc_name(rule: str, wildcards: dict) -> str:
+    """The DVC stage of a Snakemake job (dvc.yaml's names: train@<λ>-<seed>, train_langevin@…, landscape@<λ>)."""
+    from villani.plan.runs import variant_kind
+    from villani.plan.stages import stage
+
+    row = stage(rule)
+    if row.per == "run":
+        kind = variant_kind(wildcards["variant"])
+        suffix = "" if wildcards["variant"] == "adamw" else f"_{kind}"
+        return f"{rule}{suffix}@{wildcards['lam']}-{wildcards['seed']}"
+    return f"{rule}@{wildcards['lam']}" if row.per == "lam" else rule
+
+
+def _snakemake_plan(work) -> set[str]:
+    """The jobs `snakemake -n` would run, as DVC stage names."""
+    out = run([BIN / "snakemake", "-n", "--profile", "profiles/local"], cwd=work)
+    jobs = set()
+    for rule, body in re.findall(r"^\s*(?:local)?rule (\w+):\n((?:\s+\w+: .*\n)+)", out.stdout + out.stderr, re.M):
+        if rule == "all":
+            continue
+        m = re.search(r"wildcards: (.*)", body)
+        wildcards = dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {}
+        jobs.add(_dvc_name(rule, wildcards))
+    return jobs
+
+
+def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_repo):
+    """λ = 0.01 → 0.02 (trained and surveyed): `dvc repro` runs exactly what `snakemake -n`
+    would have; both engines then have nothing to do; the dropped λ's files enter no hash
+    (moved to results/retired/); a commit, and both versions side by side; `dvc push`, a
+    second clone, `dvc pull`: both engines up to date there; back to the first version."""
+    _edit(dvc_repo, {"train": {"lambdas": [0.0, 0.02], "langevin": {"lambdas": [0.02]}},
+                     "landscape": {"lambdas": [0.0, 0.02]}})
+    smk = _snakemake_plan(dvc_repo)
     out = _sh(README_COMMANDS["repro"], dvc_repo)
     ran = _ran(out.stdout)
-    assert {"train@0.02-0", "measure@0.02-0", "metrics"} <= ran, ran
-    assert not ran & {"fetch", "pretrained", "tokenize", "rays", "train@0.0-0", "measure@0.0-0",
-                      "train_langevin@0.01-0", "measure_langevin@0.01-0", "cost"}, ran
+    assert ran == smk, (sorted(ran - smk), sorted(smk - ran))
+    assert {"plan", "train@0.02-0", "measure@0.02-0", "train_langevin@0.02-0", "landscape@0.02", "metrics"} <= ran
+    assert not ran & {"fetch", "tokenize", "rays", "cost", "train@0.0-0", "landscape@0.0"}, ran
+    assert (dvc_repo / "results/retired/tiny/runs/adamw/lam0.01/seed0/segments").is_dir()
+    assert _status(dvc_repo) == {}
+    _nothing_to_do(dvc_repo)
     _git(dvc_repo, "commit", "-qam", "λ = 0.02")
     try:
         diff = json.loads(_sh(README_COMMANDS["metrics_diff"] + " --json", dvc_repo).stdout)
         entries = diff["results/metrics/tiny.json"]
         assert any("lam0p02" in k and v.get("old") is None and v.get("new") is not None for k, v in entries.items())
+        assert any("lam0p01" in k and v.get("new") is None and v.get("old") is not None for k, v in entries.items()
+                   if k.startswith("training_adamw"))
         plots = json.loads(_sh(README_COMMANDS["plots_diff"] + " --json", dvc_repo).stdout)
         assert not plots.get("errors"), plots["errors"]
         for name, spec in plots["data"].items():
             assert {r["rev"] for r in spec[0]["content"]["data"]["values"]} == {"HEAD~1", "workspace"}, name
         assert "index.html" in _sh(README_COMMANDS["plots_diff"], dvc_repo).stdout
+        _sh(README_COMMANDS["push"], dvc_repo)
+        clone = dvc_repo.parent / (dvc_repo.name + "-clone")  # beside the first: the same ../dvc-remote
+        _git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))
+        try:
+            _sh(README_COMMANDS["pull"], clone)
+            ours = {k: v for k, v in _tree(dvc_repo).items()
+                    if not k.startswith(("retired/", "metrics/tiny.timings", ".villani.lock"))}
+            assert _tree(clone) == ours, sorted(set(ours) ^ set(_tree(clone)))[:20]
+            assert _status(clone) == {}
+            _nothing_to_do(clone)
+        finally:
+            shutil.rmtree(clone)
     finally:
-        _git(dvc_repo, "checkout", "HEAD~1", "--", "params.yaml", "dvc.lock")
+        _sh(README_COMMANDS["go_back"], dvc_repo)
         _git(dvc_repo, "commit", "-qam", "back to λ = 0.01")
-        shutil.rmtree(dvc_repo / "results/runs/tiny/adamw/lam0.02")
-        run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
     assert _status(dvc_repo) == {}
     assert _lams(json.loads((dvc_repo / "results/metrics/tiny.json").read_text())) == {"0p0", "0p01"}
+    _nothing_to_do(dvc_repo)
 
 
-def test_an_experiment_and_its_baseline_show_side_by_side(dvc_repo):
+def test_an_experiment_tried_twice_comes_from_the_run_cache(dvc_repo):
+    """The experiment, back to the baseline, the same experiment again: its stages come
+    from DVC's run-cache, none runs."""
     out = _sh(README_COMMANDS["exp_run"], dvc_repo)
     assert _ran(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
     try:
+        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
+        again = _sh(README_COMMANDS["exp_run"], dvc_repo)
+        assert _ran(again.stdout) == set(), again.stdout[-3000:]  # both restored from the run-cache
+        assert "is cached" in again.stdout + again.stderr
         show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
-        baseline = next(e for e in show if e.get("experiments"))  # the commit; beside it "workspace"
+        baseline = next(e for e in show if e.get("experiments"))
         exps = [e for x in baseline["experiments"] for e in x["revs"]]
-        assert len(exps) == 1, show
-        for rev in (baseline, exps[0]):
-            data = rev["data"]
-            assert data["params"]["params.yaml"]["data"]["claims"]["confidence"] == (0.9 if rev is exps[0] else 0.95)
-            assert data["metrics"]["results/metrics/tiny.json"]["data"], rev  # not `!`: the version is in the cache
+        assert len(exps) == 2, show
+        for rev in (baseline, *exps):
+            assert rev["data"]["metrics"]["results/metrics/tiny.json"]["data"], rev  # in the cache, not `!`
         text = _sh(README_COMMANDS["exp_show"], dvc_repo).stdout
-        assert "!" not in text.replace("!=", ""), text[-3000:]
+        assert "claims.confidence" in text and "0.9" in text and "…" not in text, text[-3000:]
     finally:
         _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
         run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
@@ -262,14 +333,18 @@ def test_an_experiment_and_its_baseline_show_side_by_side(dvc_repo):
 @pytest.mark.parametrize("preset", ["params.yaml", "configs/laptop.yaml", "configs/ptb.yaml",
                                     "configs/rehearsal.yaml", "configs/wikitext103.yaml"])
 def test_every_shipped_parameter_file_as_params_yaml_passes_dvc_repro_dry_on_a_fresh_clone(preset, tmp_path):
-    """Plain `dvc repro --dry` (no --force) with no results/: every stage listed, none failing
-    on an input an earlier stage has yet to write (DVC issue #9021, src/villani/dag/dvc_dry_run.py)."""
+    """`dvc repro --dry --force` with no results/ and no start-up patch: every stage listed,
+    none failing on an input an earlier stage has yet to write (DVC skips its run-cache
+    lookup under --force); no .pth file in the environment."""
+    import sysconfig
+
+    assert not list(Path(sysconfig.get_paths()["purelib"]).glob("villani_*.pth"))
     work = git_repo(copy_repo(tmp_path))
     cmd = README_COMMANDS["preset"].replace("configs/ptb.yaml", preset)
-    out = _sh(cmd if preset != "params.yaml" else "dvc repro --dry", work)
+    out = _sh(cmd if preset != "params.yaml" else "dvc repro --dry --force", work)
     assert not (work / "results").exists(), "a dry run wrote results/"
     ran = _ran(out.stdout)
-    assert {"fetch", "tokenize", "rays", "metrics", "paper"} <= ran and any(s.startswith("train@") for s in ran), (
+    assert {"fetch", "plan", "tokenize", "rays", "metrics", "paper"} <= ran and any(s.startswith("train@") for s in ran), (
         out.stdout[-2000:])
 
 

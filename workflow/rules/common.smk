@@ -1,10 +1,15 @@
 # Parameters, validation and shared helpers. Everything computed here comes from
-# functions in src/villani (plan.config, plan.layout, dag.targets, dag.jobs) that the
-# tests exercise directly. A document may name several datasets (`datasets:`); every
+# functions in src/villani (plan.config, plan.stages, dag.rules, dag.targets, dag.jobs)
+# that the tests exercise directly; nothing here imports torch, transformers or
+# matplotlib (tests/workflow/test_light_parse.py). A document may name several datasets (`datasets:`); every
 # per-dataset rule has the wildcard {dataset} and reads DP[dataset], that dataset's
 # parameters (villani.plan.config.dataset_params).
-from villani.dag import dvc_sync, targets
-from villani.dag.jobs import params_args, runtime_minutes
+import os
+import sys
+
+from villani.dag import dvc_sync, rules, targets
+from villani.dag.jobs import params_args
+from villani.dag.summary import summary
 from villani.dag.resources import job_mem_mb, job_runtime
 from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
 from villani.figures.paper import CAPTIONS as PAPER_CAPTIONS
@@ -17,7 +22,7 @@ from villani.plan.config import (
     resolve_workflow,
 )
 from villani.plan.digest import datasets_digest, stage_digest
-from villani.tracking.dvc_plots import plot_outputs
+from villani.plan.stages import STAGES, stage
 
 try:
     SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
@@ -51,6 +56,46 @@ wildcard_constraints:
 def digest(stage):
     """A rule param that changes exactly when a parameter the job reads changes."""
     return lambda wc: stage_digest(DP[wc.dataset], stage, wc.get("variant", "adamw"))
+
+
+def rule_inputs(row):
+    """The files a job of the row reads (villani.dag.rules.inputs)."""
+    if row.per == "datasets":
+        return rules.every_dataset_inputs(P, row.name)
+    return lambda wc: rules.inputs(DP[wc.dataset], row.name, wc)
+
+
+def rule_outputs(row):
+    """The row's outputs; the figures, tables and the claims ledger as report entries."""
+    if row.name == "figures":
+        return report_outputs()
+    if row.name == "paper":
+        return report_paper_outputs()
+    out = rules.outputs(P, row.name)
+    if row.name == "claims":
+        where = dict(category="Claims", subcategory="{dataset}")
+        out[0] = report(out[0], caption=CLAIMS_CAPTION, **where)
+    return out
+
+
+def rule_resources(row):
+    """runtime (minutes, per attempt) from the row, or — train, measure — from the work
+    (villani.dag.resources, with mem_mb)."""
+    if row.runtime is not None:
+        return {"runtime": lambda wc, attempt: rules.runtime_minutes(row.name, attempt)}
+    work = lambda f: lambda wc, attempt: f(
+        row.name, DP[wc.dataset], targets.job_step(wc), attempt
+    )
+    return {"runtime": work(job_runtime), "mem_mb": work(job_mem_mb)}
+
+
+def rule_params(row):
+    """The digest of what the job reads; a train / measure job's step (None: every one)."""
+    if row.per == "datasets":
+        return {"digest": datasets_digest(list(DP.values()), row.name)}
+    if row.per == "run":
+        return {"digest": digest(row.name), "step": lambda wc: targets.job_step(wc)}
+    return {"digest": digest(row.name)}
 
 
 def report_entries(files, captions, **where):
@@ -91,13 +136,28 @@ def claim_results():
             raise WorkflowError(str(e)) from None
 
 
+def sync_with_dvc():
+    """At the parse of a run (or dry run) of params.yaml: if DVC wrote or restored results
+    since Snakemake last recorded them, record them in Snakemake's metadata first. Not
+    for --lint, --list-rules, --report, --unlock, --touch … (dvc_sync.builds_jobs)."""
+    overrides = getattr(workflow.config_settings, "config", None)
+    if (
+        dvc_sync.builds_jobs(sys.argv)
+        and workflow.is_main_process
+        and dvc_sync.is_committed_params(workflow.configfiles, overrides)
+        and dvc_sync.dvc_changed()
+    ):
+        logger.info(dvc_sync.sync(workflow.main_snakefile))
+
+
 def release_results(success):
     """onsuccess/onerror: drop the claim; after a successful run of params.yaml alone,
-    record the outputs in dvc.lock."""
+    record the outputs in dvc.lock; then say where the results are and what the claims
+    ledger found (villani.dag.summary)."""
     while CLAIMS:
         dvc_sync.release(CLAIMS.pop())
     overrides = getattr(workflow.config_settings, "config", None)
-    if not success:
+    if not success or os.environ.get(dvc_sync.SYNCING):
         return
     if dvc_sync.is_committed_params(workflow.configfiles, overrides):
         logger.info(dvc_sync.record())
@@ -105,3 +165,7 @@ def release_results(success):
         logger.info(
             "dvc.lock not updated: dvc.yaml reads params.yaml alone, this run more"
         )
+    logger.info("\n".join(summary(P, targets.ROOT)))
+
+
+sync_with_dvc()

@@ -360,17 +360,18 @@ def write_bounds(params: Mapping, root=layout.RESULTS) -> str:
     rows, inputs = bounds_rows(params, root)
     if not rows:
         raise ValueError("no measurements to bound (train.lambdas × train.seeds is empty?)")
-    folder = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"]))
+    csv_path, json_path = (layout.fmt(f, root, dataset=params["data"]["name"])
+                           for f in (layout.BOUNDS_CSV, layout.BOUNDS_JSON))
     columns = list(rows[0])
     lines = [",".join(columns)]
     for row in rows:
         text = format_row(row)
         lines.append(",".join(_csv_cell(text[c]) for c in columns))
-    atomic.write_text(folder / "bounds.csv", "\n".join(lines) + "\n")
-    write_sealed(folder / "bounds.json", {
+    atomic.write_text(csv_path, "\n".join(lines) + "\n")
+    write_sealed(json_path, {
         "dataset": params["data"]["name"], "inputs": inputs, "summary": summarize(rows, inputs), "rows": rows,
     })
     n_undef = sum(r["status"] == UNDEFINED for r in rows)
     n = {f: sum(r[f"{f}_status"] == "ok" for r in rows) for f in ("theorem2", "envelope", "pac_bayes")}
-    return (f"{folder}: {len(rows)} rows ({n_undef} undefined, λ = 0); hypotheses hold for Theorem 2 at "
+    return (f"{csv_path.parent}: {len(rows)} rows ({n_undef} undefined, λ = 0); hypotheses hold for Theorem 2 at "
             f"{n['theorem2']}, the envelope at {n['envelope']}, PAC-Bayes at {n['pac_bayes']}")

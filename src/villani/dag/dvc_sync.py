@@ -12,16 +12,21 @@ is only ever removed by its owner or, once its process has died, as stale — ne
 live run. The rwlock file is edited under DVC's own guard (``rwlock.lock``), with DVC's
 own functions — private ones, called in one place (:func:`dvc_write_lock`).
 
-**The record.** After a successful Snakemake run of the committed parameters, the outputs
+**The records.** After a successful Snakemake run of the committed parameters, the outputs
 are recorded in ``dvc.lock`` (:func:`record`, ``dvc commit --force``): ``dvc status``
-then has nothing to do, and ``dvc repro`` recomputes nothing. The other way needs nothing:
-DVC's stages write the files Snakemake's rules declare, and Snakemake reruns on changed
-parameters or code, not file times (``rerun-triggers`` in the profiles).
+then has nothing to do, and ``dvc repro`` recomputes nothing. The other way: when DVC has
+written or restored results since Snakemake last recorded them (``dvc repro``, ``dvc
+pull``, ``dvc exp apply``, ``dvc checkout`` — ``dvc.lock`` is not the one Snakemake last
+saw, :func:`dvc_changed`) and DVC reports every stage up to date, the next Snakemake
+run of ``params.yaml`` first records them in Snakemake's own metadata with Snakemake's
+``--touch --forceall`` (:func:`sync`): its parameter, input and code triggers then compare
+against what DVC made, and ``snakemake -n`` has nothing to do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import subprocess
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from villani.io import atomic
 from villani.plan import layout
 
 
@@ -144,6 +150,73 @@ def _reason(output: str, returncode: int) -> str:
     return "; ".join(errors) or (lines[-1] if lines else f"exit status {returncode}, no message")
 
 
+SEEN = Path(".snakemake") / "villani" / "dvc-lock.sha256"  # the dvc.lock Snakemake's metadata agrees with
+SYNCING = "VILLANI_SNAKEMAKE_SYNC"  # set in the Snakemake that sync starts: it records nothing itself
+
+
+# Snakemake options after which it runs no job and needs no record of what DVC made
+_NO_JOBS = frozenset({"--lint", "--list-rules", "--list", "-l", "--list-target-rules", "--lt", "--report", "--touch",
+                      "-t", "--unlock", "--cleanup-metadata", "--cm", "--dag", "--rulegraph", "--filegraph", "--summary",
+                      "-S", "--detailed-summary", "-D", "--delete-all-output", "--delete-temp-output", "--containerize"})
+
+
+def builds_jobs(argv) -> bool:
+    """Whether a Snakemake command line runs (or dry-runs) jobs."""
+    return not _NO_JOBS & set(argv)
+
+
+def _lock_digest(workdir: Path) -> str | None:
+    lock = workdir / "dvc.lock"
+    return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else None
+
+
+def mark_seen(workdir: str | Path = ".") -> None:
+    """Remember the current ``dvc.lock`` as the one Snakemake's metadata agrees with."""
+    digest = _lock_digest(Path(workdir))
+    if digest:
+        atomic.write_text(Path(workdir) / SEEN, digest + "\n")
+
+
+def dvc_changed(workdir: str | Path = ".") -> bool:
+    """True when ``dvc.lock`` and ``results/`` exist and the lock is not the one Snakemake
+    last recorded or synced (``dvc repro``, ``dvc exp apply``, a ``git checkout`` of another
+    version, or a fresh clone after ``dvc pull``)."""
+    workdir = Path(workdir)
+    digest = _lock_digest(workdir)
+    if not digest or not (workdir / layout.RESULTS).is_dir() or os.environ.get(SYNCING):
+        return False
+    seen = workdir / SEEN
+    return not seen.is_file() or seen.read_text().strip() != digest
+
+
+def _dvc() -> str:
+    dvc = Path(sys.executable).parent / "dvc"
+    return str(dvc) if dvc.exists() else "dvc"
+
+
+def sync(snakefile: str | Path, workdir: str | Path = ".") -> str:
+    """Record what DVC made in Snakemake's metadata, when DVC reports every stage up to date:
+    ``snakemake --touch --forceall`` on ``params.yaml`` (Snakemake writes each job's
+    parameters, inputs' checksums and code as if it had run it, and touches the outputs in
+    the DAG's order). Returns a line saying what happened."""
+    workdir = Path(workdir)
+    try:
+        status = subprocess.run([_dvc(), "status", "--json"], cwd=workdir, capture_output=True, text=True)
+    except OSError as e:
+        return f"Snakemake's record not synced with dvc.lock: cannot run dvc ({e.strerror})"
+    if status.returncode != 0 or status.stdout.strip() not in ("", "{}"):
+        mark_seen(workdir)  # DVC has work to do; Snakemake decides on its own records
+        return "dvc.lock changed, but DVC reports stages to run: Snakemake keeps its own records"
+    smk = Path(sys.executable).parent / "snakemake"
+    cmd = [str(smk) if smk.exists() else "snakemake", "--snakefile", str(snakefile), "--touch", "--forceall",
+           "--cores", "1", "--quiet", "all"]
+    p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env={**os.environ, SYNCING: "1"})
+    if p.returncode != 0:
+        return f"Snakemake's record not synced with dvc.lock: {_reason(p.stderr + p.stdout, p.returncode)}"
+    mark_seen(workdir)
+    return "results/ as DVC made them (dvc.lock) recorded in Snakemake's metadata"
+
+
 def record(workdir: str | Path = ".") -> str:
     """Record the workspace's outputs in ``dvc.lock`` (``dvc commit --force``); return a line
     saying what happened (also when DVC is absent or fails — with DVC's own reason: the run
@@ -151,12 +224,12 @@ def record(workdir: str | Path = ".") -> str:
     workdir = Path(workdir)
     if _dvc_tmp_dir(workdir.resolve()) is None or not (workdir / "dvc.yaml").exists():
         return "dvc.lock: no DVC project here, nothing recorded"
-    dvc = Path(sys.executable).parent / "dvc"
-    cmd = [str(dvc) if dvc.exists() else "dvc", "commit", "--force"]
+    cmd = [_dvc(), "commit", "--force"]
     try:
         p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=os.environ.copy())
     except OSError as e:
         return f"dvc.lock not updated: cannot run dvc ({e.strerror})"
     if p.returncode != 0:
         return f"dvc.lock not updated: `dvc commit --force` failed: {_reason(p.stderr + p.stdout, p.returncode)}"
+    mark_seen(workdir)
     return "dvc.lock: outputs recorded (dvc status: up to date)"

@@ -1,5 +1,4 @@
-"""What every job of the Snakefile is given: its ``--params`` arguments and its runtime
-(``train`` and ``measure``: :mod:`villani.dag.resources`).
+"""What every job of the Snakefile is given: its ``--params`` arguments.
 
 Jobs re-read the parameters from the same files Snakemake loaded: ``params.yaml`` first,
 then each ``--configfile`` in order (Snakemake's own precedence). Values given with
@@ -16,20 +15,6 @@ from pathlib import Path
 from typing import Mapping
 
 from villani.io import atomic
-
-# Minutes per attempt of the rules whose work is not counted; SLURM retries get attempt ×
-# this (a time limit that killed a job once is doubled on the retry). Local runs ignore
-# runtime. `train` and `measure` ask for what their work takes: villani.dag.resources.
-BASE_RUNTIME_MIN = {
-    "fetch": 60, "pretrained": 30, "tokenize": 60, "rays": 120, "landscape": 60,
-    "bounds": 20, "cost": 30, "figures": 30, "claims": 20, "metrics": 10, "paper": 30,
-}
-
-
-def runtime_minutes(rule: str, attempt: int) -> int:
-    """Minutes a job of ``rule`` may run at its ``attempt``-th try."""
-    return BASE_RUNTIME_MIN[rule] * int(attempt)
-
 
 def params_files(workflow) -> list[str]:
     cli = [str(f) for f in workflow.overwrite_configfiles or []]

@@ -14,7 +14,10 @@ h_m = :data:`MEMORY_HEADROOM`, and the work W (seconds) and host memory M (bytes
 
 * **train**, a segment of n = end − start steps of B·T tokens (``train.batch_size`` blocks
   of ``data.seq_len``; a per-run job, ``jobs.train: run``: the sum over its segments, once
-  S): W = n·B·T·r_train; M = M_train + b·(B·T − 512);
+  S): W = n·B·T·r_train; M = M_train + b·(B·T − 512). A job of the s seeds of one (update
+  rule, λ) side by side, k at a time on its device (``jobs.runs_per_device`` = k ≥ 2,
+  :func:`runs_per_device`): W·s — no gain from sharing the device is assumed until one is
+  measured — and M·min(k, s);
 * **measure**, one checkpoint (a per-run job, ``jobs.measure: run``: the sum over the
   run's checkpoints, once S): W = K·N·r_hvp with K the most HVPs the job may take
   (Lanczos steps + SLQ starts after the first × SLQ steps + ``num_probes``: Stein's rule
@@ -29,7 +32,9 @@ paper's batch of 1 × 512 tokens — a step there is bound by kernel launches (5
 tokens, 60 ms at 8 × 512), which an A100 pays alike, so the rate is taken as it is;
 r_hvp = 3.40 s per fp32 ("highest") product of 32,704 tokens (64 blocks in micro-batches of
 8, peak 38.8 GiB) × 67/19.5, the ratio of the H200's fp32 peak to an A100's — the product is
-compute-bound — ≈ 11.7 s on an A100. M_train, M_measure: the peak RSS of the 125M train job
+compute-bound — ≈ 11.7 s on an A100. r_train is the eager step's; a GPU trains with the
+captured step by default (``train.compile: auto``, :mod:`villani.training.step`), whose rate is
+not measured on a GPU yet, so the requests keep the eager one. M_train, M_measure: the peak RSS of the 125M train job
 (1 × 512 tokens) and measure job (511 tokens per product) of the CPU rehearsal, every tensor
 on the host — an upper bound on a GPU job's host memory; b = 3.95 MiB per token, the
 probe's growth of the gradient graph plus one product with the tokens of a batch.
@@ -56,15 +61,41 @@ STARTUP_S = 300.0
 TIME_HEADROOM = 1.5
 MEMORY_HEADROOM = 1.5
 MEM_CAP_MB = 128_000  # an A100 node's share per GPU on most sites; a larger request pends forever
+# A training process's GPU memory at GPT-Neo-125M, from tensor sizes [not measured on a GPU]:
+# 18 bytes per parameter (fp32 weights, gradients and Adam's two moments, the bf16 copies of
+# the weights autocast makes), 1.5 GiB for the CUDA context and the captured graphs' memory
+# pool, 2 MiB per token of a batch (activations, fp32 attention weights, logits).
+GPU_BYTES = 80e9  # the profile's A100 80GB
+TRAIN_GPU_BYTES = 18 * D_125M + 1.5 * GiB
+TRAIN_GPU_BYTES_PER_TOKEN = 2 * MiB
+
+
+def train_gpu_bytes(params: Mapping) -> float:
+    """GPU memory of one training process (GPT-Neo-125M's, :data:`TRAIN_GPU_BYTES`)."""
+    t = params["train"]
+    return TRAIN_GPU_BYTES + TRAIN_GPU_BYTES_PER_TOKEN * int(t["batch_size"]) * int(params["data"]["seq_len"])
+
+
+def runs_per_device(params: Mapping) -> int:
+    """``jobs.runs_per_device``: the number given, or for ``auto`` as many of a (update rule,
+    λ)'s seeds as fit 90 % of :data:`GPU_BYTES` at :func:`train_gpu_bytes` each (at least 1)."""
+    k = params["jobs"]["runs_per_device"]
+    if k != "auto":
+        return int(k)
+    fit = math.floor(0.9 * GPU_BYTES / train_gpu_bytes(params))
+    return max(1, min(len(params["train"]["seeds"]), fit))
 
 
 def train_work(params: Mapping, end: int) -> tuple[float, float]:
-    """(seconds on one A100, host bytes) of the training segment ending at step ``end``."""
+    """(seconds on one A100, host bytes) of the training segment ending at step ``end`` —
+    of every seed of its (update rule, λ) when they train side by side (:func:`runs_per_device` ≥ 2)."""
     t = params["train"]
     tokens_per_step = int(t["batch_size"]) * int(params["data"]["seq_len"])
     steps = int(end) - segment_start(t, int(end))
-    return (steps * tokens_per_step * TRAIN_S_PER_TOKEN,
-            TRAIN_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(tokens_per_step - 512, 0))
+    k, seeds = runs_per_device(params), len(t["seeds"])
+    runs, at_once = (seeds, min(k, seeds)) if k >= 2 else (1, 1)
+    return (runs * steps * tokens_per_step * TRAIN_S_PER_TOKEN,
+            at_once * (TRAIN_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(tokens_per_step - 512, 0)))
 
 
 def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:

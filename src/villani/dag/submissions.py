@@ -1,7 +1,8 @@
 """How many SLURM submissions (``sbatch`` calls) a parameter document makes through a profile.
 
-Snakemake submits every job on its own, except the submit-host rules (``localrules``:
-``fetch``, ``pretrained``; and ``all``, which runs nothing) and the jobs of a group: the
+Snakemake submits every job on its own, except the submit-host rules (the rows of
+:data:`villani.plan.stages.TABLE` marked ``local``: ``fetch``, ``pretrained``, ``plan``; and
+``all``, which runs nothing) and the jobs of a group: the
 profile's ``groups:`` give rules a group, jobs of one group connected in the DAG are one
 submission, and ``group-components: <group>=N`` puts N such connected pieces into one. In
 ``profiles/slurm``: group ``train`` — a run's segments are one chain, so one submission per
@@ -25,7 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
-LOCAL_RULES = frozenset({"fetch", "pretrained", "all"})
+from villani.plan.stages import TABLE
+
+LOCAL_RULES = frozenset({s.name for s in TABLE if s.local} | {"all"})
 PROFILE = Path("profiles/slurm/config.yaml")  # of the checkout one runs in
 
 
@@ -34,28 +37,41 @@ def job_counts(doc: Mapping) -> Counter:
     from villani.dag import targets
     from villani.plan.config import dataset_names, dataset_params
 
-    counts: Counter = Counter({"all": 1, "paper": 1})
+    counts: Counter = Counter({"all": 1})
+    counts.update({s.name: 1 for s in TABLE if s.per == "datasets"})
     for name in dataset_names(doc):
         p = dataset_params(doc, name)
-        counts.update({rule: 1 for rule in ("fetch", "pretrained", "tokenize", "cost", "bounds", "claims", "figures",
-                                             "metrics")})
-        counts["rays"] += 1 if p["rays"]["lambdas"] else 0
-        counts["landscape"] += len(p["landscape"]["lambdas"])
         n_runs = len(list(targets.runs(p)))  # jobs.train / jobs.measure: one job per run, or per segment / checkpoint
-        counts["train"] += n_runs if targets.per_run(doc, "train") else len(targets.segments(p))
-        counts["measure"] += n_runs if targets.per_run(doc, "measure") else len(targets.measurements(p))
+        trained = _side_by_side_runs(p)  # what a train job covers: a run, or the seeds of one (update rule, λ)
+        per_job = {"train": len(targets.segments(p)) * trained // n_runs, "measure": len(targets.measurements(p))}
+        whole = {"train": trained, "measure": n_runs}
+        for s in TABLE:
+            if s.per == "":
+                counts[s.name] += 1
+            elif s.per == "lam":
+                counts[s.name] += len(p["landscape"]["lambdas"])
+            elif s.per == "run":
+                counts[s.name] += whole[s.name] if targets.per_run(doc, s.name) else per_job[s.name]
     return +counts
 
 
-def connected_pieces(doc: Mapping) -> dict[str, int]:
-    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run; with
-    ``jobs.train: run`` one job); a measure job (of a checkpoint or, with ``jobs.measure:
-    run``, of a run) is a piece of its own."""
-    from villani.plan.config import dataset_names, dataset_params
-    from villani.plan.runs import runs
+def _side_by_side_runs(p: Mapping) -> int:
+    """The train jobs' units of one dataset's parameters: its runs, or with seeds side by side
+    (:func:`villani.dag.targets.side_by_side` ≥ 2) its (update rule, λ) pairs."""
+    from villani.dag import targets
 
-    n_runs = sum(len(list(runs(dataset_params(doc, name)))) for name in dataset_names(doc))
-    return {"train": n_runs, "measure": job_counts(doc)["measure"]}
+    runs = list(targets.runs(p))
+    return len({(r.variant, r.lam) for r in runs}) if targets.side_by_side(p) >= 2 else len(runs)
+
+
+def connected_pieces(doc: Mapping) -> dict[str, int]:
+    """Connected pieces of each rule's jobs: a run's segments chain (one piece per run, or per
+    (update rule, λ) with its seeds side by side; with ``jobs.train: run`` one job); a measure
+    job (of a checkpoint or, with ``jobs.measure: run``, of a run) is a piece of its own."""
+    from villani.plan.config import dataset_names, dataset_params
+
+    return {"train": sum(_side_by_side_runs(dataset_params(doc, name)) for name in dataset_names(doc)),
+            "measure": job_counts(doc)["measure"]}
 
 
 def profile_grouping(profile: Path | str = PROFILE) -> tuple[dict[str, str], dict[str, int]]:
@@ -101,7 +117,7 @@ def table(presets: list[str], profile: Path | str = PROFILE) -> str:
     """The README's Markdown table: jobs and submissions per preset."""
     from villani.plan.config import load_params
 
-    rows = ["| preset | jobs | submissions | train (one per run) | measure (bundles) | other |", "|---|---|---|---|---|---|"]
+    rows = ["| preset | jobs | submissions | train (one per chain of segments) | measure (bundles) | other |", "|---|---|---|---|---|---|"]
     for preset in presets:
         doc = load_params([preset])
         s = submissions(doc, profile)

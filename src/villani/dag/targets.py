@@ -23,6 +23,7 @@ from villani.plan.schedule import (
     segment_for,
     segment_start,
 )
+from villani.plan.stages import stage
 
 ROOT = layout.RESULTS
 
@@ -54,14 +55,15 @@ def data_files(params: Mapping) -> dict[str, str]:
     return out
 
 
-def _run(params: Mapping, wc) -> Run:
+def job_run(params: Mapping, wc) -> Run:
+    """The run of a job's wildcards."""
     return Run(params["data"]["name"], wc["variant"], float(wc["lam"]), int(wc["seed"]))
 
 
 def previous_segment(params: Mapping, wc) -> list[str]:
     """The manifest of the segment a training segment continues from (none for the first)."""
     start = segment_start(params["train"], int(wc["step"]))
-    return [] if start == 0 else [str(_run(params, wc).path(layout.SEGMENT, ROOT, step=start))]
+    return [] if start == 0 else [str(job_run(params, wc).path(layout.SEGMENT, ROOT, step=start))]
 
 
 def _certifying_segment(params: Mapping, run: Run, step: int) -> str:
@@ -71,7 +73,7 @@ def _certifying_segment(params: Mapping, run: Run, step: int) -> str:
 
 def segment_of_checkpoint(params: Mapping, wc) -> str:
     """The segment manifest that certifies checkpoint ``wc.step`` is complete."""
-    return _certifying_segment(params, _run(params, wc), int(wc["step"]))
+    return _certifying_segment(params, job_run(params, wc), int(wc["step"]))
 
 
 def _run_segments(params: Mapping, run: Run) -> list[str]:
@@ -91,11 +93,25 @@ def per_run(doc: Mapping, rule: str) -> bool:
     return doc["jobs"][rule] == "run"
 
 
+def side_by_side(doc: Mapping) -> int:
+    """The runs a train job trains side by side (``jobs.runs_per_device``, ``auto`` resolved
+    per dataset, the least); 1: a train job per run or segment. ``doc``: the document or one
+    dataset's parameters."""
+    from villani.dag.resources import runs_per_device
+
+    return min(runs_per_device(dataset_params(doc, name)) for name in dataset_names(doc))
+
+
+def _seeds(doc: Mapping) -> list[int]:
+    return [int(s) for s in dataset_params(doc, dataset_names(doc)[0])["train"]["seeds"]]
+
+
 def check_job_split(doc: Mapping, source: str = "params") -> None:
     """Refuse ``jobs.<rule>: run`` where the datasets of ``doc`` differ in segment ends (train)
-    or checkpoint steps (measure): one rule then names every run's files, steps included.
-    Only the workflow needs this (the Snakefile calls it); every other reader of the
-    parameters ignores the job split."""
+    or checkpoint steps (measure), and seeds trained side by side (``jobs.runs_per_device``
+    ≥ 2) where they differ in seeds: one rule then names every run's files, steps and seeds
+    included. Only the workflow needs this (the Snakefile calls it); every other reader of
+    the parameters ignores the job split."""
     for rule, unit in (("train", "segment"), ("measure", "checkpoint")):
         if not per_run(doc, rule):
             continue
@@ -104,6 +120,11 @@ def check_job_split(doc: Mapping, source: str = "params") -> None:
             which = "; ".join(f"{name} {len(s)} up to step {s[-1]}" for name, s in steps.items())
             raise ParamsError(f'{source}: jobs.{rule}: "run" is invalid ({unit}; run only where every dataset has '
                               f"the same {unit} steps, and here they differ — {unit}s: {which})")
+    seeds = {name: dataset_params(doc, name)["train"]["seeds"] for name in dataset_names(doc)}
+    if side_by_side(doc) >= 2 and len({tuple(s) for s in seeds.values()}) > 1:
+        raise ParamsError(f"{source}: jobs.runs_per_device: {doc['jobs']['runs_per_device']!r} is invalid (seeds side "
+                          "by side only where every dataset has the same seeds, and here they differ — "
+                          + "; ".join(f"{name} {s}" for name, s in seeds.items()) + "); use 1")
     if per_run(doc, "measure"):
         for name in dataset_names(doc):
             p = dataset_params(doc, name)
@@ -117,17 +138,22 @@ def job_outputs(doc: Mapping, rule: str, file: str) -> list[str]:
     """The outputs of a ``train`` or ``measure`` job for ``file`` (a layout pattern with
     ``{step}``): the pattern itself with a job per segment / checkpoint; with a job per run,
     one file per segment end / checkpoint step, the run's wildcards ({dataset}, {variant},
-    {lam}, {seed}) kept — the datasets share those steps (:func:`check_job_split`)."""
+    {lam}, {seed}) kept — the datasets share those steps (:func:`check_job_split`). A train
+    job of seeds side by side (:func:`side_by_side`) names each seed's files."""
+    files = [pattern(file)]
+    if rule == "train" and side_by_side(doc) >= 2:
+        files = [f.replace("{seed}", str(s)) for f in files for s in _seeds(doc)]
     if not per_run(doc, rule):
-        return [pattern(file)]
+        return files
     steps = job_steps(rule, dataset_params(doc, dataset_names(doc)[0])["train"])
-    return [pattern(file).replace("{step}", layout.format_step(s)) for s in steps]
+    return [f.replace("{step}", layout.format_step(s)) for f in files for s in steps]
 
 
 def job_log(doc: Mapping, rule: str) -> str:
     """The log of a ``train`` or ``measure`` job: per segment / checkpoint, or ``all.log`` per run."""
     name = "all" if per_run(doc, rule) else ("seg{step}" if rule == "train" else "step{step}")
-    return f"{ROOT}/logs/{rule}/{{dataset}}/{{variant}}/lam{{lam}}/seed{{seed}}/{name}.log"
+    seed = "seeds" if rule == "train" and side_by_side(doc) >= 2 else "seed{seed}"
+    return f"{ROOT}/logs/{rule}/{{dataset}}/{{variant}}/lam{{lam}}/{seed}/{name}.log"
 
 
 def job_step(wc) -> int | None:
@@ -154,15 +180,23 @@ _COMMAND = {
 
 def job_command(doc: Mapping, rule: str) -> str:
     """The shell command of a ``train`` or ``measure`` job: ``--until {params.step}`` /
-    ``--step {params.step}`` for a job per segment / checkpoint, ``--all`` for a job per run."""
+    ``--step {params.step}`` for a job per segment / checkpoint, ``--all`` for a job per run;
+    a train job of seeds side by side: ``--seed s1 s2 … --per-device k``."""
     flag = "--until" if rule == "train" else "--step"
     command = _COMMAND[rule]
+    if rule == "train" and (k := side_by_side(doc)) >= 2:
+        command = command.replace("--seed {wildcards.seed}", f"--seed {' '.join(map(str, _seeds(doc)))} --per-device {k}")
     return command.replace(f"{flag} {{params.step}}", "--all") if per_run(doc, rule) else command
 
 
 def train_inputs(params: Mapping, wc) -> list[str]:
-    """A train job's previous segment (a job per segment, none for the first); nothing for a job per run."""
-    return [] if job_step(wc) is None else previous_segment(params, wc)
+    """A train job's previous segment (a job per segment, none for the first; of each seed
+    side by side); nothing for a job per run."""
+    if job_step(wc) is None:
+        return []
+    if "seed" in wc.keys():
+        return previous_segment(params, wc)
+    return [f for s in params["train"]["seeds"] for f in previous_segment(params, {**dict(wc.items()), "seed": s})]
 
 
 def measure_segments(params: Mapping, wc) -> list[str]:
@@ -170,7 +204,7 @@ def measure_segments(params: Mapping, wc) -> list[str]:
     job per run every segment of the run."""
     if job_step(wc) is not None:
         return [segment_of_checkpoint(params, wc)]
-    return _run_segments(params, _run(params, wc))
+    return _run_segments(params, job_run(params, wc))
 
 
 def measurements(params: Mapping) -> list[str]:
@@ -208,37 +242,42 @@ def landscape_checkpoint(params: Mapping, wc) -> str:
     return _certifying_segment(params, *landscape_center(params, float(wc["lam"])))
 
 
+def _dataset_files(params: Mapping, patterns) -> list[str]:
+    return [str(layout.fmt(p, ROOT, dataset=params["data"]["name"])) for p in patterns]
+
+
 def rays_outputs(params: Mapping) -> list[str]:
-    d = pattern(layout.RAYS_DIR).format(dataset=params["data"]["name"])
-    return [d + "/rays.csv", d + "/slopes.json"]
+    return _dataset_files(params, stage("rays").outputs)
 
 
 def landscape_outputs(params: Mapping) -> list[str]:
     ds = params["data"]["name"]
-    return [str(layout.fmt(layout.LANDSCAPE_DIR, ROOT, dataset=ds, lam=lam)) + f"/{f}"
-            for lam in params["landscape"]["lambdas"] for f in ("surface.csv", "surface.json")]
+    return [str(layout.fmt(f, ROOT, dataset=ds, lam=lam)) for lam in params["landscape"]["lambdas"]
+            for f in stage("landscape").outputs]
 
 
 def bounds_outputs(params: Mapping) -> list[str]:
-    d = pattern(layout.BOUNDS_DIR).format(dataset=params["data"]["name"])
-    return [d + "/bounds.csv", d + "/bounds.json"]
+    return _dataset_files(params, stage("bounds").outputs)
 
 
 def cost_output(params: Mapping) -> str:
     """The HVP cost sweep of Fig 10 (``villani cost``)."""
-    return str(layout.fmt(layout.COST_CSV, ROOT, dataset=params["data"]["name"]))
+    return _dataset_files(params, stage("cost").outputs)[0]
 
 
 def metrics_output(params: Mapping) -> str:
     """``results/metrics/{dataset}.json`` (``villani metrics``)."""
-    return str(layout.fmt(layout.METRICS, ROOT, dataset=params["data"]["name"]))
+    return _dataset_files(params, stage("metrics").metrics)[0]
 
 
 def claims_outputs(params: Mapping) -> list[str]:
     """The claims ledger of the params' dataset (``villani claims``): CSV, JSON, findings CSV."""
-    ds = params["data"]["name"]
-    return [str(layout.fmt(p, ROOT, dataset=ds)) for p in (layout.CLAIMS_CSV, layout.CLAIMS_JSON,
-                                                          layout.CLAIMS_FINDINGS_CSV)]
+    return _dataset_files(params, stage("claims").outputs)
+
+
+def plan_output(params: Mapping) -> str:
+    """``results/plan/{dataset}.json`` (``villani plan``): the runs and surfaces the params define."""
+    return _dataset_files(params, stage("plan").outputs)[0]
 
 
 def figure_inputs(params: Mapping) -> list[str]:

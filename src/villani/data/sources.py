@@ -33,6 +33,8 @@ Sources (``data.source``):
 - ``files`` (or ``files:``) — local UTF-8 text files per split from ``data.files``
   (``{train: [paths], validation: [...], test: [...]}``, a split may be one path or a
   list; glob patterns are expanded in sorted order); each file is one document.
+  ``files:<path or glob>`` is ``files`` with ``data.files: {train: <path or glob>}`` (as
+  ``villani diagnose --data`` takes it).
   Relative paths are relative to the current directory (the workflow's root).
 
 A one-line ``ValueError`` naming the key, what is wrong and the fix, for: a dataset
@@ -131,6 +133,11 @@ def open_source(data_cfg: dict[str, Any]) -> Source:
         source = _open_hf_disk(spec, column)
     elif spec in ("files", "files:"):
         source = _open_files(data_cfg.get("files") or {})
+    elif spec.startswith("files:"):
+        if data_cfg.get("files"):
+            raise ValueError(f"data.files: set with data.source {spec!r}, which names the files itself; use "
+                             "data.source: files with data.files, or files:<glob> alone")
+        source = _open_files({"train": spec[len("files:"):]})
     else:
         raise ValueError(
             f"data.source: unknown source {spec!r} (expected builtin:pydoc, hf:<dataset>[:<config>], hf-disk:<dir> or files)"

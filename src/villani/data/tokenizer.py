@@ -106,7 +106,8 @@ def encode_documents(tok, documents: Sequence[str], eos_id: int) -> np.ndarray:
 
 
 def load_tokenizer(out_dir: str | Path):
-    """The saved tokenizer of a data folder as a ``PreTrainedTokenizerFast`` (EOS set)."""
+    """The saved tokenizer of a data folder as a ``PreTrainedTokenizerFast``: EOS set, and
+    EOS as its padding token too (GPT-2's convention), so a padded batch works through it."""
     from transformers import PreTrainedTokenizerFast
 
     from villani.io.results import read_stats
@@ -116,6 +117,6 @@ def load_tokenizer(out_dir: str | Path):
     if not path.is_file():
         raise ValueError(f"{path}: tokenizer file not found (run `villani tokenize` first)")
     stats = read_stats(out_dir)
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=stats["eos_token"])
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=stats["eos_token"], pad_token=stats["eos_token"])
     tok.model_max_length = int(stats["seq_len"])
     return tok

@@ -15,23 +15,12 @@ figures and tables that put several datasets side by side are in :mod:`villani.f
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Callable, Mapping
 
-from villani.figures import (
-    landscape,
-    pac_bayes,
-    psi_vs_ppl,
-    radial_rays,
-    scaling,
-    spectrum,
-    tables,
-    trace_cv,
-    trace_histograms,
-    training_curves,
-)
 from villani.plan import layout
 
 REPORT_DIR = Path(str(files("villani").joinpath("report")))  # captions: package data
@@ -39,28 +28,35 @@ REPORT_DIR = Path(str(files("villani").joinpath("report")))  # captions: package
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered output: its render function, report category and kind ("figure"
-    writes one image per format and a CSV under figures/; "table" a CSV under tables/)."""
+    """One registered output: its render function as ``"module:function"`` of this package
+    (imported when it renders, so that listing the outputs — the Snakefile's parse — loads
+    no matplotlib, pandas or torch), report category and kind ("figure" writes one image
+    per format and a CSV under figures/; "table" a CSV under tables/)."""
 
-    render: Callable
+    renderer: str
     category: str
     kind: str
 
+    @property
+    def render(self) -> Callable:
+        module, _, function = self.renderer.partition(":")
+        return getattr(importlib.import_module(f"villani.figures.{module}"), function)
+
 
 REGISTRY: dict[str, Entry] = {
-    "fig2_radial_rays": Entry(radial_rays.render, "Landscape", "figure"),
-    "fig3_landscape": Entry(landscape.render, "Landscape", "figure"),
-    "fig4_spectrum": Entry(spectrum.render, "Spectrum", "figure"),
-    "fig5_training_curves": Entry(training_curves.render, "Training", "figure"),
-    "fig6_pac_bayes": Entry(pac_bayes.render, "Bounds", "figure"),
-    "fig7_psi_vs_ppl": Entry(psi_vs_ppl.render, "Diagnostics", "figure"),
-    "fig8_trace_histograms": Entry(trace_histograms.render, "Trace estimator", "figure"),
-    "fig9_trace_cv": Entry(trace_cv.render, "Trace estimator", "figure"),
-    "fig10_scaling": Entry(scaling.render, "Bounds", "figure"),
-    "table1_hyperparameters": Entry(tables.render_hyperparameters, "Tables", "table"),
-    "table1_guideline_checks": Entry(tables.render_guidelines, "Tables", "table"),
-    "table3_trace_stats": Entry(tables.render_trace_stats, "Tables", "table"),
-    "table_efficiency": Entry(tables.render_efficiency, "Tables", "table"),
+    "fig2_radial_rays": Entry("radial_rays:render", "Landscape", "figure"),
+    "fig3_landscape": Entry("landscape:render", "Landscape", "figure"),
+    "fig4_spectrum": Entry("spectrum:render", "Spectrum", "figure"),
+    "fig5_training_curves": Entry("training_curves:render", "Training", "figure"),
+    "fig6_pac_bayes": Entry("pac_bayes:render", "Bounds", "figure"),
+    "fig7_psi_vs_ppl": Entry("psi_vs_ppl:render", "Diagnostics", "figure"),
+    "fig8_trace_histograms": Entry("trace_histograms:render", "Trace estimator", "figure"),
+    "fig9_trace_cv": Entry("trace_cv:render", "Trace estimator", "figure"),
+    "fig10_scaling": Entry("scaling:render", "Bounds", "figure"),
+    "table1_hyperparameters": Entry("tables:render_hyperparameters", "Tables", "table"),
+    "table1_guideline_checks": Entry("tables:render_guidelines", "Tables", "table"),
+    "table3_trace_stats": Entry("tables:render_trace_stats", "Tables", "table"),
+    "table_efficiency": Entry("tables:render_efficiency", "Tables", "table"),
 }
 
 CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}

@@ -346,25 +346,25 @@ def trace_samples(params: Mapping, run: Run, step: int, root) -> np.ndarray:
 
 def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
     """``rays.csv`` and ``slopes.json`` of the dataset."""
-    d = Path(layout.fmt(layout.RAYS_DIR, root, dataset=params["data"]["name"]))
-    if not (d / "rays.csv").exists():
-        raise ValueError(f"{d / 'rays.csv'}: radial-ray samples not found; {REWRITE['radial-ray samples']}")
-    return _read_csv(d / "rays.csv", "radial-ray samples", {}), _read_json(d / "slopes.json", "ray slopes")
+    samples, slopes = (layout.fmt(f, root, dataset=params["data"]["name"]) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
+    if not samples.exists():
+        raise ValueError(f"{samples}: radial-ray samples not found; {REWRITE['radial-ray samples']}")
+    return _read_csv(samples, "radial-ray samples", {}), _read_json(slopes, "ray slopes")
 
 
 def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, dict]:
     """``surface.csv`` and ``surface.json`` of one λ."""
-    d = Path(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam))
-    if not (d / "surface.csv").exists():
-        raise ValueError(f"{d / 'surface.csv'}: loss surface not found; {REWRITE['loss surface']}")
-    return (_read_csv(d / "surface.csv", "loss surface", {}),
-            _read_json(d / "surface.json", "surface metadata"))
+    surface, meta = (layout.fmt(f, root, dataset=params["data"]["name"], lam=lam)
+                     for f in (layout.SURFACE_CSV, layout.SURFACE_JSON))
+    if not surface.exists():
+        raise ValueError(f"{surface}: loss surface not found; {REWRITE['loss surface']}")
+    return _read_csv(surface, "loss surface", {}), _read_json(meta, "surface metadata")
 
 
 def bounds_summary(params: Mapping, root) -> dict:
     """``bounds.json`` of the dataset (rows and per-λ summary, see :mod:`villani.bounds.table`),
     its ``record_sha256`` checked and the measure JSONs it names those under ``root`` now."""
-    path = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json"
+    path = layout.fmt(layout.BOUNDS_JSON, root, dataset=params["data"]["name"])
     doc = _read_json(path, "bounds summary")
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: bounds summary is not an object")
@@ -378,7 +378,7 @@ def record_inputs(params: Mapping, root) -> dict:
     """What a record computed from the dataset's results names as its inputs: the measure
     JSONs by ``record_sha256`` (:func:`measurement_hashes`) and ``bounds.json``'s (null
     where there is none); :func:`claims_ledger` checks them."""
-    bounds = Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json"
+    bounds = layout.fmt(layout.BOUNDS_JSON, root, dataset=params["data"]["name"])
     return {"measurements": measurement_hashes(params, root),
             "bounds_sha256": bounds_summary(params, root)[records.RECORD_HASH] if bounds.exists() else None}
 

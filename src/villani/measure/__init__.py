@@ -13,6 +13,14 @@
 :mod:`villani.io.results`.
 """
 
-from villani.measure.checkpoint import measure_checkpoint
-
 __all__ = ["measure_checkpoint"]
+
+
+def __getattr__(name: str):
+    """``measure_checkpoint`` on first use: importing a light module of this package (the
+    cost model's rates, which the workflow's parse reads) loads no torch."""
+    if name == "measure_checkpoint":
+        from villani.measure.checkpoint import measure_checkpoint
+
+        return measure_checkpoint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

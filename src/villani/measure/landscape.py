@@ -163,6 +163,6 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
     }
     check_finite(info, where)
     out = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam)
-    atomic.write_text(out / "surface.csv", table.to_csv(index=False))
-    atomic.write_json(out / "surface.json", info)
+    atomic.write_text(layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table.to_csv(index=False))
+    atomic.write_json(layout.fmt(layout.SURFACE_JSON, root, dataset=ds, lam=lam), info)
     return str(out)

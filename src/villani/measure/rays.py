@@ -255,7 +255,8 @@ def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
         "hvp_count": int(len(directions) * len(theta_sq) * (int(r["num_probes"]) + int(r.get("deflation_steps", 0)))),
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    check_finite({"fits": [{k: v for k, v in f.items()} for f in fits]}, str(out_dir / "slopes.json"))
-    atomic.write_text(out_dir / "rays.csv", table.to_csv(index=False))
-    atomic.write_json(out_dir / "slopes.json", meta)
+    samples, slopes = (layout.fmt(f, root, dataset=ds) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
+    check_finite({"fits": [{k: v for k, v in f.items()} for f in fits]}, str(slopes))
+    atomic.write_text(samples, table.to_csv(index=False))
+    atomic.write_json(slopes, meta)
     return str(out_dir)

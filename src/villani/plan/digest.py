@@ -27,6 +27,7 @@ _RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
 _VARIANT_KEYS = {"adamw_noise": ["train.adamw_noise.grad_std", "train.adamw_noise.langevin_beta"],
                  "langevin": ["train.langevin.lr", "train.langevin.beta", "train.langevin.table1_std"]}
 _OBSERVATION = ("tensorboard",)  # what a job writes beside its outputs; never changes them
+_EXECUTION = ("compile",)  # how a step runs: the same update within rounding, recorded in each checkpoint
 
 
 def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
@@ -45,9 +46,11 @@ def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:
         if key == stages.TRAIN_KEYS:
             skip = set(overridden_keys(variant))
             keys += [f"train.{k}" for k in p["train"]
-                     if k not in _RUN_LISTS + _OBSERVATION and f"train.{k}" not in skip]
+                     if k not in _RUN_LISTS + _OBSERVATION + _EXECUTION and f"train.{k}" not in skip]
         elif key == stages.VARIANT_KEYS:
             keys += _VARIANT_KEYS.get(variant_kind(variant), [])
+        elif key == stages.LANDSCAPE_KEYS:
+            keys += [f"landscape.{k}" for k in p["landscape"] if k != "lambdas"]
         else:
             keys.append(key)
     return keys

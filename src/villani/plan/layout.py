@@ -16,6 +16,7 @@ RESULTS = "results"
 DATA_DIR = "{root}/data/{dataset}"
 TOKENIZER = DATA_DIR + "/tokenizer.json"
 SPLIT = DATA_DIR + "/{split}.parquet"
+TRAIN_BLOCKS, VALIDATION_BLOCKS, TEST_BLOCKS = (SPLIT.replace("{split}", s) for s in ("train", "validation", "test"))
 DATA_STATS = DATA_DIR + "/stats.json"
 FETCH_RECORD = "{root}/fetch/{dataset}.json"  # beside, not in, tokenize's DVC output folder
 
@@ -27,7 +28,17 @@ PRETRAINED_CONFIG = PRETRAINED_DIR + "/config.json"
 PRETRAINED_WEIGHTS = PRETRAINED_DIR + "/model.safetensors"
 PRETRAINED_META = PRETRAINED_DIR + "/pretrained.json"
 
-RUN_DIR = "{root}/runs/{dataset}/{variant}/lam{lam}/seed{seed}"
+RUNS_DIR = "{root}/runs/{dataset}"
+# What the parameters define for a dataset (the `plan` stage, villani.dag.plan_stage): its
+# runs and landscape λ, written whenever that set changes; the files of runs and surfaces
+# that left it are moved under RETIRED_DIR (and back when they return), so the folders the
+# summaries read hold the current ones alone.
+PLAN = "{root}/plan/{dataset}.json"
+RETIRED_DIR = "{root}/retired/{dataset}"
+RUN_DIR = RUNS_DIR + "/{variant}/lam{lam}/seed{seed}"
+# The run a stage is centred on (rays, landscape: villani.plan.runs.rays_center /
+# landscape_center): AdamW at {centre_lam}, the first seed.
+CENTRE_RUN_DIR = RUNS_DIR + "/adamw/lam{centre_lam}/seed{centre_seed}"
 # A checkpoint is a folder that transformers' from_pretrained opens (config.json +
 # model.safetensors); checkpoint.json, written last, holds our metadata and the sha256 of
 # the other files; state.pt the optimizer/scheduler/RNG state (segment ends by default).
@@ -38,6 +49,7 @@ CKPT_META = CKPT_DIR + "/checkpoint.json"
 CKPT_STATE = CKPT_DIR + "/state.pt"
 OLD_CKPT_FILES = tuple(RUN_DIR + f"/ckpt/step{{step}}{ext}" for ext in (".safetensors", ".json", ".state.pt"))
 SEGMENT = RUN_DIR + "/segments/seg{step}.json"
+CENTRE_SEGMENT = SEGMENT.replace(RUN_DIR, CENTRE_RUN_DIR)
 SEGMENT_LOG = RUN_DIR + "/logs/seg{step}.csv"
 WORK_DIR = RUN_DIR + "/work"
 SEGMENT_LOG_PARTIAL = WORK_DIR + "/seg{step}.csv"  # the per-step log while its segment trains
@@ -48,16 +60,29 @@ MEASURE_JSON = RUN_DIR + "/measure/step{step}.json"
 MEASURE_PARQUET = RUN_DIR + "/measure/step{step}.parquet"
 
 RAYS_DIR = "{root}/rays/{dataset}"
-LANDSCAPE_DIR = "{root}/landscape/{dataset}/lam{lam}"
+RAYS_CSV = RAYS_DIR + "/rays.csv"
+RAYS_SLOPES = RAYS_DIR + "/slopes.json"
+LANDSCAPES_DIR = "{root}/landscape/{dataset}"
+LANDSCAPE_DIR = LANDSCAPES_DIR + "/lam{lam}"
+SURFACE_CSV = LANDSCAPE_DIR + "/surface.csv"
+SURFACE_JSON = LANDSCAPE_DIR + "/surface.json"
 BOUNDS_DIR = "{root}/bounds/{dataset}"
+BOUNDS_CSV = BOUNDS_DIR + "/bounds.csv"
+BOUNDS_JSON = BOUNDS_DIR + "/bounds.json"
 COST_CSV = "{root}/cost/{dataset}/hvp_cost.csv"
 FIGURES_DIR = "{root}/figures/{dataset}"
 TABLES_DIR = "{root}/tables/{dataset}"
+FIGURE = FIGURES_DIR + "/{figure}"  # {figure}: name.ext, from villani.figures.figure_outputs
+TABLE = TABLES_DIR + "/{figure}"
 METRICS = "{root}/metrics/{dataset}.json"
+# what a run measured about itself but is no result (wall-clock seconds): beside the
+# metrics, versioned by no engine (.dvcignore), so a rerun's hashes stay the same
+TIMINGS = "{root}/metrics/{dataset}.timings.json"
 CLAIMS_CSV = "{root}/claims/{dataset}.csv"
 CLAIMS_JSON = "{root}/claims/{dataset}.json"
 CLAIMS_FINDINGS_CSV = "{root}/claims/{dataset}_findings.csv"  # our findings, never counted as the paper's claims
 PLOTS_DIR = "{root}/plots/{dataset}"  # DVC plot data (villani.tracking.dvc_plots)
+PLOT = PLOTS_DIR + "/{plot}.csv"
 
 # The cross-dataset figures and tables go to results/figures/paper/<datasets>/ and
 # results/tables/paper/<datasets>/, <datasets> = the datasets they are drawn from joined by

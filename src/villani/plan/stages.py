@@ -1,96 +1,127 @@
-"""The workflow's stages, each defined once: what it reads, what it writes, what runs it.
+"""The workflow's stages, one row each: what a stage reads and writes, file by file, what
+runs it and what it asks a cluster for.
 
-One row per stage (:data:`TABLE`): its name (= the ``villani`` command and the Snakemake
-rule), the parameter keys it reads itself (:func:`villani.plan.digest.stage_keys` expands
-them; Snakemake hashes their values into the job's digest), the files DVC hashes as its
-dependencies, its outputs, and how it is repeated (once, per training run, per landscape
-λ). ``dvc.yaml`` is generated from this table (``villani dvc-yaml``,
-:mod:`villani.dag.dvc_yaml`), so the two engines cannot drift.
+Every engine is made from :data:`TABLE`: the Snakemake rules (``workflow/rules/stages.smk``
+loops over the rows; inputs, outputs and command through :mod:`villani.dag.targets`),
+``dvc.yaml`` (``villani dvc-yaml``, :mod:`villani.dag.dvc_yaml`), the job digests
+(:mod:`villani.plan.digest`), the CLI's stage commands (``villani <name>``), the SLURM
+runtimes and the count of jobs and submissions (:mod:`villani.dag.submissions`). Adding a
+stage: its row here and its ``cmd_<name>`` in ``villani.cli_commands`` (the module of its
+work), then ``villani dvc-yaml``.
 
-Paths are :mod:`villani.plan.layout` patterns (``{root}``, ``{dataset}``, ``{variant}``,
-``{lam}``, ``{seed}``); the generator turns them into DVC's templating (``${data.name}``,
-``${item.lam}``). Code dependencies are folders or files of ``src/villani``.
+Files are :mod:`villani.plan.layout` patterns. What a wildcard means depends on how the
+stage repeats (``per``):
+
+- ``{variant}``, ``{lam}``, ``{seed}`` (a run): the job's run in a per-run stage, every run
+  of the dataset in a per-dataset one; ``{centre_lam}``/``{centre_seed}``: the run a
+  stage is centred on (rays: the first λ; landscape: its own λ);
+- ``{step}``: the job's segment end or checkpoint, or every one of the run (segment files:
+  :func:`~villani.plan.schedule.segment_ends`; measurements:
+  :func:`~villani.plan.schedule.measured_steps`);
+- ``{lam}`` outside a run (a landscape surface): the job's λ, or every ``landscape.lambdas``;
+- ``{figure}``, ``{plot}``: every figure/table file (:func:`villani.figures.figure_outputs`)
+  and DVC plot (:data:`villani.tracking.dvc_plots.PLOTS`).
+
+Snakemake gets the files; DVC gets what its templating can name: a file as it is, a
+pattern whose file name has ``{step}``, ``{figure}`` or ``{plot}`` as its folder, and in a
+per-dataset stage the runs as the dataset's run folder and the surfaces as its landscape
+folder — which the ``plan`` stage keeps to the runs and surfaces the parameters define.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from villani.plan import layout
+from villani.plan import layout as L
 
-__all__ = ["Stage", "TABLE", "STAGES", "TRAIN_KEYS", "stage", "Family", "FAMILIES"]
+__all__ = ["Stage", "TABLE", "STAGES", "TRAIN_KEYS", "VARIANT_KEYS", "LANDSCAPE_KEYS", "RUN_SET_KEYS", "stage", "Arm", "ARMS"]
 
 #: In :attr:`Stage.reads`: the ``train`` keys a training job reads itself (expanded per
 #: variant by :func:`villani.plan.digest.stage_keys`).
 TRAIN_KEYS = "@train"
 #: In :attr:`Stage.reads`: the settings of the job's own update rule (``train.langevin.lr`` …).
 VARIANT_KEYS = "@variant"
+#: In :attr:`Stage.reads`: the ``landscape`` keys but its λ list (a job's λ is its wildcard).
+LANDSCAPE_KEYS = "@landscape"
+#: The keys that decide which runs exist.
+RUN_SET_KEYS = ("train.lambdas", "train.seeds", "train.sweep", "train.adamw_noise.lambdas",
+                "train.adam_l2.lambdas", "train.langevin.lambdas")
 
 _EVAL = ("data.name", "data.seq_len", "model")  # what builds a run's model for its dataset
 _MEASUREMENT_SET = ("measure.blocks", "measure.batch_size", "measure.set_seed")
 _SRC = "src/villani/"
+_DATA = (L.TRAIN_BLOCKS, L.VALIDATION_BLOCKS, L.DATA_STATS)
+_RUNS = (L.PLAN, L.SEGMENT, L.SEGMENT_LOG)  # of every run (with the checkpoints' JSON the manifests certify)
+_MEASURED = (L.MEASURE_JSON, L.MEASURE_PARQUET)
+_SURFACES = (L.SURFACE_CSV, L.SURFACE_JSON)
+_RAYS = (L.RAYS_CSV, L.RAYS_SLOPES)
+_BOUNDS = (L.BOUNDS_CSV, L.BOUNDS_JSON)
+_CLAIMS = (L.CLAIMS_CSV, L.CLAIMS_JSON, L.CLAIMS_FINDINGS_CSV)
 
 
 @dataclass(frozen=True)
 class Stage:
     """One workflow stage.
 
-    ``reads``: dotted parameter keys (a group name stands for all its keys), with the
-    markers :data:`TRAIN_KEYS` / :data:`VARIANT_KEYS`. ``deps``: layout patterns of the
-    results it reads (what DVC hashes; Snakemake's inputs are finer, in
-    :mod:`villani.dag.targets`) and ``src/villani`` paths of its code. ``outs``: layout
-    patterns of what it writes. ``per``: ``""`` (one job per dataset), ``"run"`` (one per
-    training run: λ, seed and variant are wildcards, never digest keys) or ``"lam"`` (one
-    per ``landscape.lambdas``). ``args``: the ``villani`` arguments beyond the command.
-    ``metrics``: outputs that are DVC metrics (flat JSON of numbers)."""
+    ``name``: the ``villani`` command and the Snakemake rule. ``reads``: the dotted
+    parameter keys it reads itself (a group name stands for all its keys; markers
+    :data:`TRAIN_KEYS`, :data:`VARIANT_KEYS`). ``inputs`` / ``outputs``: the results it
+    reads / writes, layout patterns (module doc). ``versioned``: what it writes that only DVC
+    versions (checkpoint folders, which ``villani prune`` thins without making work).
+    ``code``: its code under ``src/villani`` (DVC's dependencies; Snakemake watches the
+    command). ``per``: ``""`` one job per dataset, ``"run"`` per training run, ``"lam"`` per
+    ``landscape.lambdas``, ``"datasets"`` one over every dataset of the document.
+    ``args``: the command's arguments beyond ``--dataset``. ``runtime``: minutes a job
+    may run per attempt (None: from its work, :mod:`villani.dag.resources`). ``local``:
+    runs on the submit host (it reads the internet, or is too small to queue).
+    ``metrics``: outputs that are DVC metrics."""
 
     name: str
     reads: tuple[str, ...]
-    deps: tuple[str, ...]
-    outs: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    code: tuple[str, ...]
     per: str = ""
     args: str = ""
+    runtime: int | None = 60
+    local: bool = False
+    versioned: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
 
 
-_RUN = layout.RUN_DIR
 TABLE: tuple[Stage, ...] = (
-    Stage("fetch", ("data", "model.name", "model.revision", "model.init"), (_SRC + "data",), (layout.FETCH_RECORD,)),
-    Stage("pretrained", ("data.name", "model.name", "model.revision", "model.init"), (layout.FETCH_RECORD, _SRC + "model.py"),
-          (layout.PRETRAINED_DIR,)),
-    Stage("tokenize", ("data",), (layout.FETCH_RECORD, _SRC + "data"), (layout.DATA_DIR,)),
-    Stage("train", (*_EVAL, TRAIN_KEYS, VARIANT_KEYS),
-          (layout.DATA_DIR + "/train.parquet", layout.DATA_STATS, layout.PRETRAINED_DIR, _SRC + "training",
-           _SRC + "model.py"),
-          (_RUN + "/ckpt", _RUN + "/segments", _RUN + "/logs"), per="run", args="--all"),
+    Stage("fetch", ("data", "model.name", "model.revision", "model.init"), (), (L.FETCH_RECORD,), (_SRC + "data",),
+          local=True),
+    Stage("pretrained", ("data.name", "model.name", "model.revision", "model.init"), (L.FETCH_RECORD,),
+          (L.PRETRAINED_META,), (_SRC + "model.py",), runtime=30, local=True, versioned=(L.PRETRAINED_DIR,)),
+    Stage("plan", RUN_SET_KEYS + ("landscape.lambdas",), (), (L.PLAN,), (_SRC + "dag/run_set.py",), runtime=10, local=True),
+    Stage("tokenize", ("data",), (L.FETCH_RECORD,), (L.TRAIN_BLOCKS, L.VALIDATION_BLOCKS, L.TEST_BLOCKS, L.TOKENIZER,
+                                                    L.DATA_STATS), (_SRC + "data",)),
+    Stage("train", (*_EVAL, TRAIN_KEYS, VARIANT_KEYS), (L.TRAIN_BLOCKS, L.DATA_STATS, L.PRETRAINED_META),
+          (L.SEGMENT, L.SEGMENT_LOG), (_SRC + "training", _SRC + "model.py"), per="run", runtime=None,
+          versioned=(L.RUN_DIR + "/ckpt",)),
     Stage("measure", (*_EVAL, "train.steps", "train.checkpoints", "train.batch_size", "measure"),
-          (layout.DATA_DIR, _RUN + "/ckpt", _SRC + "measure", _SRC + "curvature", _SRC + "plan/budget.py"),
-          (_RUN + "/measure",), per="run", args="--all"),
+          (*_DATA, L.SEGMENT), _MEASURED, (_SRC + "measure", _SRC + "curvature", _SRC + "plan/budget.py"), per="run",
+          runtime=None),
     Stage("rays", (*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"),
-          (layout.DATA_DIR, "{root}/runs/{dataset}/adamw/lam{first_lam}/seed{first_seed}/ckpt",
-           _SRC + "measure/rays.py", _SRC + "curvature"), (layout.RAYS_DIR,)),
-    Stage("landscape", (*_EVAL, *_MEASUREMENT_SET, "landscape"),
-          (layout.DATA_DIR, "{root}/runs/{dataset}/adamw", _SRC + "measure/landscape.py"),
-          (layout.LANDSCAPE_DIR,), per="lam"),
+          (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT), _RAYS, (_SRC + "measure/rays.py", _SRC + "curvature"),
+          runtime=120),
+    Stage("landscape", (*_EVAL, *_MEASUREMENT_SET, LANDSCAPE_KEYS), (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT),
+          _SURFACES, (_SRC + "measure/landscape.py",), per="lam", args="--lam {lam}"),
     Stage("bounds", ("data.name", "train.lr", "train.langevin.lr", "measure.s_values", "bounds"),
-          (layout.DATA_STATS, "{root}/runs/{dataset}", _SRC + "bounds"), (layout.BOUNDS_DIR,)),
+          (L.DATA_STATS, L.PLAN, *_MEASURED), _BOUNDS, (_SRC + "bounds",), runtime=20),
     Stage("cost", ("data.seq_len", "model", "measure.batch_size", "measure.hvp_method", "figures.model_sizes",
-                   "figures.cost_repeats"),
-          (layout.DATA_STATS, _SRC + "measure/hvp_cost.py", _SRC + "curvature"), ("{root}/cost/{dataset}",)),
+                   "figures.cost_repeats"), (L.DATA_STATS,), (L.COST_CSV,),
+          (_SRC + "measure/hvp_cost.py", _SRC + "curvature"), runtime=30),
     Stage("figures", ("data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"),
-          (layout.DATA_STATS, "{root}/runs/{dataset}", layout.RAYS_DIR, "{root}/landscape/{dataset}",
-           layout.BOUNDS_DIR, "{root}/cost/{dataset}", _SRC + "figures"), (layout.FIGURES_DIR, layout.TABLES_DIR)),
-    Stage("claims", ("data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds",
-                     "claims"),
-          (layout.DATA_STATS, "{root}/runs/{dataset}", layout.RAYS_DIR, "{root}/landscape/{dataset}",
-           layout.BOUNDS_DIR, _SRC + "claims"), (layout.CLAIMS_CSV, layout.CLAIMS_JSON, layout.CLAIMS_FINDINGS_CSV)),
-    Stage("metrics", ("data.name", "train.steps", "measure.s_values"),
-          ("{root}/runs/{dataset}", layout.BOUNDS_DIR, layout.CLAIMS_CSV, _SRC + "tracking"),
-          (layout.PLOTS_DIR,), metrics=(layout.METRICS,)),
-    # per dataset; the Snakemake job reads every dataset of the document (datasets_digest)
-    Stage("paper", ("data.name", "train", "figures"),
-          (layout.DATA_STATS, "{root}/runs/{dataset}", layout.BOUNDS_DIR, _SRC + "figures"),
-          ("{root}/figures/paper/{dataset}", "{root}/tables/paper/{dataset}")),
+          (L.DATA_STATS, *_RUNS, *_MEASURED, *_RAYS, *_SURFACES, *_BOUNDS, L.COST_CSV), (L.FIGURE, L.TABLE),
+          (_SRC + "figures",), runtime=30),
+    Stage("claims", ("data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds", "claims"),
+          (L.DATA_STATS, *_RUNS, *_MEASURED, *_RAYS, *_SURFACES, *_BOUNDS), _CLAIMS, (_SRC + "claims",), runtime=20),
+    Stage("metrics", ("data.name", "train.steps", "measure.s_values"), (*_RUNS, *_MEASURED, *_BOUNDS, *_CLAIMS),
+          (L.METRICS, L.PLOT), (_SRC + "tracking",), runtime=10, metrics=(L.METRICS,)),
+    Stage("paper", ("data.name", "train", "figures"), (L.DATA_STATS, *_RUNS, *_MEASURED, *_BOUNDS),
+          (L.FIGURE, L.TABLE), (_SRC + "figures",), per="datasets", runtime=30),
 )
 STAGES = tuple(s.name for s in TABLE)
 
@@ -104,8 +135,8 @@ def stage(name: str) -> Stage:
 
 
 @dataclass(frozen=True)
-class Family:
-    """The runs of one update rule (or sweep), as DVC repeats a per-run stage over them:
+class Arm:
+    """The runs of one update rule or sweep, as DVC repeats a per-run stage over them:
     ``suffix`` of the DVC stage name, the ``variant`` folder (DVC template), the lists its
     matrix runs over (``{item name: list key}``, λ and seed last), and a representative
     variant name for :func:`villani.plan.digest.stage_keys`."""
@@ -117,10 +148,10 @@ class Family:
 
 
 _LAM_SEED = (("lam", "train.lambdas"), ("seed", "train.seeds"))
-FAMILIES: tuple[Family, ...] = (
-    Family("", "adamw", _LAM_SEED, "adamw"),
-    Family("_lr", "adamw_lr${item.lr}", (("lr", "train.sweep.lr"), *_LAM_SEED), "adamw_lr0.001"),
-    Family("_wu", "adamw_wu${item.wu}", (("wu", "train.sweep.warmup_steps"), *_LAM_SEED), "adamw_wu1"),
-    *(Family(f"_{k}", k, (("lam", f"train.{k}.lambdas"), ("seed", "train.seeds")), k)
+ARMS: tuple[Arm, ...] = (
+    Arm("", "adamw", _LAM_SEED, "adamw"),
+    Arm("_lr", "adamw_lr${item.lr}", (("lr", "train.sweep.lr"), *_LAM_SEED), "adamw_lr0.001"),
+    Arm("_wu", "adamw_wu${item.wu}", (("wu", "train.sweep.warmup_steps"), *_LAM_SEED), "adamw_wu1"),
+    *(Arm(f"_{k}", k, (("lam", f"train.{k}.lambdas"), ("seed", "train.seeds")), k)
       for k in ("adamw_noise", "adam_l2", "langevin")),
 )

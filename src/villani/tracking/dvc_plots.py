@@ -21,15 +21,16 @@ Every row carries ``variant``, ``lam`` (Python's repr, as in paths), ``seed``, `
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
-import pandas as pd
-
-from villani.io import atomic
-from villani.io.results import measurements, training_log
 from villani.plan import layout
 from villani.plan.runs import runs
 from villani.psi import psi_column
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas and the readers are imported where the tables are made: the Snakefile's parse
+# imports this module for plot_outputs alone.
 
 POINTS_PER_RUN = 400
 
@@ -43,6 +44,10 @@ def _labelled(df: pd.DataFrame) -> pd.DataFrame:
 
 def training_loss(params: Mapping, root) -> pd.DataFrame:
     """Per run: loss (window mean) at step (the window's last), windows of ceil(T/400) steps."""
+    import pandas as pd
+
+    from villani.io.results import training_log
+
     window = max(1, math.ceil(int(params["train"]["steps"]) / POINTS_PER_RUN))
     frames = []
     for r in runs(params):
@@ -55,17 +60,23 @@ def training_loss(params: Mapping, root) -> pd.DataFrame:
 
 
 def psi_vs_ppl(params: Mapping, root) -> pd.DataFrame:
+    from villani.io.results import measurements
+
     m = measurements(params, root)
     col = psi_column(float(params["measure"]["s_values"][0]))
     return _labelled(m[["variant", "lam", "seed", "step"]].assign(psi_s=m[col], val_ppl=m["val_ppl"]))
 
 
 def spectrum(params: Mapping, root) -> pd.DataFrame:
+    from villani.io.results import measurements
+
     m = measurements(params, root)
     return _labelled(m[["variant", "lam", "seed", "step", "theta_sq_norm", "lambda_max"]])
 
 
 def trace_cv(params: Mapping, root) -> pd.DataFrame:
+    from villani.io.results import measurements
+
     m = measurements(params, root)
     return _labelled(m[["variant", "lam", "seed", "step"]].assign(cv_mean_measured=m["trace_L_rel_stderr"]))
 
@@ -99,6 +110,8 @@ def plot_outputs(root: str = layout.RESULTS, dataset: str = "{dataset}") -> list
 
 def write_plots(params: Mapping, root: str = layout.RESULTS) -> list[str]:
     """Write every plot CSV atomically, once all are computed; return their paths."""
+    from villani.io import atomic
+
     texts = {layout.fmt(layout.PLOTS_DIR, root, dataset=params["data"]["name"]) / f"{name}.csv": table(params, root).to_csv(index=False)
              for name, table in PLOTS.items()}
     for path, text in texts.items():

@@ -1,7 +1,8 @@
 """``results/metrics/{dataset}.json``: the headline numbers DVC tracks across versions.
 
-Per variant and λ (averaged over seeds): final training loss, final ‖θ‖², tokens seen,
-training wall-clock; measurement-based numbers (validation perplexity, Ψ_s, trace, λ_max)
+Per variant and λ (averaged over seeds): final training loss, final ‖θ‖², tokens seen
+(the training wall-clock goes beside, to ``{dataset}.timings.json``: no engine versions it,
+so a rerun that computes the same numbers keeps the same hashes); measurement-based numbers (validation perplexity, Ψ_s, trace, λ_max)
 (:func:`measurement_metrics`); from the bounds table, per variant and λ, how many
 checkpoints meet each bound's hypotheses and — only over those — the PAC-Bayes tightness
 (:func:`bounds_metrics`); and every claim's verdict as a number, 1 supported, 0
@@ -32,16 +33,27 @@ from villani.plan import layout
 from villani.plan.runs import runs
 
 
-def training_metrics(params: Mapping, root) -> dict:
+def _final_rows(params: Mapping, root, columns: dict[str, str]) -> dict:
+    """Per variant and λ, the mean over seeds of the last checkpoint's ``columns`` ({name: column})."""
     out: dict = {}
     for r in runs(params):
         last = checkpoint_table(params, r, root).iloc[-1]
-        key = f"{r.variant}/lam={layout.format_lam(r.lam)}"
-        out.setdefault(key, []).append({
-            "train_loss": float(last["train_loss"]), "theta_sq_norm": float(last["theta_sq_norm"]),
-            "tokens_seen": int(last["tokens_seen"]), "train_seconds": float(last["wall_clock_s"]),
-        })
-    return {k: {m: float(np.mean([v[m] for v in vals])) for m in vals[0]} for k, vals in out.items()}
+        out.setdefault(f"{r.variant}/lam={layout.format_lam(r.lam)}", []).append(
+            {name: float(last[col]) for name, col in columns.items()})
+    return {k: {m: float(np.mean([v[m] for v in vals])) for m in columns} for k, vals in out.items()}
+
+
+def training_metrics(params: Mapping, root) -> dict:
+    """Final training loss, ‖θ‖² and tokens seen (wall-clock seconds: :func:`timing_metrics`)."""
+    return _final_rows(params, root, {"train_loss": "train_loss", "theta_sq_norm": "theta_sq_norm",
+                                      "tokens_seen": "tokens_seen"})
+
+
+def timing_metrics(params: Mapping, root) -> dict:
+    """Training wall-clock seconds per variant and λ: no result of the run (a rerun differs), so
+    kept out of the tracked metrics, in ``results/metrics/{dataset}.timings.json``, which no
+    engine versions."""
+    return {"training": _final_rows(params, root, {"train_seconds": "wall_clock_s"})}
 
 
 def _numbers(d: dict) -> dict:
@@ -56,7 +68,7 @@ def bounds_metrics(params: Mapping, root) -> dict:
     the PAC-Bayes bound; the PAC-Bayes mean and final bound/perplexity ratio, R² and Pearson r
     over the checkpoints that meet its hypotheses (left out when none does). Empty when the
     bounds stage has not run."""
-    if not (Path(layout.fmt(layout.BOUNDS_DIR, root, dataset=params["data"]["name"])) / "bounds.json").exists():
+    if not layout.fmt(layout.BOUNDS_JSON, root, dataset=params["data"]["name"]).exists():
         return {}
     summary = bounds_summary(params, root)["summary"]  # a damaged or stale one stops the stage
     out: dict = {}
@@ -155,4 +167,5 @@ def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
     nested.update(claims_metrics(params, root))
     path = layout.fmt(layout.METRICS, root, dataset=ds)
     atomic.write_json(path, flat_metrics(nested))
+    atomic.write_json(layout.fmt(layout.TIMINGS, root, dataset=ds), flat_metrics(timing_metrics(params, root)))
     return str(path)

@@ -6,7 +6,8 @@ tokenizer and a model card, beside the weights and config.
   ``save_pretrained`` — ``tokenizer.json`` and ``tokenizer_config.json``, each written
   atomically — so ``AutoTokenizer.from_pretrained(ckpt)`` gives the tokenizer the model was
   trained with (a sentence round-trips through it);
-- :func:`write_model_card`: ``README.md`` with the run's identity (dataset, variant, λ,
+- :func:`write_model_card`: ``README.md`` (``huggingface_hub.ModelCard``, its metadata from
+  ``ModelCardData``) with the run's identity (dataset, variant, λ,
   seed, step, tokens seen, params digest), its training loss and its validation
   perplexity once ``villani measure`` has measured it, and how to load the folder.
 
@@ -74,11 +75,13 @@ def model_card(meta: Mapping, *, val_ppl: float | None = None, measure_json: str
             ("params digest (villani.plan.digest.run_digest)", meta.get("digest")),
             ("training loss (mean since the previous checkpoint)", _fmt(meta.get("train_loss"))),
             ("validation perplexity", ppl), ("precision", meta.get("precision"))]
+    from huggingface_hub import ModelCard, ModelCardData
+
     table = "\n".join(f"| {k} | {_fmt(v, '')} |" for k, v in rows)
-    return f"""---
-library_name: transformers
-pipeline_tag: text-generation
-tags: [villani, weight-decay, hessian-curvature]
+    data = ModelCardData(library_name="transformers", pipeline_tag="text-generation",
+                         tags=["villani", "weight-decay", "hessian-curvature"])
+    return str(ModelCard(f"""---
+{data.to_yaml()}
 ---
 
 # {meta.get('dataset')} · {meta.get('variant')} · λ = {lam} · seed {meta.get('seed')} · step {meta.get('step')}
@@ -98,8 +101,9 @@ tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")
 model = AutoModelForCausalLM.from_pretrained("path/to/this/folder")
 ids = tokenizer("def main(", return_tensors="pt").input_ids
 print(tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0]))
+batch = tokenizer(["def main(", "import"], padding=True, return_tensors="pt")  # pads with EOS
 ```
-"""
+"""))
 
 
 def write_model_card(ckpt_dir: Path, meta: Mapping, measure_path: Path | None = None) -> Path:

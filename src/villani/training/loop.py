@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import time
 from pathlib import Path
 from typing import Mapping
 
@@ -46,12 +44,7 @@ from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.progress import Progress
 from villani.training.batches import batch_indices
 from villani.training.checkpoint import load_checkpoint, load_state_file, save_checkpoint, save_state_file
-from villani.training.optim import (
-    decayed_parameter_names,
-    l2_penalty,
-    make_optimizer,
-    make_scheduler,
-)
+from villani.training.optim import decayed_parameter_names, make_optimizer, make_scheduler
 from villani.training.provenance import trained_params
 from villani.training.segments import (
     check_step_log,
@@ -60,6 +53,7 @@ from villani.training.segments import (
     segment_status,
     write_manifest,
 )
+from villani.training.step import PendingRows, TrainStep, step_mode
 from villani.training.step_log import StepLog, tensorboard_writer, write_scalars
 
 log = logging.getLogger(__name__)
@@ -103,6 +97,7 @@ class _SegmentState:
         elif self.kind == "langevin":
             lv = self.t["langevin"]
             self.beta = langevin_beta(lv["beta"], self.lam, float(self.t["lr"]), float(lv["table1_std"]))
+        self.stepper = TrainStep(self, step_mode(self.t["compile"], device))
 
     # ----------------------------------------------------------------- state
     def state(self) -> dict:
@@ -111,7 +106,7 @@ class _SegmentState:
             "torch_rng": torch.get_rng_state(), "noise_rng": self.noise_gen.get_state(),
             "cuda_rng": torch.cuda.get_rng_state() if self.device.type == "cuda" else torch.empty(0, dtype=torch.uint8),
             "step": self.step, "tokens_seen": self.tokens, "wall_clock_s": self.wall, "digest": self.digest,
-            "ckpt_losses": list(self.ckpt_losses),
+            "ckpt_losses": list(self.ckpt_losses), "train_step": self.stepper.mode,
         }
 
     def restore(self, state: Mapping) -> None:
@@ -123,66 +118,34 @@ class _SegmentState:
             torch.cuda.set_rng_state(state["cuda_rng"])
         self.step, self.tokens, self.wall = int(state["step"]), int(state["tokens_seen"]), float(state["wall_clock_s"])
         self.ckpt_losses = list(state.get("ckpt_losses", []))
+        if state.get("train_step", self.stepper.mode) != self.stepper.mode:
+            log.warning(f"{self.variant} λ={layout.format_lam(self.lam)} seed={self.seed}: resumed at step {self.step} "
+                        f"in the {self.stepper.mode} step from a state of the {state['train_step']} step "
+                        "(train.compile): from here on a run of that mode, equal to the other within rounding")
 
     # ----------------------------------------------------------------- one step
     def batch(self, step: int) -> torch.Tensor:
         idx = batch_indices(len(self.blocks), int(self.t["batch_size"]), self.seed, step)
+        if self.device.type == "cuda":  # from pinned memory, without waiting for the copy
+            return self.blocks[idx].pin_memory().to(self.device, non_blocking=True)
         return self.blocks[idx].to(self.device)
 
     def ce(self, x: torch.Tensor) -> torch.Tensor:
         with self.autocast:
             return self.model(input_ids=x, labels=x).loss.float()
 
-    def train_step(self) -> dict:
-        x = self.batch(self.step)
-        lr = self.opt.param_groups[0]["lr"]
-        t0 = time.perf_counter()
-        self.model.train()
-        ce = self.ce(x)
-        loss = ce + l2_penalty(self.model, self.decayed, self.lam) if (
-            self.t["decay_mode"] == "coupled" and self.lam > 0) else ce
-        skipped = not math.isfinite(float(ce.detach()))
-        if skipped:
-            self._nonfinite(float(ce.detach()))
-            self.opt.zero_grad(set_to_none=True)
-            grad_norm = float("nan")
-        else:
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.grad_std > 0:
-                for p in self.model.parameters():
-                    if p.grad is not None:
-                        p.grad.add_(torch.randn(p.shape, generator=self.noise_gen, device=p.device),
-                                    alpha=self.grad_std)
-            max_norm = self.t["grad_clip"] if self.t["grad_clip"] else float("inf")
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
-            self.opt.step()
-            if self.beta is not None:
-                scale = math.sqrt(2.0 * lr / self.beta)
-                with torch.no_grad():
-                    for p in self.model.parameters():
-                        p.add_(torch.randn(p.shape, generator=self.noise_gen, device=p.device), alpha=scale)
-        self.sched.step()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-        self.step += 1
-        self.tokens += x.numel()
-        self.wall += dt
-        row = {"step": self.step, "loss": float(ce.detach()), "lr": lr, "grad_norm": grad_norm,
-               "theta_sq_norm": theta_sq_norm(self.model), "tokens_per_s": x.numel() / max(dt, 1e-12),
-               "wall_clock_s": self.wall, "skipped": int(skipped)}
-        if not skipped:
-            self.ckpt_losses.append(row["loss"])
-        return row
+    def train_step(self):
+        """One step (:mod:`villani.training.step`); its row, values still on the device."""
+        return self.stepper()
 
-    def _nonfinite(self, value: float) -> None:
+    def nonfinite(self, value: float, step: int) -> None:
+        """A non-finite loss at ``step``: :class:`TrainingDiverged` unless ``train.nonfinite: skip``."""
         if self.t["nonfinite"] == "skip":
             return
         good = self.last_checkpoint
         raise TrainingDiverged(
             f"{self.dataset} {self.variant} λ={layout.format_lam(self.lam)} seed={self.seed}: loss is {value} at step "
-            f"{self.step + 1}; last good checkpoint: {good}; set train.nonfinite: skip to skip such steps")
+            f"{step}; last good checkpoint: {good}; set train.nonfinite: skip to skip such steps")
 
     # ----------------------------------------------------------------- checkpoints
     last_checkpoint: str = "none"
@@ -197,7 +160,7 @@ class _SegmentState:
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
             "digest": self.digest, "train_params": trained_params(self.params, self.variant),
             "device": self.device.type,
-            "precision": "bf16" if self.autocast._enabled else "fp32",
+            "precision": "bf16" if self.autocast._enabled else "fp32", "train_step": self.stepper.mode,
         }
         self.ckpt_losses = []
         out = save_checkpoint(self.root, step=self.step, model=self.model, state=self.state() if with_state else None,
@@ -269,16 +232,20 @@ def _train_steps(run: _SegmentState, *, end: int, wanted, work: Path, step_log: 
     written = []
     every, keep_all = int(run.t["save_every"]), run.t["keep_state"] == "all"
     tokens0, wall0 = run.tokens, run.wall
+    pending = PendingRows(run)
     with stop.deferred() as stop_flag, Progress(what, end, unit="step", done=run.step, logger=log,
                                                  bar=progress) as bar:
         while run.step < end:
-            row = run.train_step()
-            step_log.append(row)
-            if tb is not None:
-                write_scalars(tb, row)
-            bar.update(run.step, loss=row["loss"], lr=row["lr"],
-                       **{"tokens/s": (run.tokens - tokens0) / max(run.wall - wall0, 1e-12),
-                          "‖θ‖²": row["theta_sq_norm"]})
+            pending.add(run.train_step())
+            if not (pending.due() or run.step in wanted or run.step % every == 0 or stop_flag):
+                continue
+            for row in pending.flush():  # the rows reach the host; a non-finite loss stops here
+                step_log.append(row)
+                if tb is not None:
+                    write_scalars(tb, row)
+                bar.update(row["step"], loss=row["loss"], lr=row["lr"],
+                           **{"tokens/s": (row["tokens_seen"] - tokens0) / max(row["wall_clock_s"] - wall0, 1e-12),
+                              "‖θ‖²": row["theta_sq_norm"]})
             if run.step in wanted:
                 losses = run.ckpt_losses or [row["loss"]]
                 written.append(run.checkpoint(sum(losses) / len(losses), with_state=keep_all or run.step == end))

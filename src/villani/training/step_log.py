@@ -1,8 +1,9 @@
 """The per-step log of a training segment, growing while it trains, and optional TensorBoard events.
 
 Rows (``LOG_FIELDS``: step, loss, lr, grad_norm, ‖θ‖², tokens/s, wall clock, skipped) are
-appended to ``work/seg{end}.csv`` and flushed after every step, so the file can be read
-(``tail -f``) while the segment runs. It lives in the run's ``work/`` folder beside the
+appended to ``work/seg{end}.csv`` and flushed as soon as they reach the host — every step on
+the CPU, in bunches of at most 32 steps or 1 s on CUDA (:mod:`villani.training.step`) — so
+the file can be read (``tail -f``) while the segment runs. It lives in the run's ``work/`` folder beside the
 work state, outside the declared outputs, because Snakemake deletes a failed job's
 declared outputs before rerunning it; at the end of the segment it is copied atomically to
 the declared ``logs/seg{end}.csv``.

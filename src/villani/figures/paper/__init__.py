@@ -26,17 +26,16 @@ from typing import Mapping
 
 from villani.figures import REPORT_DIR as _REPORT_DIR
 from villani.figures import Entry, registry_outputs
-from villani.figures.paper import pac_bayes, tables, training_curves
 from villani.plan import layout
 from villani.plan.config import dataset_names
 
 REPORT_DIR = _REPORT_DIR / "paper"  # captions: package data, villani/report/paper/
 
 REGISTRY: dict[str, Entry] = {
-    "fig5_training_curves": Entry(training_curves.render, "Across datasets", "figure"),
-    "fig6_pac_bayes": Entry(pac_bayes.render, "Across datasets", "figure"),
-    "table2_corpora": Entry(tables.render_corpora, "Across datasets", "table"),
-    "table3_trace_stats": Entry(tables.render_trace_stats, "Across datasets", "table"),
+    "fig5_training_curves": Entry("paper.training_curves:render", "Across datasets", "figure"),
+    "fig6_pac_bayes": Entry("paper.pac_bayes:render", "Across datasets", "figure"),
+    "table2_corpora": Entry("paper.tables:render_corpora", "Across datasets", "table"),
+    "table3_trace_stats": Entry("paper.tables:render_trace_stats", "Across datasets", "table"),
 }
 
 CAPTIONS = {name: str(REPORT_DIR / f"{name}.rst") for name in REGISTRY}

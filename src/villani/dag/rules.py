@@ -1,0 +1,125 @@
+"""A Snakemake rule from a stage's row (:data:`villani.plan.stages.TABLE`): its inputs,
+outputs, log, shell command and runtime. ``workflow/rules/stages.smk`` defines one rule per
+row by calling these; nothing here imports Snakemake, so each is unit-tested.
+
+The row's patterns are expanded as :mod:`villani.plan.stages` says (a run's wildcards are
+the job's run or every run; ``{step}`` the job's step or every step of its kind), with the
+job's wildcards (``{dataset}``, ``{variant}``, ``{lam}``, ``{seed}``, ``{step}``) left for
+Snakemake in the outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from villani.dag import targets
+from villani.dag.targets import ROOT, job_log, job_outputs, job_step, pattern, per_run
+from villani.plan import layout
+from villani.plan.runs import Run, landscape_center, rays_center, runs
+from villani.plan.schedule import measured_steps, segment_ends, segment_for
+from villani.plan.stages import Stage, stage
+
+# files a run writes per segment end; per measured checkpoint: the rest with {step}
+_PER_SEGMENT = (layout.SEGMENT, layout.SEGMENT_LOG, layout.CENTRE_SEGMENT)
+
+
+def _steps(params: Mapping, run: Run, file: str) -> list[int]:
+    return segment_ends(params["train"]) if file in _PER_SEGMENT else measured_steps(params, run.variant)
+
+
+def _run_files(params: Mapping, run: Run, file: str, step: int | None) -> list[str]:
+    """``file`` of ``run``: at the job's ``step`` (a segment file: the segment certifying it),
+    or at every step of its kind."""
+    if "{step}" not in file:
+        return [str(run.path(file, ROOT))]
+    if step is not None:
+        step = segment_for(params["train"], step) if file in _PER_SEGMENT else step
+        return [str(run.path(file, ROOT, step=step))]
+    return [str(run.path(file, ROOT, step=s)) for s in _steps(params, run, file)]
+
+
+def _centre(params: Mapping, row: Stage, wc) -> Run:
+    run, _ = landscape_center(params, float(wc["lam"])) if row.per == "lam" else rays_center(params)
+    return run
+
+
+def _expand(params: Mapping, row: Stage, file: str, wc) -> list[str]:
+    """The files of one input pattern of ``row`` for the job with wildcards ``wc``."""
+    ds = params["data"]["name"]
+    if "{centre_lam}" in file:
+        return _run_files(params, _centre(params, row, wc), layout.SEGMENT, None)
+    if "{variant}" in file:
+        if row.per == "run":
+            return _run_files(params, targets.job_run(params, wc), file, job_step(wc))
+        return [f for r in runs(params) for f in _run_files(params, r, file, None)]
+    if "{lam}" in file:  # a landscape surface
+        lams = [wc["lam"]] if row.per == "lam" else params["landscape"]["lambdas"]
+        return [str(layout.fmt(file, ROOT, dataset=ds, lam=lam)) for lam in lams]
+    return [str(layout.fmt(file, ROOT, dataset=ds))]
+
+
+def inputs(params: Mapping, name: str, wc) -> list[str]:
+    """The files a job of stage ``name`` reads (``wc``: its wildcards; ``params``: its
+    dataset's); a training job per segment also reads the segment it continues."""
+    row = stage(name)
+    files = [f for file in row.inputs for f in _expand(params, row, file, wc)]
+    if name == "train":
+        files += targets.train_inputs(params, wc)
+    return list(dict.fromkeys(files))
+
+
+def every_dataset_inputs(doc: Mapping, name: str) -> list[str]:
+    """The inputs of a stage over every dataset (``per: datasets``, the ``paper`` stage)."""
+    return [f for p in targets.per_dataset(doc) for f in inputs(p, name, {})]
+
+
+def outputs(doc: Mapping, name: str) -> list[str]:
+    """The output patterns of stage ``name``'s rule (wildcards kept; a job per run names
+    each step's files, :func:`~villani.dag.targets.job_outputs`). The figure and plot
+    files are :func:`figure_files` and :func:`villani.tracking.dvc_plots.plot_outputs`."""
+    row = stage(name)
+    out = []
+    for file in row.outputs:
+        if "{step}" in file:
+            out += job_outputs(doc, name, file)
+        elif "{plot}" in file:
+            from villani.tracking.dvc_plots import plot_outputs
+
+            out += plot_outputs(ROOT)
+        elif "{figure}" not in file:
+            out.append(pattern(file))
+    return out
+
+
+def log(doc: Mapping, name: str, slot: str = "{dataset}") -> str:
+    """The job's log: per run ``results/logs/<stage>/…/seed<s>/<segment or checkpoint or all>.log``,
+    else ``results/logs/<stage>/<dataset>[/lam<λ>].log`` (``slot``: the dataset folder)."""
+    row = stage(name)
+    if row.per == "run":
+        return job_log(doc, name)
+    return f"{ROOT}/logs/{name}/{slot}" + ("/lam{lam}" if row.per == "lam" else "") + ".log"
+
+
+def command(doc: Mapping, name: str) -> str:
+    """The job's shell line: ``villani <stage>`` with the job's parameter files and wildcards
+    (a run's: ``--variant --lam --seed`` and ``--until``/``--step`` or ``--all``,
+    :func:`~villani.dag.targets.job_command`)."""
+    row = stage(name)
+    if row.per == "run":
+        return targets.job_command(doc, name)
+    threads = " --threads {threads}" if row.inputs else ""  # a stage that reads no result computes nothing
+    dataset = "" if row.per == "datasets" else " --dataset {wildcards.dataset}"
+    extra = " " + row.args.replace("{lam}", "{wildcards.lam}") if row.args else ""
+    return f"villani {name}{threads} {{params.files}}{dataset}{extra} > {{log}} 2>&1"
+
+
+def runtime_minutes(name: str, attempt: int) -> int:
+    """Minutes a job of a stage with a fixed runtime may run at its ``attempt``-th try."""
+    return int(stage(name).runtime) * int(attempt)
+
+
+def local_rules() -> list[str]:
+    """The stages that run on the submit host."""
+    from villani.plan.stages import TABLE
+
+    return [s.name for s in TABLE if s.local]

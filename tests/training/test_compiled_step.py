@@ -1,0 +1,193 @@
+"""The compiled training step (train.compile: on) on the CPU, with the tiny model: equal to
+the eager step within a stated tolerance for every update rule, bit-identical to itself
+across segments, a SIGTERM stop and its resume, the mode recorded in every checkpoint, the
+same progress lines. A compiled step here is inductor's C++ kernels; on CUDA the same graphs
+are captured as CUDA graphs (benchmarks/gpu_check.sh measures that path).
+
+Durations on 2 shared cores: each compile of the tiny model's three graphs takes 10–50 s
+(less when inductor's on-disk cache already holds them); the file runs in about 3–4 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from tests.conftest import tiny_params
+from villani.io.atomic import sha256_file
+from villani.plan import layout
+from villani.plan.schedule import segment_ends
+from villani import progress as progress_mod
+from villani.stop import Stopped
+from villani.training import loop, step, train_segment
+
+RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
+STEPS = 24
+# Relative agreement of the compiled step's per-step log with the eager one's over 24 steps
+# of the tiny model in float32 (measured: at most 2.4e-6, adam_l2's gradient norm).
+RTOL = 1e-5
+
+
+def _root(tmp_path: Path, data_root: Path) -> Path:
+    root = tmp_path / "results"
+    shutil.copytree(data_root / "data", root / "data")
+    return root
+
+
+def _params(compile_mode, **train):
+    return tiny_params(train={"compile": compile_mode, "steps": STEPS, **train})
+
+
+def _train(p, root, variant="adamw"):
+    for end in segment_ends(p["train"]):
+        train_segment(p, variant=variant, lam=0.01, seed=0, end=end, root=root, device="cpu", progress=False)
+
+
+def _log(root, variant="adamw") -> pd.DataFrame:
+    logs = [pd.read_csv(f) for f in sorted(layout.fmt(layout.SEGMENT_LOG, root, step=STEPS, **{**RUN, "variant": variant})
+                                           .parent.glob("seg*.csv"))]
+    return pd.concat(logs, ignore_index=True)
+
+
+def _weights(root, step_=STEPS) -> str:
+    return sha256_file(layout.fmt(layout.CKPT_WEIGHTS, root, step=step_, **RUN))
+
+
+def _meta(root, step_, variant="adamw") -> dict:
+    ckpt = layout.fmt(layout.CKPT_DIR, root, step=step_, **{**RUN, "variant": variant})
+    return json.loads((ckpt / "checkpoint.json").read_text())
+
+
+def test_step_mode():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert [step.step_mode(s, cpu) for s in ("auto", "on", "off", True, False)] == [
+        "eager", "compiled", "eager", "compiled", "eager"]
+    assert [step.step_mode(s, cuda) for s in ("auto", "on", "off")] == ["captured", "captured", "eager"]
+    with pytest.raises(ValueError, match=r"train.compile: 'fast' is not one of auto, on, off"):
+        step.step_mode("fast", cpu)
+
+
+@pytest.mark.parametrize("variant", ["adamw", "adam_l2", "langevin", "adamw_noise"])
+def test_compiled_equals_eager_within_tolerance(variant, tmp_path, tiny_data_root):
+    """Every update rule, 24 steps in two segments: loss, gradient norm and ‖θ‖² of every step
+    within RTOL of the eager step's; lr and the skipped column exactly."""
+    eager, compiled = _root(tmp_path / "eager", tiny_data_root), _root(tmp_path / "compiled", tiny_data_root)
+    _train(_params("off"), eager, variant)
+    _train(_params("on"), compiled, variant)
+    a, b = _log(eager, variant), _log(compiled, variant)
+    assert list(a["step"]) == list(b["step"]) == list(range(1, STEPS + 1))
+    assert list(a["lr"]) == list(b["lr"]) and list(a["skipped"]) == list(b["skipped"]) == [0] * STEPS
+    for col in ("loss", "grad_norm", "theta_sq_norm"):
+        rel = ((a[col] - b[col]).abs() / a[col].abs()).max()
+        assert rel <= RTOL, (variant, col, rel)
+    assert _meta(eager, STEPS, variant)["train_step"] == "eager"
+    assert _meta(compiled, STEPS, variant)["train_step"] == "compiled"
+
+
+def test_compiled_resume_after_sigterm_is_bit_identical(tmp_path, tiny_data_root, monkeypatch, caplog):
+    """Compiled: one segment vs two segments vs a SIGTERM at step 7 (work state written
+    there, Stopped raised) and the rerun: the same weights bit for bit, the same per-step
+    log but for the timings; a progress line of the compiled run has the eager run's fields."""
+    one = _root(tmp_path / "one", tiny_data_root)
+    p1 = _params("on", segments=1, checkpoints={"count": 1}, save_every=100)
+    monkeypatch.setattr(progress_mod, "_configured_interval", 0.05)  # a line every 0.05 s
+    with caplog.at_level(logging.INFO, logger="villani"):
+        _train(p1, one)
+    lines = [r.getMessage() for r in caplog.records if "loss=" in r.getMessage() and "| done |" not in r.getMessage()]
+    assert lines and all(f in lines[-1] for f in ("/24", "loss=", "lr=", "tokens/s=", "‖θ‖²=", "ETA")), lines[-1:]
+
+    two = _root(tmp_path / "two", tiny_data_root)
+    _train(_params("on"), two)
+    assert _weights(one) == _weights(two)
+
+    stopped = _root(tmp_path / "stopped", tiny_data_root)
+    real = step.TrainStep.__call__
+
+    def sigterm_at_7(self):
+        row = real(self)
+        if self.run.step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by villani.stop.deferred: stop at this boundary
+        return row
+
+    monkeypatch.setattr(step.TrainStep, "__call__", sigterm_at_7)
+    with pytest.raises(Stopped, match="work state saved at step 7"):
+        train_segment(p1, end=STEPS, root=stopped, device="cpu", progress=False, **{k: RUN[k] for k in
+                                                                                    ("variant", "lam", "seed")})
+    monkeypatch.setattr(step.TrainStep, "__call__", real)
+    manifest = train_segment(p1, end=STEPS, root=stopped, device="cpu", progress=False,
+                             **{k: RUN[k] for k in ("variant", "lam", "seed")})
+    assert manifest["resumed_from_work_step"] == 7
+    assert _weights(stopped) == _weights(one)
+    timing = ["tokens_per_s", "wall_clock_s"]
+    assert _log(stopped).drop(columns=timing).equals(_log(one).drop(columns=timing))
+
+
+def test_a_segment_resumes_in_the_other_mode_and_records_it(tmp_path, tiny_data_root, caplog):
+    """Segment 1 eager, segment 2 compiled: the optimizer state carries over (the compiled
+    segment's log equals an all-eager run's within RTOL), a warning names the switch, each
+    checkpoint records its mode."""
+    mixed, eager = _root(tmp_path / "mixed", tiny_data_root), _root(tmp_path / "eager", tiny_data_root)
+    p_off, p_on = _params("off"), _params("on")
+    first, second = segment_ends(p_off["train"])
+    kw = dict(root=mixed, device="cpu", progress=False, **{k: RUN[k] for k in ("variant", "lam", "seed")})
+    train_segment(p_off, end=first, **kw)
+    with caplog.at_level(logging.WARNING, logger="villani"):
+        train_segment(p_on, end=second, **kw)
+    assert any("in the compiled step from a state of the eager step" in r.getMessage() for r in caplog.records)
+    _train(p_off, eager)
+    a, b = _log(eager), _log(mixed)
+    for col in ("loss", "grad_norm", "theta_sq_norm"):
+        assert ((a[col] - b[col]).abs() / a[col].abs()).max() <= RTOL, col
+    assert [_meta(mixed, s)["train_step"] for s in (first, second)] == ["eager", "compiled"]
+
+
+def test_rows_held_on_the_device_log_the_same_and_stop_at_the_nonfinite_step(tmp_path, tiny_data_root, monkeypatch):
+    """The CUDA policy on the CPU (rows reach the host every 8 steps and at boundaries): the
+    per-step log and weights equal the step-by-step run's; a NaN loss at step 10 stops with
+    the message of step 10 and the last good checkpoint, the log holds steps 1–9 only (the
+    steps computed after it are never logged), no checkpoint after it is written."""
+    p = _params("off", segments=1, checkpoints={"count": 2}, save_every=100)
+    ref = _root(tmp_path / "ref", tiny_data_root)
+    _train(p, ref)
+    monkeypatch.setitem(step.ROWS_PER_SYNC, "cpu", 8)
+    held = _root(tmp_path / "held", tiny_data_root)
+    _train(p, held)
+    timing = ["tokens_per_s", "wall_clock_s"]
+    assert _log(held).drop(columns=timing).equals(_log(ref).drop(columns=timing))
+    assert _weights(held) == _weights(ref)
+
+    real_ce = loop._SegmentState.ce
+
+    def nan_at_step_10(self, x):
+        out = real_ce(self, x)
+        return out * float("nan") if self.step == 9 and self.model.training else out
+
+    monkeypatch.setattr(loop._SegmentState, "ce", nan_at_step_10)
+    bad = _root(tmp_path / "bad", tiny_data_root)
+    with pytest.raises(loop.TrainingDiverged, match=r"loss is nan at step 10; last good checkpoint: .*/ckpt/step0000000"):
+        _train(p, bad)
+    partial = layout.fmt(layout.SEGMENT_LOG_PARTIAL, bad, step=STEPS, **RUN)
+    assert list(pd.read_csv(partial)["step"]) == list(range(1, 10))
+    assert not layout.fmt(layout.CKPT_DIR, bad, step=12, **RUN).exists()
+
+
+def test_a_compiler_failure_is_one_line(tmp_path, tiny_data_root, monkeypatch):
+    """train.compile: on where inductor cannot build its kernels (no C++ compiler at the named
+    path, its caches off): a one-line ValueError that names the key and the way out."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/g++",))
+    monkeypatch.setattr(inductor_config, "force_disable_caches", True)
+    torch._dynamo.reset()
+    root = _root(tmp_path, tiny_data_root)
+    with pytest.raises(ValueError, match=r"^train.compile: torch.compile failed on cpu \(.*\); set train.compile: off$"):
+        _train(_params("on", segments=1, checkpoints={"count": 1}), root)
+    torch._dynamo.reset()
