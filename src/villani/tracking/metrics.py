@@ -21,7 +21,6 @@ written as a number. A new group extends the file the same way: return it nested
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np
