@@ -431,9 +431,10 @@ def test_snakemake_refuses_in_one_line_while_dvc_runs(dvc_repo):
 
 def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
     """Edit train.lr in the shipped params.yaml, `dvc repro` (issue 40 item 1): `villani train
-    --all` trains every AdamW run again — a segment is done only under the parameters asked
-    now, whatever `persist: true` kept — the runs are measured again, and every measure JSON,
-    checkpoint and the claims ledger are of the new lr. Back to the committed version after."""
+    --all` trains every AdamW run again (a segment is done only under the parameters asked
+    now, whatever files are left: tests/hardening/test_segment_done.py), the runs are
+    measured again, and every measure JSON, checkpoint and the claims ledger are of the new
+    lr. Back to the committed version after."""
     from villani.plan.schedule import checkpoint_steps
 
     _set(dvc_repo, "  lr: 0.01\n", "  lr: 0.012\n")

@@ -18,9 +18,10 @@ digest is the one the parameters asked now give the run, each checkpoint's
 continued from, its step log is the one it wrote, and the segment end's weights and state
 are there (the next segment resumes from them). Anything else — a missing, truncated or
 edited manifest, a parameter edited since (``train.lr`` under ``dvc repro``) — is "not
-done", with the reason, and ``villani train --all`` retrains the segment. DVC's
-``persist: true`` keeps the old files, never the old verdict. (A manifest written before
-the start and log links were recorded is checked on the rest.)
+done", with the reason, and ``villani train --all`` retrains the segment: files left from
+an earlier training (a persisted, pulled or copied output) never stand for a segment
+trained under the parameters asked now. (A manifest written before the start and log
+links were recorded is checked on the rest.)
 
 **The step log** is checked before the manifest is written (:func:`check_step_log`:
 steps start+1 … end once each, in order, finite values): a log another process wrote into
