@@ -34,11 +34,17 @@ def test_killed_measurement_leaves_no_json_and_rerun_completes(trained):
     p, params, root = trained
     out_json = layout.fmt(layout.MEASURE_JSON, root, step=24, **RUN)
     out_json.unlink(missing_ok=True)
-    proc = subprocess.Popen(_measure_cmd(params, root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(4.0)
+    # killed mid-measurement: once it reports its first curvature phase (the JSON is written
+    # after the last), whatever the machine's speed
+    proc = subprocess.Popen(_measure_cmd(params, root) + ["--progress-interval", "0.001"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "| lanczos |" in line or "| hutchinson |" in line:
+            break
     assert proc.poll() is None, "measurement finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stderr.close()
     assert not out_json.exists(), "a killed measurement must not leave its completion marker"
     assert not list(root.rglob("*.tmp"))
     subprocess.run(_measure_cmd(params, root), check=True, capture_output=True)
