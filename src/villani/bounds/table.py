@@ -370,7 +370,7 @@ def write_bounds(params: Mapping, root=layout.RESULTS) -> str:
     atomic.write_text(csv_path, "\n".join(lines) + "\n")
     write_sealed(json_path, {
         "dataset": params["data"]["name"], "inputs": inputs, "summary": summarize(rows, inputs), "rows": rows,
-    })
+    }, "bounds")
     n_undef = sum(r["status"] == UNDEFINED for r in rows)
     n = {f: sum(r[f"{f}_status"] == "ok" for r in rows) for f in ("theorem2", "envelope", "pac_bayes")}
     return (f"{csv_path.parent}: {len(rows)} rows ({n_undef} undefined, λ = 0); hypotheses hold for Theorem 2 at "

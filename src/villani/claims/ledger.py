@@ -169,7 +169,8 @@ def write_claims(params: Mapping, root=layout.RESULTS) -> str:
     csv_path = layout.fmt(layout.CLAIMS_CSV, root, dataset=ds)
     atomic.write_text(csv_path, _csv(doc["claims"]))
     atomic.write_text(layout.fmt(layout.CLAIMS_FINDINGS_CSV, root, dataset=ds), _csv(doc["findings"]["rows"]))
-    write_sealed(layout.fmt(layout.CLAIMS_JSON, root, dataset=ds), {**doc, "inputs": record_inputs(params, root)})
+    write_sealed(layout.fmt(layout.CLAIMS_JSON, root, dataset=ds), {**doc, "inputs": record_inputs(params, root)},
+                 "claims")
     by_class = "; ".join(f"{k}: " + ", ".join(f"{v} {n}" for v, n in c.items() if n)
                          for k, c in doc["counts_by_class"].items())
     return (f"{csv_path}: {len(doc['claims'])} claims of the paper ({by_class}); "

@@ -31,7 +31,7 @@ from villani.claims.text import fmt_row, num, scale_text
 from villani.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
 from villani.claims.wrong import WRONG_END, WRONG_START, wrong
 from villani.io import atomic
-from villani.io.records import check_sealed
+from villani.io.records import check, check_sealed
 
 __all__ = ["START", "END", "load", "report", "write_report", "treatment_text"]
 
@@ -41,7 +41,7 @@ START, END = "<!-- claims-report:start -->", "<!-- claims-report:end -->"
 def load(path: str | Path) -> dict:
     """A ledger JSON (one-line error naming the file when it is not one, or when it was
     changed after `villani claims` wrote it: its ``record_sha256``)."""
-    doc = atomic.read_json(path, "claims ledger")
+    doc = check("claims", atomic.read_json(path, "claims ledger"), path)
     for key in ("claims", "counts_by_class", "findings", "scale", "multiplicity"):
         if key not in doc:
             raise ValueError(f"{path}: {key}: missing (a ledger of `villani claims` at this version has it; rerun "

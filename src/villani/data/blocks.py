@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from villani.io import validate
 from villani.io.atomic import sha256_file, write_with
 
 COLUMN = "input_ids"
@@ -96,7 +95,7 @@ def load_blocks(path: str | Path):
 
 def load_split(params, root, split: str):
     """The blocks of ``split`` of the params' dataset, checked against its ``stats.json``
-    (:func:`villani.io.validate.token_blocks`); one-line ValueError naming file and field."""
+    (:func:`check_blocks`); one-line ValueError naming file and field."""
     from villani.io.results import data_stats
     from villani.plan import layout
 
@@ -106,10 +105,27 @@ def load_split(params, root, split: str):
     path = layout.fmt(layout.SPLIT, root, dataset=dataset, split=split)
     record = stats["splits"][split]
     if "sha256" not in record:
-        raise validate.missing(stats_path, f"splits.{split}.sha256", "the sha256 of the split's file")
+        raise ValueError(f"{stats_path}: splits.{split}.sha256: missing (expected the sha256 of the split's file)")
     if path.is_file() and sha256_file(path) != record["sha256"]:
         raise ValueError(f"{path}: sha256 does not match splits.{split}.sha256 of {stats_path} "
                          "(modified, or from another tokenization: rerun `villani tokenize`)")
-    return validate.token_blocks(load_blocks(path), path, seq_len=int(params["data"]["seq_len"]),
-                                 vocab_size=int(stats["vocab_size"]), n_blocks=int(record["blocks"]),
-                                 stats_path=stats_path)
+    return check_blocks(load_blocks(path), path, seq_len=int(params["data"]["seq_len"]),
+                        vocab_size=int(stats["vocab_size"]), n_blocks=int(record["blocks"]),
+                        stats_path=stats_path)
+
+
+def check_blocks(blocks, path, *, seq_len: int, vocab_size: int, n_blocks: int | None = None, stats_path=None):
+    """Token blocks ``(N, seq_len)`` of a split: the block length of the params, every id
+    below the vocabulary size of ``stats.json``, N blocks as recorded there."""
+    n, length = blocks.shape
+    where = f" of {stats_path}" if stats_path else ""
+    if length != seq_len:
+        raise ValueError(f"{path}: blocks of {length} tokens, but data.seq_len = {seq_len} "
+                         "(tokenized under other parameters: rerun `villani tokenize`)")
+    top = int(blocks.max())
+    if top >= vocab_size:
+        raise ValueError(f"{path}: token id {top} ≥ vocab_size {vocab_size}{where} "
+                         "(expected ids below the vocabulary size: rerun `villani tokenize`)")
+    if n_blocks is not None and n != n_blocks:
+        raise ValueError(f"{path}: {n} blocks, but {n_blocks} recorded{where} (rerun `villani tokenize`)")
+    return blocks

@@ -54,7 +54,8 @@ from villani.data.tokenizer import (
     load_pretrained,
     train_bpe,
 )
-from villani.io.atomic import sha256_file, write_json, write_text
+from villani.io.atomic import sha256_file, write_text
+from villani.io.records import write_record
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         "baselines": baselines,
         "versions": _versions(),
     }
-    write_json(out_dir / "stats.json", stats)
+    write_record(out_dir / "stats.json", stats, "data_stats")
     log.info(
         "tokenized %s: %s (tokenizer %.2fs, encode %.2fs, write %.2fs)",
         stats["source"],

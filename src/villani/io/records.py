@@ -18,18 +18,36 @@ is one line naming the file. The hash proves the record is the one its writer wr
 that its inputs are still there: each reader also checks the link it relies on (a measure
 JSON's ``weights_sha256`` against its checkpoint, ``bounds.json``'s list of measure JSONs
 against the files, :mod:`villani.io.results`).
+
+**What a record holds** is its JSON Schema, shipped as package data
+``villani/schemas/<kind>.schema.yaml`` (:data:`KINDS`; the value kinds they share —
+numbers or ``"inf"``/``"-inf"``, sha256 digests, intervals — in ``records.defs.yaml``).
+:func:`check` validates a record against it on write (:func:`write_record`,
+:func:`write_sealed`, before the atomic write) and on read (:mod:`villani.io.results`), so
+a record written by hand, by another version or damaged on disk is one ``ValueError`` line
+``"<file>: <key>: <value> is invalid (expected <what>)"`` (or ``"<file>: <key>: missing
+(expected <what>)"``). The docs' record reference is rendered from the same schemas
+(:mod:`villani.io.record_docs`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from importlib.resources import files
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
+
+import jsonschema
 
 from villani.io import atomic
 
-__all__ = ["RECORD_HASH", "canonical", "record_hash", "sealed", "write_sealed", "check_sealed"]
+__all__ = ["RECORD_HASH", "KINDS", "schema", "check", "write_record", "canonical", "record_hash", "sealed",
+           "write_sealed", "check_sealed"]
+
+#: The record kinds with a shipped schema ``villani/schemas/<kind>.schema.yaml``.
+KINDS = ("measure", "checkpoint", "segment", "data_stats", "bounds", "claims")
 
 RECORD_HASH = "record_sha256"
 
@@ -51,11 +69,109 @@ def sealed(record: Mapping) -> dict:
     return {**record, RECORD_HASH: record_hash(record)}
 
 
-def write_sealed(path: str | Path, record: Mapping) -> dict:
-    """Write ``record`` sealed (atomically, :func:`villani.io.atomic.write_json`); return it."""
-    out = sealed(record)
-    atomic.write_json(path, out)
-    return out
+def write_sealed(path: str | Path, record: Mapping, kind: str) -> dict:
+    """Write ``record`` sealed (atomically, :func:`villani.io.atomic.write_json`), checked
+    against the schema of ``kind`` first; return it."""
+    return write_record(path, sealed(record), kind)
+
+
+def write_record(path: str | Path, record: Mapping, kind: str) -> dict:
+    """Write ``record`` (atomically, :func:`villani.io.atomic.write_json`) once it is checked
+    against the schema of ``kind`` in the form written; return it."""
+    check(kind, atomic.finite_json(dict(record)), path)
+    atomic.write_json(path, record)
+    return dict(record)
+
+
+# --------------------------------------------------------------------------- schemas
+def _load_yaml(name: str) -> dict:
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe", pure=True).load(files("villani").joinpath("schemas", name).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def schema(kind: str) -> dict:
+    """The JSON Schema of a record ``kind`` (:data:`KINDS`), with the shared value kinds."""
+    if kind not in KINDS:
+        raise ValueError(f"no record schema {kind!r} (expected one of {', '.join(KINDS)})")
+    doc = _load_yaml(f"{kind}.schema.yaml")
+    doc["$defs"] = {**_load_yaml("records.defs.yaml")["$defs"], **doc.get("$defs", {})}
+    return doc
+
+
+@functools.cache
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema(kind))
+
+
+def check(kind: str, doc: Any, path) -> Any:
+    """``doc`` when it is a valid record of ``kind``; else a one-line ValueError naming
+    ``path``, the key, the value and what the schema allows (module doc)."""
+    errors = list(_validator(kind).iter_errors(doc))
+    if not errors:
+        return doc
+    e = min(errors, key=lambda e: (len(e.absolute_path) + (e.validator == "required"), list(map(str, e.absolute_path))))
+    where = list(e.absolute_path)
+    if e.validator == "required":
+        key = next(k for k in e.validator_value if not (isinstance(e.instance, Mapping) and k in e.instance))
+        extra = e.schema.get("additionalProperties")
+        sub = (e.schema.get("properties") or {}).get(key, extra if isinstance(extra, Mapping) else {})
+        raise ValueError(f"{path}: {_key_of(where + [key])}: missing (expected {_expected(kind, sub)})")
+    if e.validator == "additionalProperties" and isinstance(e.instance, Mapping):
+        extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        raise ValueError(f"{path}: {_key_of(where + extra[:1])}: unknown key (expected the keys of "
+                         f"villani/schemas/{kind}.schema.yaml)")
+    raise ValueError(f"{path}: {_key_of(where)}: {_shown(e.instance)} is invalid "
+                     f"(expected {_expected(kind, _owner(kind, e))})")
+
+
+def _owner(kind: str, error: jsonschema.ValidationError) -> Mapping:
+    """The schema whose words describe a failed value: the outermost one with a title or a
+    ``anyOf`` on the error's path (a nullable number fails inside its ``anyOf``)."""
+    while error.parent is not None and len(error.parent.absolute_path) == len(error.absolute_path):
+        error = error.parent
+    return _resolve(kind, error.schema if isinstance(error.schema, Mapping) else {})
+
+
+def _resolve(kind: str, s: Mapping) -> Mapping:
+    while "$ref" in s and "title" not in s:
+        s = schema(kind)["$defs"][s["$ref"].rsplit("/", 1)[-1]]
+    return s
+
+
+def _expected(kind: str, s: Mapping) -> str:
+    """What a (sub)schema allows, in words."""
+    s = _resolve(kind, s)
+    if "title" in s and s is not schema(kind):  # the top level's title is the file's name
+        return s["title"]
+    if "enum" in s:
+        return "one of " + ", ".join(map(str, s["enum"]))
+    types = s.get("type", [])
+    types = [types] if isinstance(types, str) else list(types)
+    null = " or null" if "null" in types else ""
+    if "integer" in types:
+        lo, hi = s.get("minimum"), s.get("maximum")
+        rng = "" if lo is None and hi is None else f" in [{'-∞' if lo is None else lo}, {'∞' if hi is None else hi}]"
+        return f"an integer{rng}{null}"
+    words = {"object": "an object", "array": "a list", "string": "text", "number": "a number", "boolean": "true or false"}
+    return " or ".join(words.get(t, t) for t in types if t != "null") + null or "see the schema"
+
+
+def _shown(value: Any, width: int = 60) -> str:
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    t = json.dumps(value, default=lambda o: type(o).__name__)
+    return t if len(t) <= width else t[: width - 15] + "…" + t[-10:]
+
+
+def _key_of(path) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
 
 
 def check_sealed(record: Mapping, path, what: str, rewrite: str) -> str:

@@ -4,13 +4,15 @@ logs, measurements, rays, landscapes, bounds and the cost sweep.
 Each reader takes the params and the results root (or a folder), finds its files through
 :mod:`villani.plan.layout` and :mod:`villani.plan.runs`, and returns plain dicts or
 DataFrames. A missing, corrupt or ill-typed file is a one-line ``ValueError`` naming it
-and the field (the CLI prints it): every reader checks what it returns with
-:mod:`villani.io.validate` — types, ranges, no NaN, a measurement's λ/seed/step those of
-its path — so no stage computes a number from a value it could not read.
+and the field (the CLI prints it): every reader checks what it returns — a JSON record
+against its shipped schema (:func:`villani.io.records.check`; a measure JSON also by
+:mod:`villani.io.measure_record`: its λ/seed/step those of its path, its precision audit),
+a table's columns (:mod:`villani.io.tables`) — so no stage computes a number from a value
+it could not read.
 
 **Measurements.** :func:`measurements` returns one row per measured checkpoint with flat
-columns, built by :func:`measurement_row` from a measure JSON (keys documented in
-``docs/measurements.md``):
+columns, built by :func:`measurement_row` from a measure JSON (keys: its schema,
+rendered in ``docs/measurements.md``):
 
 - identity: ``dataset, variant, lam, seed, step, path``;
 - every scalar of :data:`MEASURE_SCALARS` (numbers; ``None`` becomes NaN) and
@@ -40,7 +42,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from villani.io import atomic, provenance, records, validate
+from villani.io import atomic, measure_record, provenance, records, tables
 from villani.plan import layout
 from villani.plan.runs import Run, runs
 from villani.plan.runs import variants as variant_names
@@ -89,9 +91,13 @@ def _read_json(path, what: str) -> Any:
 
 def read_stats(data_dir: str | Path) -> dict[str, Any]:
     """The ``stats.json`` of a data folder (written by :func:`villani.data.tokenize`), checked
-    (:func:`villani.io.validate.data_stats`)."""
+    against its schema and its ``eos_token_id`` below ``vocab_size``."""
     path = Path(data_dir) / "stats.json"
-    return validate.data_stats(_read_json(path, "data stats"), path)
+    stats = records.check("data_stats", _read_json(path, "data stats"), path)
+    if stats.get("eos_token_id") is not None and stats["eos_token_id"] >= stats["vocab_size"]:
+        raise ValueError(f"{path}: eos_token_id: {stats['eos_token_id']} is invalid (expected an integer in "
+                         f"[0, {stats['vocab_size'] - 1}], below vocab_size)")
+    return stats
 
 
 def data_stats(params: Mapping, root) -> dict[str, Any]:
@@ -132,7 +138,7 @@ def vocabulary(stats: Mapping) -> tuple[int, int | None]:
 def read_checkpoint_meta(path: str | Path) -> dict:
     """A checkpoint's JSON metadata (not verified against its files: see
     :func:`villani.training.checkpoint.read_meta`)."""
-    return validate.checkpoint_meta(_read_json(path, "checkpoint metadata"), path)
+    return records.check("checkpoint", _read_json(path, "checkpoint metadata"), path)
 
 
 def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
@@ -141,9 +147,9 @@ def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
     did not finish, is one line naming the file."""
     recorded: dict = {}
     for end in segment_ends(params["train"]):
-        doc = _read_json(run.path(layout.SEGMENT, root, step=end), "segment manifest")
-        entries = doc.get("checkpoints") if isinstance(doc, dict) else None
-        recorded.update({e.get("step"): e.get("meta_sha256") for e in entries or [] if isinstance(e, dict)})
+        path = run.path(layout.SEGMENT, root, step=end)
+        doc = records.check("segment", _read_json(path, "segment manifest"), path)
+        recorded.update({e["step"]: e["meta_sha256"] for e in doc["checkpoints"]})
     rows = []
     for s in checkpoint_steps(params["train"]):
         path = run.path(layout.CKPT_META, root, step=s)
@@ -156,9 +162,9 @@ def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
 
 def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
     """The per-step log of a run, all segments concatenated in step order; each segment's
-    steps once each and in order, its values finite (:func:`villani.io.validate.step_log`)."""
+    steps once each and in order, its values finite (:func:`villani.io.tables.step_log`)."""
     ends = segment_ends(params["train"])
-    frames = [validate.step_log(_read_csv(run.path(layout.SEGMENT_LOG, root, step=e), "training log",
+    frames = [tables.step_log(_read_csv(run.path(layout.SEGMENT_LOG, root, step=e), "training log",
                                           {"step": "integer", "loss": "number"}),
                                 run.path(layout.SEGMENT_LOG, root, step=e), start=s, end=e)
               for s, e in zip([0] + ends[:-1], ends)]
@@ -194,14 +200,16 @@ def measure_paths(params: Mapping, root=layout.RESULTS, variants: Iterable[str] 
 
 
 def read_measure(path: str | Path, run: Run | None = None, step: int | None = None) -> dict:
-    """A measure JSON, checked (:func:`villani.io.validate.measure_record`; with ``run`` and
-    ``step``, its λ, seed, step and variant must be theirs) and its ``record_sha256`` against
+    """A measure JSON, checked against its schema (:func:`villani.io.records.check`) and
+    :mod:`villani.io.measure_record` (with ``run`` and ``step``, its λ, seed, step and
+    variant must be theirs; its precision audit) and its ``record_sha256`` against
     its content (:func:`villani.io.records.check_sealed`): a one-line ValueError naming the
     file and field when missing, corrupt, ill-typed, NaN or edited."""
     rec = _read_json(path, "measurement")
     ident = {} if run is None else dict(lam=run.lam, seed=run.seed, variant=run.variant)
-    rec = validate.measure_record(rec, path, scalars=MEASURE_SCALARS, labels=MEASURE_LABELS,
-                                  trace_fields=TRACE_FIELDS, step=step, **ident)
+    records.check("measure", rec, path)
+    measure_record.check_identity(rec, path, step=step, **ident)
+    measure_record.check_precision_audit(rec, path)
     records.check_sealed(rec, path, "measurement", REWRITE["measurement samples"])
     return rec
 
@@ -304,7 +312,7 @@ def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "ada
         df = pd.read_parquet(path)
     except Exception as e:  # pyarrow raises several classes
         raise ValueError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())[:200]})") from None
-    validate.measure_samples(df, path)
+    tables.measure_samples(df, path)
     return df if kind is None else df[df["kind"] == kind].reset_index(drop=True)
 
 
@@ -365,9 +373,7 @@ def bounds_summary(params: Mapping, root) -> dict:
     """``bounds.json`` of the dataset (rows and per-λ summary, see :mod:`villani.bounds.table`),
     its ``record_sha256`` checked and the measure JSONs it names those under ``root`` now."""
     path = layout.fmt(layout.BOUNDS_JSON, root, dataset=params["data"]["name"])
-    doc = _read_json(path, "bounds summary")
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: bounds summary is not an object")
+    doc = records.check("bounds", _read_json(path, "bounds summary"), path)
     records.check_sealed(doc, path, "bounds summary", REWRITE["bounds summary"])
     provenance.check_inputs(doc, path, measurement_hashes(params, root), None, root, "bounds summary",
                             REWRITE["bounds summary"])
@@ -387,9 +393,7 @@ def claims_ledger(params: Mapping, root) -> dict:
     """``claims/{dataset}.json`` (:mod:`villani.claims.ledger`), its ``record_sha256`` checked
     and the measure JSONs and bounds.json it names those under ``root`` now."""
     path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
-    doc = _read_json(path, "claims ledger")
-    if not isinstance(doc, dict) or not isinstance(doc.get("claims"), list):
-        raise ValueError(f"{path}: claims ledger is not an object with a list of claims")
+    doc = records.check("claims", _read_json(path, "claims ledger"), path)
     records.check_sealed(doc, path, "claims ledger", REWRITE["claims ledger"])
     bounds = (doc.get("inputs") or {}).get("bounds_sha256") and bounds_summary(params, root)[records.RECORD_HASH]
     provenance.check_inputs(doc, path, measurement_hashes(params, root), bounds, root, "claims ledger",
@@ -430,11 +434,11 @@ def cost_table(params: Mapping, root) -> pd.DataFrame:
 
 
 def _read_csv(path, what: str, required: Mapping[str, str]) -> pd.DataFrame:
-    """A CSV a stage wrote, with ``required`` columns of their kinds (:func:`villani.io.validate.columns`)."""
+    """A CSV a stage wrote, with ``required`` columns of their kinds (:func:`villani.io.tables.columns`)."""
     try:
         df = pd.read_csv(path)
     except FileNotFoundError:
         raise ValueError(f"{path}: {what} not found; {REWRITE.get(what, 'rerun the workflow to write it')}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: {what} is corrupt ({' '.join(str(e).split())[:200]})") from None
-    return validate.columns(df, path, required)
+    return tables.columns(df, path, required)

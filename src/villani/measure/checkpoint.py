@@ -273,7 +273,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
     out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
     atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
-    write_sealed(out_json, rec)
+    write_sealed(out_json, rec, "measure")
     return str(out_json)
 
 

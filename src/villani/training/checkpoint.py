@@ -34,6 +34,7 @@ safetensors`` + ``.json`` + ``.state.pt``) is refused with one line naming the f
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ from typing import Any, Mapping
 
 import torch
 
-from villani.io import atomic
+from villani.io import atomic, records
 from villani.io.results import read_checkpoint_meta
 from villani.model import load_weights, model_for_run, pick_device, save_config, save_weights
 from villani.plan import layout
@@ -178,6 +179,50 @@ def load_state_file(path: Path) -> dict:
         raise ValueError(f"{path}: corrupt or truncated training state ({msg[:200]})") from None
 
 
+def _bad_state(path, field: str, got: Any, expected: str) -> ValueError:
+    return ValueError(f"{path}: {field}: {got} is invalid (expected {expected})")
+
+
+def check_work_state(state: Any, path, model: Mapping[str, Any]) -> dict:
+    """A training segment's work state: an object with ``optimizer`` and ``scheduler``
+    state dicts, the RNG states as uint8 tensors, integer ``step``, ``tokens_seen``,
+    ``log_bytes``, ``log_rows`` ≥ 0, number ``wall_clock_s`` ≥ 0, text ``digest`` and
+    ``model``: a tensor of the shape and dtype of every entry of ``model`` (the segment's
+    state dict). A one-line ValueError naming the file and the key otherwise."""
+    if not isinstance(state, Mapping):
+        raise _bad_state(path, "(top level)", f"a {type(state).__name__}", "an object")
+    for key in ("optimizer", "scheduler", "model"):
+        if not isinstance(state.get(key), Mapping):
+            raise _bad_state(path, key, type(state.get(key)).__name__, "an object")
+    for key in ("torch_rng", "noise_rng", "cuda_rng"):
+        v = state.get(key)
+        if not (isinstance(v, torch.Tensor) and v.dtype == torch.uint8):
+            raise _bad_state(path, key, type(v).__name__, "a uint8 tensor (an RNG state)")
+    opt = state["optimizer"]
+    if not isinstance(opt.get("state"), Mapping) or not isinstance(opt.get("param_groups"), list):
+        raise _bad_state(path, "optimizer", sorted(map(str, opt)), "an optimizer state dict (state, param_groups)")
+    for key in ("step", "tokens_seen", "log_bytes", "log_rows"):
+        v = state.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise _bad_state(path, key, json.dumps(v, default=str), "an integer ≥ 0")
+    v = state.get("wall_clock_s")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+        raise _bad_state(path, "wall_clock_s", json.dumps(v, default=str), "a number ≥ 0")
+    if not isinstance(state.get("digest"), str):
+        raise _bad_state(path, "digest", json.dumps(state.get("digest"), default=str), "text")
+    weights = state["model"]
+    if set(weights) != set(model):
+        extra, lacking = sorted(set(weights) - set(model)), sorted(set(model) - set(weights))
+        raise _bad_state(path, "model", (lacking or extra)[:3], "the tensors of the run's model"
+                         + (f"; lacks {len(lacking)}" if lacking else "") + (f"; {len(extra)} unknown" if extra else ""))
+    for name, ref in model.items():
+        w = weights[name]
+        if not isinstance(w, torch.Tensor) or tuple(w.shape) != tuple(ref.shape) or w.dtype != ref.dtype:
+            got = f"{tuple(w.shape)} {w.dtype}" if isinstance(w, torch.Tensor) else type(w).__name__
+            raise _bad_state(path, f"model.{name}", got, f"a tensor {tuple(ref.shape)} {ref.dtype}")
+    return dict(state)
+
+
 def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mapping | None, meta: Mapping) -> dict:
     """Write weights, config, state (unless None) and, last, ``checkpoint.json`` with their
     sha256; return the JSON dict."""
@@ -194,8 +239,7 @@ def save_checkpoint(root, dataset, variant, lam, seed, step, model, state: Mappi
                    for key, _ in FILES})
     write_model_card(f["meta"].parent, meta, layout.fmt(layout.MEASURE_JSON, root, dataset=dataset, variant=variant,
                                                        lam=lam, seed=seed, step=step))
-    atomic.write_json(f["meta"], meta)
-    return meta
+    return records.write_record(f["meta"], meta, "checkpoint")
 
 
 def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True, entry: Mapping | None = None) -> dict:
@@ -315,7 +359,7 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
             keep = {k: v for k, v in meta.items() if k not in ("step", "written_at") and not k.endswith("_sha256")}
             save_checkpoint(root, step=step, model=model, state=state, meta=keep, **run.wildcards)
         else:  # pruned: only the metadata was kept
-            atomic.write_json(layout.fmt(layout.CKPT_META, root, **kw), meta)
+            records.write_record(layout.fmt(layout.CKPT_META, root, **kw), meta, "checkpoint")
         for path in (old_weights, old_state, old_meta):
             path.unlink(missing_ok=True)
         done.append(step)
@@ -326,5 +370,5 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
                 manifest = atomic.read_json(seg, "segment manifest")
                 manifest["checkpoints"] = [manifest_entry(root, step=c["step"], **run.wildcards)
                                            for c in manifest.get("checkpoints", [])]
-                atomic.write_json(seg, manifest)
+                records.write_record(seg, manifest, "segment")
     return done

@@ -34,7 +34,7 @@ from typing import Mapping
 import torch
 
 from villani import stop
-from villani.io import atomic, validate
+from villani.io import atomic
 from villani.io.one_writer import one_writer
 from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
@@ -43,7 +43,8 @@ from villani.plan.runs import langevin_beta, variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.progress import Progress
 from villani.training.batches import batch_indices
-from villani.training.checkpoint import load_checkpoint, load_state_file, save_checkpoint, save_state_file
+from villani.training.checkpoint import (check_work_state, load_checkpoint, load_state_file, save_checkpoint,
+                                        save_state_file)
 from villani.training.optim import decayed_parameter_names, make_optimizer, make_scheduler
 from villani.training.provenance import trained_params
 from villani.training.segments import (
@@ -198,12 +199,12 @@ def _set_aside(path: Path, reason: str, start: int) -> None:
 def _try_resume_work(run: _SegmentState, path: Path, start: int, end: int, step_log: StepLog) -> dict | None:
     """Restore the work state if it belongs to this segment and its step log is on disk;
     return ``{"log_bytes", "log_rows"}`` to truncate the log to, or None (start the segment over).
-    A torn or ill-formed state (:func:`villani.io.validate.work_state`) is set aside, never
+    A torn or ill-formed state (:func:`villani.training.checkpoint.check_work_state`) is set aside, never
     trusted, so a retry is never stuck on it."""
     if not path.exists():
         return None
     try:
-        state = validate.work_state(load_state_file(path), path, run.model.state_dict())
+        state = check_work_state(load_state_file(path), path, run.model.state_dict())
     except ValueError as e:
         _set_aside(path, str(e), start)
         return None

@@ -43,7 +43,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from villani.io import atomic, validate
+from villani.io import atomic, records, tables
 from villani.plan import layout
 from villani.plan.digest import params_difference, run_digest, trained_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
@@ -80,15 +80,11 @@ def write_manifest(params: Mapping, root, ident: Mapping, end: int, resumed_from
         "log_sha256": atomic.sha256_file(layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident)),
         "checkpoints": [manifest_entry(root, step=s, **ident) for s in checkpoints_in_segment(t, end)],
     }
-    atomic.write_json(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest)
-    return manifest
+    return records.write_record(layout.fmt(layout.SEGMENT, root, step=end, **ident), manifest, "segment")
 
 
 def _manifest(path: Path) -> dict:
-    doc = atomic.read_json(path, "segment manifest")
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: segment manifest is not an object")
-    return doc
+    return records.check("segment", atomic.read_json(path, "segment manifest"), path)
 
 
 def segment_status(params: Mapping, root, ident: Mapping, end: int) -> str | None:
@@ -128,12 +124,12 @@ def segment_status(params: Mapping, root, ident: Mapping, end: int) -> str | Non
 
 def check_step_log(path: Path, start: int, end: int) -> None:
     """The step log of a segment (start, end]: one-line ValueError naming the file unless it
-    holds steps start+1 … end once each, in order, with finite values (:func:`villani.io.validate.step_log`)."""
+    holds steps start+1 … end once each, in order, with finite values (:func:`villani.io.tables.step_log`)."""
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{path}: step log is corrupt ({' '.join(str(e).split())[:200]})") from None
-    validate.step_log(df, path, start=start, end=end)
+    tables.step_log(df, path, start=start, end=end)
 
 
 # --------------------------------------------------------------------------- finished copies
