@@ -53,7 +53,7 @@ def test_every_output_has_a_valid_rst_caption():
 
 
 def test_pdf_and_png_formats(tmp_path):
-    p = figure_params()
+    p = figure_params().to_dict()  # resolved parameters are read-only: change a copy
     p["figures"]["formats"] = ["png", "pdf"]
     root = build_results(tmp_path, p, rays=False, landscape=False, cost=False)
     out = render_all(p, root, names=["fig4_spectrum"])

@@ -36,6 +36,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from villani.plan.frozen import Params, freeze, thaw
 from villani.plan.layout import ACROSS
 from villani.plan.params_file import (  # noqa: F401 (the reader of parameter files is part of this module's API)
     _NUMBER_RE,
@@ -78,19 +79,33 @@ def load_params(paths: Iterable[str | Path]) -> dict:
 
 
 # --------------------------------------------------------------------------- defaults
+_PROPERTIES = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+
+def _set_defaults(validator, properties: Mapping, instance: Any, schema: Mapping):
+    """jsonschema's ``properties`` keyword that first gives every absent key its ``default``
+    (a group given as null too: ``train:`` alone is the default group), then validates and
+    descends — so the defaults of a group filled here are filled in turn."""
+    if isinstance(instance, dict):
+        for key, sub in properties.items():
+            group = sub.get("type") == "object" or "properties" in sub
+            if "default" in sub and (key not in instance or (instance[key] is None and group)):
+                instance[key] = copy.deepcopy(sub["default"])
+    yield from _PROPERTIES(validator, properties, instance, schema)
+
+
+# jsonschema's default-filling validator (the ``extend`` recipe of its FAQ). It does not
+# follow ``$ref``: the only references are the entries of ``datasets``, which are overrides
+# of the top-level groups, filled once merged over them (:func:`dataset_params`).
+_DefaultFiller = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                              {"properties": _set_defaults, "$ref": lambda *args: iter(())})
+
+
 def _fill_defaults(doc: Any, schema: Mapping) -> Any:
-    if schema.get("type") == "object" or "properties" in schema:
-        if doc is None and "default" in schema:
-            doc = copy.deepcopy(schema["default"])
-        if not isinstance(doc, dict):
-            return doc
-        for key, sub in schema.get("properties", {}).items():
-            if key not in doc:
-                if "default" in sub:
-                    doc[key] = copy.deepcopy(sub["default"])
-                else:
-                    continue
-            doc[key] = _fill_defaults(doc[key], sub)
+    """``doc`` (changed in place) with every default of ``schema`` it lacks; its errors are
+    reported afterwards by :func:`_schema_errors`."""
+    for _ in _DefaultFiller(schema).iter_errors(doc):
+        pass
     return doc
 
 
@@ -234,14 +249,15 @@ def _cross_checks(p: dict, source: str) -> None:
                 _fail(source, "landscape.lambdas", la["lambdas"], f"with center `final`, values from train.lambdas = {t['lambdas']}")
 
 
-def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
-    """Fill defaults, coerce numeric strings, validate; return the complete parameter dict.
+def resolve(doc: Mapping | None, *, source: str = "params") -> Params:
+    """Fill defaults, coerce numeric strings, validate; return the complete parameters,
+    immutable and read by key or attribute (:class:`villani.plan.frozen.Params`).
 
     With ``datasets``, the top-level groups are checked against the schema only, and each
     dataset's merged parameters (:func:`dataset_params`) completely."""
     schema = load_schema()
     check_values(doc or {}, source)
-    p = copy.deepcopy(dict(doc or {}))
+    p = thaw(dict(doc or {}))
     p = _coerce_numbers(p, schema)
     # validate the user's document before defaults hide a wrong type (e.g. `train: 3`)
     _schema_errors(p, _without_defaults(schema), source)
@@ -252,7 +268,7 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> dict:
             dataset_params(p, name, source=source)
     else:
         _cross_checks(p, source)
-    return p
+    return freeze(p)
 
 
 def resolve_workflow(config: Mapping, files: Iterable[str | Path], overrides: Mapping | None) -> dict:
@@ -275,7 +291,7 @@ def dataset_names(p: Mapping) -> list[str]:
     return list(p["datasets"]) if p.get("datasets") else [p["data"]["name"]]
 
 
-def dataset_params(p: Mapping, name: str, *, source: str = "params") -> dict:
+def dataset_params(p: Mapping, name: str, *, source: str = "params") -> Params:
     """The complete parameters of dataset ``name`` of a resolved document (one ``data``
     group, as every stage reads them).
 
@@ -308,7 +324,7 @@ def dataset_params(p: Mapping, name: str, *, source: str = "params") -> dict:
     _schema_errors(merged, schema, where)
     _cross_checks(merged, where)
     merged["datasets"] = None
-    return merged
+    return freeze(merged)
 
 
 def _without_defaults(schema: Any) -> Any:

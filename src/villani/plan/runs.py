@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 from villani.plan import layout
+from villani.plan.frozen import Params, freeze
 
 #: The update rules; sweep variants (``adamw_lr…``, ``adamw_wu…``) are AdamW.
 KINDS = layout.VARIANTS
@@ -114,7 +115,7 @@ def overridden_keys(variant: str) -> tuple[str, ...]:
             }.get(variant_kind(variant), ())
 
 
-def variant_params(params: Mapping, variant: str) -> dict:
+def variant_params(params: Mapping, variant: str) -> Params:
     """The parameters a run of ``variant`` trains under (a copy; ``params`` is unchanged).
 
     ``adamw_lr<η>``: ``train.lr`` = η; ``adamw_wu<w>``: ``train.warmup_steps`` = w;
@@ -133,7 +134,7 @@ def variant_params(params: Mapping, variant: str) -> dict:
         t["decay_mode"] = "coupled"
     elif kind == "langevin":
         t.update(lr=float(t["langevin"]["lr"]), warmup_steps=0, grad_clip=None, decay_mode="coupled")
-    return p
+    return freeze(p)
 
 
 def runs(params: Mapping, variants_: tuple[str, ...] | list[str] | None = None) -> Iterator[Run]:
