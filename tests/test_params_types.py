@@ -86,3 +86,14 @@ def test_digests_and_serialised_parameters_are_those_of_the_plain_dict(files):
         for variant in variants(q):
             assert run_digest(q, variant, 0.01, 0) == run_digest(plain, variant, 0.01, 0), variant
             assert trained_params(q, variant) == trained_params(plain, variant)
+
+
+def test_a_whole_float_where_the_schema_asks_an_integer_is_an_integer_with_the_same_digest():
+    from villani.plan.config import resolve
+
+    doc = read_yaml(REPO / "params.yaml")
+    as_int = resolve(doc)
+    doc["train"]["steps"], doc["measure"]["batch_size"] = float(doc["train"]["steps"]), 16.0
+    p = resolve(doc)
+    assert type(p.train.steps) is int and p.train.steps == as_int.train.steps and p.measure.batch_size == 16
+    assert stage_digest(p, "train") == stage_digest(as_int, "train")

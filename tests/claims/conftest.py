@@ -14,6 +14,7 @@ from tests.figures.conftest import figure_params
 from tests.figures.synthetic import build_results, write_record
 from villani.bounds.table import write_bounds
 from villani.claims.ledger import write_claims
+from villani.plan.config import resolve
 from villani.claims.registry import catalogue
 from villani.plan import layout
 from villani.plan.runs import runs
@@ -58,6 +59,7 @@ def _csv(path):
 def ledger(tmp_path_factory):
     p = figure_params().to_dict()
     p["train"]["lr"] = 0.35  # λ·η·T = 0.01 · 0.35 · 24 = 0.084: our λ = 0.01 is the paper's 10⁻²
+    p = resolve(p)
     root = build_results(tmp_path_factory.mktemp("claims"), p, cost=False)
     _with_baseline(root, p)
     rng = np.random.default_rng(0)

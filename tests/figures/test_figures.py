@@ -16,6 +16,7 @@ from villani.bounds.theory import c_ls_upper
 from villani.figures import CAPTIONS, REGISTRY, figure_outputs, render_all
 from villani.figures.style import lam_color, middle_lam, save_figure
 from villani.plan import layout
+from villani.plan.config import resolve
 from villani.plan.runs import Run, runs
 from villani.plan.schedule import checkpoint_steps
 from villani.stats import fit_cost_model
@@ -53,8 +54,9 @@ def test_every_output_has_a_valid_rst_caption():
 
 
 def test_pdf_and_png_formats(tmp_path):
-    p = figure_params().to_dict()  # resolved parameters are read-only: change a copy
+    p = figure_params().to_dict()  # resolved parameters are read-only: change a copy, resolve it
     p["figures"]["formats"] = ["png", "pdf"]
+    p = resolve(p)
     root = build_results(tmp_path, p, rays=False, landscape=False, cost=False)
     out = render_all(p, root, names=["fig4_spectrum"])
     pdf = next(f for f in out if f.endswith(".pdf"))

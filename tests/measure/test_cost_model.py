@@ -10,7 +10,7 @@ import pytest
 
 from villani.measure import cost_model as cm
 from villani.plan.budget import ds_group_cap
-from villani.plan.config import load_params
+from villani.plan.config import load_params, resolve
 from villani.plan.schedule import checkpoint_steps
 
 
@@ -240,7 +240,7 @@ def _measure_again(micro, measured, tmp_path, **measure) -> tuple[dict, dict]:
     shutil.copytree(root / "data", r2 / "data")
     shutil.copytree(root / "runs", r2 / "runs", ignore=shutil.ignore_patterns("measure"))
     (lam, step), path = next(iter(measured.items()))
-    again = measure_checkpoint({**p, "measure": {**p["measure"], **measure}}, variant="adamw", lam=lam, seed=0,
+    again = measure_checkpoint(resolve({**p, "measure": {**p["measure"], **measure}}), variant="adamw", lam=lam, seed=0,
                                step=step, root=r2, device="cpu")
     return json.loads(open(path).read()), json.loads(open(again).read())
 

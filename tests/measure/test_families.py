@@ -54,7 +54,7 @@ def micro_data(tmp_path_factory):
 def test_a_family_key_left_from_gpt_neo_is_refused(micro_data):
     from villani.model import model_for_run
 
-    p = family_params("llama").to_dict()
+    p = family_params("llama").to_dict()  # a family key the schema cannot know: not resolved again
     p["model"]["config"]["window_size"] = 8
     with pytest.raises(ValueError, match=r"^model\.config\.window_size: not a parameter of llama models"):
         model_for_run(p, micro_data, 0)

@@ -17,6 +17,7 @@ from villani.measure.landscape import (
     surface,
 )
 from villani.plan import layout
+from villani.plan.config import resolve
 
 
 def test_directions_are_filter_normalised(micro):
@@ -62,7 +63,7 @@ def test_surface_centre_equals_F_at_theta0(micro, lam):
     """The trained run of λ at its last checkpoint (params.yaml's ``center: final``), every slice
     through θ₀; slice 0 is what one slice drew, the next slice new directions."""
     p, root = micro
-    p = {**p, "landscape": {**p["landscape"], "slices": 2, "center": "final"}}
+    p = resolve({**p, "landscape": {**p["landscape"], "slices": 2, "center": "final"}})
     out = run_landscape(p, lam, root, "cpu")
     table = pd.read_csv(f"{out}/surface.csv")
     info = json.loads(open(f"{out}/surface.json").read())
@@ -70,7 +71,7 @@ def test_surface_centre_equals_F_at_theta0(micro, lam):
     assert len(table) == 2 * g * g and list(table.columns) == ["slice", "a", "b", "loss", "F", "theta_sq"]
     assert info["slices"] == 2 and len(info["per_slice"]) == 2
     assert info["argmin"] == info["per_slice"][0]["argmin"] and info["per_slice"][0] != info["per_slice"][1]
-    first = run_landscape({**p, "landscape": {**p["landscape"], "slices": 1}}, lam, root, "cpu")
+    first = run_landscape(resolve({**p, "landscape": {**p["landscape"], "slices": 1}}), lam, root, "cpu")
     pd.testing.assert_frame_equal(pd.read_csv(f"{first}/surface.csv"), table[table["slice"] == 0])
     table = table[table["slice"] == 1]
     np.testing.assert_allclose(sorted(table["a"].unique()), np.linspace(-0.5, 0.5, g))

@@ -8,12 +8,12 @@ import math
 import pytest
 
 from villani.dag import resources as R
-from villani.plan.config import dataset_params, load_params
+from villani.plan.config import dataset_params, load_params, resolve
 from villani.plan.schedule import checkpoint_steps, segment_ends
 
 
 def _with(p, group, **changes):
-    return {**p, group: {**p[group], **changes}}
+    return resolve({**p, group: {**p[group], **changes}})
 
 
 @pytest.fixture(scope="module")

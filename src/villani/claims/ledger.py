@@ -132,13 +132,13 @@ def scale(ctx: Context) -> dict:
     m = ctx.m[ctx.m["variant"] == "adamw"]
     last = m[m["step"] == m["step"].max()]
     t = ctx.params["train"]
-    budgets = [float(lam) * float(t["lr"]) * int(t["steps"]) for lam in t["lambdas"]]
+    budgets = [lam * t.lr * t.steps for lam in t.lambdas]
     last = ctx.m.sort_values("step").groupby(["variant", "lam", "seed"]).tail(1)
     collapsed = sorted(f"{r.variant} λ = {r.lam:g} seed {int(r.seed)} (val ppl {r.val_ppl:.4g})"
                        for r in last[~last["run_learned"]].itertuples())
     return {"d": int(m["d"].iloc[0]) if len(m) else None,
             "tokens_per_run": int(last["tokens_seen"].max()) if len(last) else None,
-            "steps": int(t["steps"]), "seeds": [int(x) for x in t["seeds"]], "vocab": ctx.vocab,
+            "steps": t.steps, "seeds": list(t.seeds), "vocab": ctx.vocab,
             "unigram_val_ppl": ctx.baseline,
             "lambdas": [float(x) for x in t["lambdas"]], "largest_budget": max(budgets),
             "lambda_match": "; ".join(mt.text() for mt in (ctx.match(n) for n in PAPER_LAMBDAS)),

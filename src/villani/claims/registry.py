@@ -173,11 +173,6 @@ def catalogue_markdown() -> str:
 
 def write_catalogue(path) -> None:
     """Put :func:`catalogue_markdown` between the catalogue markers of ``path`` (docs/claims.md)."""
-    from pathlib import Path
+    from villani.io.atomic import replace_marked
 
-    p = Path(path)
-    text = p.read_text()
-    if CATALOGUE_START not in text or CATALOGUE_END not in text:
-        raise ValueError(f"{p}: no '{CATALOGUE_START}' … '{CATALOGUE_END}' markers")
-    head, rest = text.split(CATALOGUE_START, 1)
-    p.write_text(head + CATALOGUE_START + "\n" + catalogue_markdown() + CATALOGUE_END + rest.split(CATALOGUE_END, 1)[1])
+    replace_marked(path, CATALOGUE_START, CATALOGUE_END, catalogue_markdown())

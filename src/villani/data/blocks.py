@@ -109,7 +109,7 @@ def load_split(params, root, split: str):
     if path.is_file() and sha256_file(path) != record["sha256"]:
         raise ValueError(f"{path}: sha256 does not match splits.{split}.sha256 of {stats_path} "
                          "(modified, or from another tokenization: rerun `villani tokenize`)")
-    return check_blocks(load_blocks(path), path, seq_len=int(params["data"]["seq_len"]),
+    return check_blocks(load_blocks(path), path, seq_len=params.data.seq_len,
                         vocab_size=int(stats["vocab_size"]), n_blocks=int(record["blocks"]),
                         stats_path=stats_path)
 

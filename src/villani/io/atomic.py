@@ -91,6 +91,17 @@ def write_text(target: str | Path, text: str) -> None:
     write_bytes(target, text.encode())
 
 
+def replace_marked(target: str | Path, start: str, end: str, body: str) -> None:
+    """Put ``body`` between the ``start`` and ``end`` marker lines of a text file (a generated
+    part of a document); a file without both markers is a one-line ValueError."""
+    p = Path(target)
+    text = p.read_text()
+    if start not in text or end not in text:
+        raise ValueError(f"{p}: no '{start}' … '{end}' markers")
+    head, rest = text.split(start, 1)
+    write_text(p, head + start + "\n" + body + end + rest.split(end, 1)[1])
+
+
 def finite_json(obj: Any) -> Any:
     """``obj`` as :func:`write_json` writes it: NaN → null, ±inf → "inf"/"-inf", keys as text."""
     if isinstance(obj, float) and not math.isfinite(obj):

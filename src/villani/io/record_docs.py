@@ -11,9 +11,9 @@ docs-in-sync test regenerates the reference and compares:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Mapping
 
+from villani.io import atomic
 from villani.io.records import KINDS, _expected, _resolve, schema
 
 __all__ = ["START", "END", "reference_markdown", "write_reference"]
@@ -52,9 +52,4 @@ def reference_markdown() -> str:
 
 def write_reference(path) -> None:
     """Put :func:`reference_markdown` between the markers of ``path`` (docs/records.md)."""
-    p = Path(path)
-    text = p.read_text()
-    if START not in text or END not in text:
-        raise ValueError(f"{p}: no '{START}' … '{END}' markers")
-    head, rest = text.split(START, 1)
-    p.write_text(head + START + "\n" + reference_markdown() + END + rest.split(END, 1)[1])
+    atomic.replace_marked(path, START, END, reference_markdown())

@@ -12,7 +12,7 @@ it could not read.
 
 **Measurements.** :func:`measurements` returns one row per measured checkpoint with flat
 columns, built by :func:`measurement_row` from a measure JSON (keys: its schema,
-rendered in ``docs/measurements.md``):
+rendered in ``docs/records.md``):
 
 - identity: ``dataset, variant, lam, seed, step, path``;
 - every scalar of :data:`MEASURE_SCALARS` (numbers; ``None`` becomes NaN) and

@@ -180,10 +180,10 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     checkpoint's budget, the Lanczos steps taken, the probes Stein's rule asked for), seconds per HVP, the running trace estimate and its CI (Hutchinson) or
     largest Ritz value (Lanczos), and the ETA.
     """
-    me = params["measure"]
-    what = f"measure {params['data']['name']} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
-    hvps = budget(me, spectrum=True, slq_starts=int(me["slq_probes"])).total
-    ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
+    me = params.measure
+    what = f"measure {params.data.name} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
+    hvps = budget(me, spectrum=True, slq_starts=me.slq_probes).total
+    ident = dict(dataset=params.data.name, variant=variant, lam=lam, seed=seed)
     out = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
     with one_writer(layout.fmt(layout.MEASURE_LOCK, root, step=int(step), **ident), f"the measurement {out}",
                     writes=str(out)):
@@ -204,7 +204,7 @@ def _refuse_while_trained(root, ident: Mapping, step: int) -> None:
 
 def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> dict:
     """Model, measurement batches and the validation loss of one checkpoint."""
-    me = params["measure"]
+    me = params.measure
     clock.start("load")
     model, meta = load_run_model(params, root, run, step, device)
     meta_sha256 = atomic.sha256_file(run.path(layout.CKPT_META, root, step=step))
@@ -214,7 +214,7 @@ def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> d
     clock.lap("load")
     clock.start("validation")
     val = load_split(params, root, "validation")
-    val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(int(me["batch_size"]))])
+    val_loss, val_tokens = mean_token_loss(model, [b.to(dev) for b in val.split(me.batch_size)])
     clock.lap("validation")
     return dict(model=model, meta=meta, meta_sha256=meta_sha256, dev=dev, train=train, ids=ids, batches=batches,
                 val_loss=val_loss, val_tokens=int(val_tokens), root=root)
@@ -235,7 +235,7 @@ def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
 
 def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
     clock = Clock(bar)
-    ds, lam, seed, step = params["data"]["name"], float(lam), int(seed), int(step)
+    ds, lam, seed, step = params.data.name, float(lam), int(seed), int(step)
     run, steps = Run(ds, variant, lam, seed), checkpoint_steps(params["train"])
     if step not in steps:
         raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
@@ -244,16 +244,16 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     job = _load(params, run, step, root, device, clock)
     check_finite(job["val_loss"], where, "val_loss")
     clock.start("gradient")
-    method = params["measure"]["hvp_method"]
+    method = params.measure.hvp_method
     H = ModelHessian(job["model"], job["batches"], lam=0.0, method=method)
     theta_sq, first = _first_order(H, lam, where)
     clock.lap("gradient")
     make_op = lambda prec: ModelHessian(job["model"], job["batches"], lam=0.0, method=method,  # noqa: E731
                                         reuse_graph=H.graph_kept, precision=prec)
-    rows, bs = torch.cat(job["batches"]), int(params["measure"]["batch_size"])
+    rows, bs = torch.cat(job["batches"]), params.measure.batch_size
     sub_op = lambda idx, prec: ModelHessian(job["model"], list(rows[idx].split(bs)), lam=0.0,  # noqa: E731
                                             method=method, reuse_graph=H.graph_kept, precision=prec)
-    cur = curvature(params["measure"], H, lam, step, steps, first["grad_F_sq_norm"], clock, where, make_op,
+    cur = curvature(params.measure, H, lam, step, steps, first["grad_F_sq_norm"], clock, where, make_op,
                      job["model"].config.model_type, sub_op, int(rows.shape[0]))
     noise = None
     if step in (steps[0], steps[-1]):
@@ -325,12 +325,12 @@ def _spectrum_fields(me: Mapping, cur: dict) -> dict:
         "lambda_median": lam_med,
         "lambda_median_ci95": [_finite_or_none(med_lo), _finite_or_none(med_hi)],
         "spectral_ratio": lam_max / lam_med if lam_med > 0 else None,
-        "lanczos": {"steps": int(top.lanczos.num_steps), "max_steps": int(me["lanczos_steps"]),
+        "lanczos": {"steps": int(top.lanczos.num_steps), "max_steps": me.lanczos_steps,
                     "tol": me.get("lanczos_tol"),
                     "max_rel_residual": float(np.max(top.residuals / np.maximum(np.abs(top.values), 1e-300)))},
-        "slq": {"num_probes": int(density.num_probes), "max_probes": int(me["slq_probes"]),
+        "slq": {"num_probes": int(density.num_probes), "max_probes": me.slq_probes,
                 "cdf_tol": me.get("slq_cdf_tol"), "full_density": cur["full_density"],
-                "steps_first": int(top.lanczos.num_steps), "steps": int(me["slq_steps"]),
+                "steps_first": int(top.lanczos.num_steps), "steps": me.slq_steps,
                 "trace_F_samples": density.trace_samples.tolist(), "breakdown": bool(density.breakdown)},
     }
 
@@ -338,7 +338,7 @@ def _spectrum_fields(me: Mapping, cur: dict) -> dict:
 def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: ModelHessian, theta_sq: float,
             first: dict, cur: dict, noise: dict | None) -> dict[str, Any]:
     """The measure JSON (keys: docs/measurements.md), without the per-block traces and timings."""
-    me, meta, est = params["measure"], job["meta"], cur["est"]
+    me, meta, est = params.measure, job["meta"], cur["est"]
     lam, d = run.lam, int(H.dim)
     st = sample_stats(est.samples)
     ci = est.ci95 if est.num_probes >= 2 else None  # t-based, or Stein's with a CI target
@@ -357,8 +357,8 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
         "train_loss": meta.get("train_loss"), "decay_mode": meta.get("decay_mode"),
         "decay_params": meta.get("decay_params"),
         "d": d, "d_check": int(num_params(job["model"])), "vocab_size": vocabulary(data_stats(params, job["root"]))[0],
-        "measurement_set": {"blocks": len(job["ids"]), "set_seed": int(me["set_seed"]), "num_tokens": int(H.num_tokens),
-                            "batch_size": int(me["batch_size"]), "ids": job["ids"].tolist()},
+        "measurement_set": {"blocks": len(job["ids"]), "set_seed": me.set_seed, "num_tokens": int(H.num_tokens),
+                            "batch_size": me.batch_size, "ids": job["ids"].tolist()},
         "theta_sq_norm": theta_sq,
         "loss": first["loss"], "F": first["loss"] + 0.5 * lam * theta_sq,
         "val_loss": job["val_loss"], "val_ppl": math.exp(job["val_loss"]), "val_tokens": job["val_tokens"],

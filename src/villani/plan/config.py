@@ -110,13 +110,17 @@ def _fill_defaults(doc: Any, schema: Mapping) -> Any:
 
 
 def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
-    """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)."""
+    """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3),
+    and a whole float into an int where it asks for an integer (JSON Schema's integer
+    admits 16.0): every number then has the schema's type, so no reader casts it."""
     root = schema if root is None else root
     schema = _deref(schema, root)
     types = schema.get("type")
     types = [types] if isinstance(types, str) else (types or [])
     if isinstance(doc, str) and "number" in types and _NUMBER_RE.match(doc.strip()):
         return float(doc)
+    if isinstance(doc, float) and "integer" in types and "number" not in types and doc.is_integer():
+        return int(doc)
     if isinstance(doc, dict):
         props, extra = schema.get("properties", {}), schema.get("additionalProperties")
         for key in doc:

@@ -24,7 +24,23 @@ def _refuse(self, *args, **kwargs):
                     "p.to_dict()")
 
 
-class Params(dict):
+class _Frozen:
+    """What both immutable containers share: a copy is the value itself (nothing can change
+    it), a deep copy a plain mutable one, and pickling goes through the plain value."""
+
+    __slots__ = ()
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return thaw(self)
+
+    def __reduce__(self):
+        return freeze, (thaw(self),)
+
+
+class Params(_Frozen, dict):
     """An immutable mapping of parameters, read as ``p["key"]`` or ``p.key`` (module doc)."""
 
     __slots__ = ()
@@ -47,17 +63,8 @@ class Params(dict):
         """A plain, mutable deep copy (``dict`` of ``dict``/``list``)."""
         return thaw(self)
 
-    def __copy__(self) -> Params:
-        return self
 
-    def __deepcopy__(self, memo) -> dict:
-        return thaw(self)
-
-    def __reduce__(self):
-        return freeze, (thaw(self),)
-
-
-class ParamsList(list):
+class ParamsList(_Frozen, list):
     """An immutable list of parameter values (module doc)."""
 
     __slots__ = ()
@@ -65,16 +72,8 @@ class ParamsList(list):
         reverse = _refuse
 
     def to_list(self) -> list:
+        """A plain, mutable deep copy."""
         return thaw(self)
-
-    def __copy__(self) -> ParamsList:
-        return self
-
-    def __deepcopy__(self, memo) -> list:
-        return thaw(self)
-
-    def __reduce__(self):
-        return freeze, (thaw(self),)
 
 
 def freeze(value: Any) -> Any:

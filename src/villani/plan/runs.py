@@ -162,7 +162,7 @@ def landscape_center(params: Mapping, lam: float) -> tuple[Run, int]:
     ``train.lambdas[0]``, ``train.seeds[0]``)."""
     t = params["train"]
     run_lam = float(lam) if float(lam) in [float(x) for x in t["lambdas"]] else float(t["lambdas"][0])
-    step = 0 if params["landscape"]["center"] == "init" else int(t["steps"])
+    step = 0 if params.landscape.center == "init" else t.steps
     return Run(params["data"]["name"], "adamw", run_lam, int(t["seeds"][0])), step
 
 

@@ -300,7 +300,7 @@ def train_run(params: Mapping, *, variant: str, lam: float, seed: int, root="res
 
     ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
     out = []
-    with training_lock(root, ident, 0, int(params["train"]["steps"])):
+    with training_lock(root, ident, 0, params.train.steps):
         for end in segment_ends(params["train"]):
             why = segment_status(params, root, ident, end)
             if why is None:
