@@ -23,7 +23,7 @@ SPLITS = ("train", "validation", "test")
 
 
 def preset_data(name: str, **overrides) -> dict:
-    data = load_params([REPO / "configs" / name])["data"]
+    data = load_params([REPO / "configs" / name])["data"].to_dict()
     data.update(overrides)
     return data
 

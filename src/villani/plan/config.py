@@ -2,11 +2,13 @@
 
 The parameter documentation is the JSON schema ``villani/schemas/params.schema.yaml``
 (package data, read with :mod:`importlib.resources`, so an installed wheel has it):
-every key carries a description and a default. :func:`resolve` fills those defaults,
-validates types and ranges against the schema, then runs the cross-key checks a schema
-cannot express (checkpoint count vs steps, Lanczos steps vs k, …). Every failure is a
-:class:`ParamsError` whose message is one line naming the file, the key, the value and
-what is allowed.
+every key carries a description and a default. :func:`resolve` fills those defaults
+(jsonschema's default-filling validator), validates types and ranges against the schema,
+then runs the cross-key checks a schema cannot express (checkpoint count vs steps, Lanczos
+steps vs k, …), and returns the parameters as an immutable
+:class:`~villani.plan.frozen.Params` read by key or attribute (``p.train.lr``), each number
+of the schema's type. Every failure is a :class:`ParamsError` whose message is one line
+naming the file, the key, the value and what is allowed.
 
 A file is read as YAML 1.2 (:mod:`villani.plan.params_file`), so ``1e-3`` is a float as
 in DVC, and a quoted number is refused there. Documents parsed elsewhere with PyYAML
