@@ -55,6 +55,7 @@ from villani.data.tokenizer import (
     train_bpe,
 )
 from villani.io.atomic import sha256_file, write_json, write_text
+from villani.plan import layout
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,9 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
     t2 = time.perf_counter()
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_text(out_dir / "tokenizer.json", tok.to_str(pretty=True))
+    write_text(out_dir / layout.TOKENIZER_FILE, tok.to_str(pretty=True))
     for split in SPLITS:
-        path = out_dir / f"{split}.parquet"
+        path = out_dir / layout.SPLIT_FILE.format(split=split)
         write_blocks(path, blocks[split])
         split_stats[split]["sha256"] = sha256_file(path)
     stats = {
@@ -96,12 +97,12 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         "vocab_size": vocab,
         "eos_token": eos,
         "eos_token_id": int(eos_id),
-        "tokenizer_sha256": sha256_file(out_dir / "tokenizer.json"),
+        "tokenizer_sha256": sha256_file(out_dir / layout.TOKENIZER_FILE),
         "splits": split_stats,
         "baselines": baselines,
         "versions": _versions(),
     }
-    write_json(out_dir / "stats.json", stats)
+    write_json(out_dir / layout.DATA_STATS_FILE, stats)
     log.info(
         "tokenized %s: %s (tokenizer %.2fs, encode %.2fs, write %.2fs)",
         stats["source"],
