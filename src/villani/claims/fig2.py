@@ -1,8 +1,10 @@
 r"""Fig 2 (Sec. VI-C): Ψ_s along random radial rays — tested ray by ray.
 
 Each random ray is an independent unit: its slope of Ψ_s vs ‖θ‖² over the
-``rays.fit_points`` largest radii has the Welch–Satterthwaite interval of
-:func:`villani.measure.ray_slopes.ray_slope_intervals`, at confidence 1 − α/k for k rays
+``rays.fit_points`` largest radii is a combination Σ cᵢ ȳᵢ of Hutchinson means that share
+their probes across radii; its interval is the t interval over probes of the per-probe
+combinations (:func:`villani.intervals.probe_combination_interval`, through
+:func:`villani.measure.ray_slopes.ray_slope_intervals`), at confidence 1 − α/k for k rays
 (Bonferroni), and a claim is supported only if every ray supports it and refuted if any ray
 refutes it (:func:`villani.claims.verdict.unit_verdict`) — an average over rays of opposite
 sign would hide both. Rays are evaluated at the paper's own λ (``rays.lambdas``): F is

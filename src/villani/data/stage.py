@@ -56,6 +56,7 @@ from villani.data.tokenizer import (
 )
 from villani.io.atomic import sha256_file, write_text
 from villani.io.records import write_record
+from villani.plan import layout
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,9 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
     t2 = time.perf_counter()
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_text(out_dir / "tokenizer.json", tok.to_str(pretty=True))
+    write_text(out_dir / layout.TOKENIZER_FILE, tok.to_str(pretty=True))
     for split in SPLITS:
-        path = out_dir / f"{split}.parquet"
+        path = out_dir / layout.SPLIT_FILE.format(split=split)
         write_blocks(path, blocks[split])
         split_stats[split]["sha256"] = sha256_file(path)
     stats = {
@@ -97,12 +98,12 @@ def tokenize(data_cfg: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
         "vocab_size": vocab,
         "eos_token": eos,
         "eos_token_id": int(eos_id),
-        "tokenizer_sha256": sha256_file(out_dir / "tokenizer.json"),
+        "tokenizer_sha256": sha256_file(out_dir / layout.TOKENIZER_FILE),
         "splits": split_stats,
         "baselines": baselines,
         "versions": _versions(),
     }
-    write_record(out_dir / "stats.json", stats, "data_stats")
+    write_record(out_dir / layout.DATA_STATS_FILE, stats, "data_stats")
     log.info(
         "tokenized %s: %s (tokenizer %.2fs, encode %.2fs, write %.2fs)",
         stats["source"],

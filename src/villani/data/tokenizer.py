@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from villani.data import hub
+from villani.plan import layout
 
 EOS_TOKEN = "<|endoftext|>"
 _BATCH = 512  # documents per encode call (bounds the memory of Encoding objects)
@@ -86,7 +87,7 @@ def load_pretrained(name: str, key: str = "data.tokenizer.name", revision: str |
 def _is_data_folder(name: str) -> bool:
     """A ``results/data/<dataset>`` folder of the tokenize stage (no tokenizer_config.json)."""
     folder = Path(name)
-    return (folder / "tokenizer.json").is_file() and (folder / "stats.json").is_file() and not (
+    return (folder / layout.TOKENIZER_FILE).is_file() and (folder / layout.DATA_STATS_FILE).is_file() and not (
         folder / "tokenizer_config.json").exists()
 
 
@@ -113,7 +114,7 @@ def load_tokenizer(out_dir: str | Path):
     from villani.io.results import read_stats
 
     out_dir = Path(out_dir)
-    path = out_dir / "tokenizer.json"
+    path = out_dir / layout.TOKENIZER_FILE
     if not path.is_file():
         raise ValueError(f"{path}: tokenizer file not found (run `villani tokenize` first)")
     stats = read_stats(out_dir)

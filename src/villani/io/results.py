@@ -92,7 +92,7 @@ def _read_json(path, what: str) -> Any:
 def read_stats(data_dir: str | Path) -> dict[str, Any]:
     """The ``stats.json`` of a data folder (written by :func:`villani.data.tokenize`), checked
     against its schema and its ``eos_token_id`` below ``vocab_size``."""
-    path = Path(data_dir) / "stats.json"
+    path = Path(data_dir) / layout.DATA_STATS_FILE
     stats = records.check("data_stats", _read_json(path, "data stats"), path)
     if stats.get("eos_token_id") is not None and stats["eos_token_id"] >= stats["vocab_size"]:
         raise ValueError(f"{path}: eos_token_id: {stats['eos_token_id']} is invalid (expected an integer in "

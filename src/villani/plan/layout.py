@@ -14,10 +14,11 @@ from pathlib import Path
 RESULTS = "results"
 
 DATA_DIR = "{root}/data/{dataset}"
-TOKENIZER = DATA_DIR + "/tokenizer.json"
-SPLIT = DATA_DIR + "/{split}.parquet"
+TOKENIZER_FILE, DATA_STATS_FILE, SPLIT_FILE = "tokenizer.json", "stats.json", "{split}.parquet"  # in a data folder
+TOKENIZER = DATA_DIR + "/" + TOKENIZER_FILE
+SPLIT = DATA_DIR + "/" + SPLIT_FILE
 TRAIN_BLOCKS, VALIDATION_BLOCKS, TEST_BLOCKS = (SPLIT.replace("{split}", s) for s in ("train", "validation", "test"))
-DATA_STATS = DATA_DIR + "/stats.json"
+DATA_STATS = DATA_DIR + "/" + DATA_STATS_FILE
 FETCH_RECORD = "{root}/fetch/{dataset}.json"  # beside, not in, tokenize's DVC output folder
 
 # The named model (model.name) the runs start from, in the Hugging Face layout: config.json
@@ -52,6 +53,7 @@ SEGMENT = RUN_DIR + "/segments/seg{step}.json"
 CENTRE_SEGMENT = SEGMENT.replace(RUN_DIR, CENTRE_RUN_DIR)
 SEGMENT_LOG = RUN_DIR + "/logs/seg{step}.csv"
 WORK_DIR = RUN_DIR + "/work"
+WORK_STATE = WORK_DIR + "/state.pt"  # the interrupted segment's state (weights, optimizer, RNGs) for a resume
 SEGMENT_LOG_PARTIAL = WORK_DIR + "/seg{step}.csv"  # the per-step log while its segment trains
 TRAIN_LOCK = WORK_DIR + "/train.lock"  # held by the run's one training process (villani.io.one_writer)
 MEASURE_LOCK = WORK_DIR + "/measure{step}.lock"  # held by the one process measuring checkpoint {step}

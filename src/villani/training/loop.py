@@ -171,7 +171,7 @@ class _SegmentState:
 
 
 def _work_path(root, ident) -> Path:
-    return layout.fmt(layout.WORK_DIR, root, **ident) / "state.pt"
+    return layout.fmt(layout.WORK_STATE, root, **ident)
 
 
 def _save_work(run: _SegmentState, path: Path, step_log: StepLog) -> None:
