@@ -32,6 +32,7 @@ import yaml
 from villani.plan import layout
 from villani.plan.config import load_schema
 from villani.plan.digest import stage_keys
+from villani.plan.frozen import thaw
 from villani.plan.stages import ARMS, TABLE, Arm, Stage
 
 HEADER = """\
@@ -210,4 +211,4 @@ def _value(doc: Mapping, dotted: str):
     node = doc
     for part in dotted.split("."):
         node = node[part]
-    return yaml.safe_dump(node, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
+    return yaml.safe_dump(thaw(node), default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
