@@ -1,7 +1,7 @@
 """The named strong-treatment configuration (configs/strong.yaml): a decay budget λ·η·T ≥ 1 —
 far beyond the paper's 0.084 — beside the paper's 1e-3 and 1e-2 matched by λ·η·T, 4 seeds,
 AdamW only; a complete parameter document (DVC finds every key it reads) whose DAG builds
-(`snakemake -n --configfile configs/strong.yaml`)."""
+(the README's command, as a dry run)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,17 @@ def test_strong_config_is_a_complete_parameter_document():
     assert dvc_yaml.missing_keys(read_yaml(REPO / "configs" / "strong.yaml")) == []
 
 
+STRONG_COMMAND = "snakemake --profile profiles/local --configfile configs/strong.yaml"
+
+
 @pytest.mark.slow
-def test_strong_config_builds_its_dag():
-    # --forceall: every job of the DAG, whatever a results/ folder beside the checkout holds
-    out = run([BIN / "snakemake", "-n", "--forceall", "--quiet", "rules", "--configfile", "configs/strong.yaml"],
-              cwd=REPO)
+def test_the_readmes_strong_command_builds_its_dag():
+    """The README prints the strong treatment's command; run as printed (a dry run of every job:
+    -n --forceall, whatever a results/ folder beside the checkout holds)."""
+    readme = (REPO / "README.md").read_text()
+    assert re.search(rf"^\s+{re.escape(STRONG_COMMAND)}(\s+#.*)?$", readme, re.M), "README: the strong command"
+    out = run([BIN / w if i == 0 else w for i, w in enumerate(STRONG_COMMAND.split())]
+              + ["-n", "--forceall", "--quiet", "rules"], cwd=REPO)
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out.stdout, re.M)}
     # 5 λ × 4 seeds, AdamW only: one train and one measure job per run (params.yaml's jobs)
     assert counts["train"] == counts["measure"] == 20 and counts["landscape"] == 2, out.stdout[-2000:]

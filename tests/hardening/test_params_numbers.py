@@ -95,3 +95,18 @@ def test_validate_checks_seq_len_against_the_pretrained_models_positions(tmp_pat
     rc, _, err = _validate(capsys, params, root)
     assert rc == 2 and err == ("villani: error: data.seq_len: 4097 is invalid (≤ 2048, max_position_embeddings of "
                                f"model.name EleutherAI/gpt-neo-125m in {config})"), err
+
+
+def test_a_configfile_is_checked_over_params_yaml_in_snakemakes_order(repo):
+    """`--configfile` values win over params.yaml's: a warm-up longer than params.yaml's 24
+    steps is valid when the same file sets 40 steps (checked in the reverse order, the files
+    alone would fail on params.yaml's steps)."""
+    over = repo / "longer.yaml"
+    over.write_text("train: {warmup_steps: 30, steps: 40}\n")
+    out = run([BIN / "snakemake", "-n", "--configfile", str(over), "--cores", "1"], cwd=repo, check=False)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+    out = run([BIN / "snakemake", "-n", "--configfile", str(over), "--cores", "1", "--config", "train={steps: 20}"],
+              cwd=repo, check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and f"--config train (over params.yaml, {over}): train.warmup_steps: 30 is invalid" \
+        in text, text[-2000:]

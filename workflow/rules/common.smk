@@ -8,7 +8,7 @@ import os
 import sys
 
 from villani.dag import dvc_sync, rules, targets
-from villani.dag.jobs import params_args
+from villani.dag.jobs import params_args, workflow_params
 from villani.dag.summary import summary
 from villani.dag.resources import job_mem_mb, job_runtime
 from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
@@ -19,16 +19,12 @@ from villani.plan.config import (
     ParamsError,
     dataset_names,
     dataset_params,
-    resolve_workflow,
 )
 from villani.plan.digest import datasets_digest, stage_digest
 from villani.plan.stages import STAGES, stage
 
 try:
-    SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
-    P = resolve_workflow(
-        config, workflow.configfiles, workflow.config_settings.overwrite_config
-    )
+    P, SOURCE = workflow_params(workflow, config)
     targets.check_job_split(P, source=SOURCE)
 except ParamsError as e:
     raise WorkflowError(str(e)) from None

@@ -22,6 +22,20 @@ def params_files(workflow) -> list[str]:
     return base + cli
 
 
+def workflow_params(workflow, config: Mapping) -> tuple[dict, str]:
+    """(resolved parameters, the files they come from) of a Snakemake workflow: its
+    parameter files in Snakemake's order (:func:`params_files`: params.yaml, then each
+    ``--configfile``, later over earlier) and the ``--config`` values over them
+    (:func:`villani.plan.config.resolve_workflow`). ``workflow.configfiles`` lists the
+    command line's files *before* the Snakefile's, and ``overwrite_config`` holds the
+    ``--configfile`` documents too: neither says which value wins."""
+    from villani.plan.config import resolve_workflow
+
+    files = params_files(workflow)
+    overrides = getattr(workflow.config_settings, "config", None) or {}
+    return resolve_workflow(config, files, overrides), ", ".join(files) or "config"
+
+
 def overrides_file(overrides: Mapping, root: str = "results") -> str | None:
     if not overrides:
         return None

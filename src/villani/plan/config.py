@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -112,15 +113,19 @@ def _fill_defaults(doc: Any, schema: Mapping) -> Any:
 
 
 def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
-    """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3),
-    and a whole float into an int where it asks for an integer (JSON Schema's integer
-    admits 16.0): every number then has the schema's type, so no reader casts it."""
+    """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)
+    or an integer (Snakemake reads nested ``--config`` values, ``train={steps: 20}``, as text:
+    "20" becomes 20, "2.5" stays text and is refused as not an integer), and a whole float
+    into an int where it asks for an integer (JSON Schema's integer admits 16.0): every
+    number then has the schema's type, so no reader casts it."""
     root = schema if root is None else root
     schema = _deref(schema, root)
     types = schema.get("type")
     types = [types] if isinstance(types, str) else (types or [])
     if isinstance(doc, str) and "number" in types and _NUMBER_RE.match(doc.strip()):
         return float(doc)
+    if isinstance(doc, str) and "integer" in types and re.fullmatch(r"[+-]?\d+", doc.strip()):
+        return int(doc)
     if isinstance(doc, float) and "integer" in types and "number" not in types and doc.is_integer():
         return int(doc)
     if isinstance(doc, dict):
