@@ -239,7 +239,7 @@ def test_disk_full_names_the_file_being_written(tmp_path, monkeypatch):
 
 
 def test_the_probe_bound_is_the_parameter_files():
-    from villani import cli_options
+    from villani.cli import options as cli_options
     from villani.measure import diagnose_data
     from villani.plan.config import load_schema
 

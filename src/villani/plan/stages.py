@@ -6,7 +6,7 @@ loops over the rows; inputs, outputs and command through :mod:`villani.dag.targe
 ``dvc.yaml`` (``villani dvc-yaml``, :mod:`villani.dag.dvc_yaml`), the job digests
 (:mod:`villani.plan.digest`), the CLI's stage commands (``villani <name>``), the SLURM
 runtimes and the count of jobs and submissions (:mod:`villani.dag.submissions`). Adding a
-stage: its row here and its ``cmd_<name>`` in ``villani.cli_commands`` (the module of its
+stage: its row here and its ``cmd_<name>`` in ``villani.cli.commands`` (the module of its
 work), then ``villani dvc-yaml``.
 
 Files are :mod:`villani.plan.layout` patterns. What a wildcard means depends on how the

@@ -13,8 +13,8 @@ stages write timestamped progress lines to stderr at least every ``--progress-in
 seconds, so a job log shows how far a job is while it runs.
 
 Here: the parser, the table from command name to command (:data:`COMMANDS`), the checks
-before any work and the error policy. The commands are :mod:`villani.cli_commands`
-(``diagnose``: :mod:`villani.cli_diagnose`), the options :mod:`villani.cli_options`.
+before any work and the error policy. The commands are :mod:`villani.cli.commands`
+(``diagnose``: :mod:`villani.cli.diagnose`), the options :mod:`villani.cli.options`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import errno
 import os
 import sys
 
-from villani import cli_commands as commands
-from villani.cli_diagnose import add_parser as add_diagnose_parser, cmd_diagnose
-from villani.cli_options import Parser, UsageError, check_device, common_options, integer, real, run_options
+from villani.cli import commands
+from villani.cli.diagnose import add_parser as add_diagnose_parser, cmd_diagnose
+from villani.cli.options import Parser, UsageError, check_device, common_options, integer, real, run_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,7 +234,3 @@ def _main(argv: list[str] | None) -> int:
         print(f"villani: error: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

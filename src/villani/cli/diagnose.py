@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from villani.cli_options import MAX_COUNT, MAX_PROBES, device_name, integer, real
+from villani.cli.options import MAX_COUNT, MAX_PROBES, device_name, integer, real
 
 HELP = "Ψ_s(λ) of any pretrained causal LM from one measurement (no parameter file; writes under --out)"
 

@@ -1,5 +1,5 @@
 """The stage commands of ``villani``: one ``cmd_<command>(args)`` per subcommand (rule name =
-command name; ``diagnose`` is :mod:`villani.cli_diagnose`), each a thin call into the package
+command name; ``diagnose`` is :mod:`villani.cli.diagnose`), each a thin call into the package
 of its stage, imported when the command runs; and the parameters a command works on — the
 document of ``--params`` and its dataset (``--dataset``, or the only one, or every one).
 

@@ -1,0 +1,8 @@
+"""``python -m villani.cli …``: the ``villani`` command (what ``torchrun -m`` and the side-by-side
+training's child processes start)."""
+
+import sys
+
+from villani.cli import main
+
+sys.exit(main())
