@@ -239,7 +239,7 @@ def write_pretrained(params: Mapping, root) -> dict:
     its weights, loaded by name as is) into ``results/pretrained/{dataset}/`` in the Hugging
     Face layout, then ``pretrained.json`` with name, init and the files' sha256; return it.
     Without ``model.name`` only ``pretrained.json`` (name null) is written."""
-    from villani.io import atomic
+    from villani.io import atomic, records
     from villani.plan import layout
 
     m, ds = params["model"], params["data"]["name"]
@@ -250,7 +250,7 @@ def write_pretrained(params: Mapping, root) -> dict:
     if not m.get("name"):  # nothing to save (the DVC stage runs for every parameter set)
         cfg_path.unlink(missing_ok=True)
         weights.unlink(missing_ok=True)
-        atomic.write_json(layout.fmt(layout.PRETRAINED_META, root, dataset=ds), record)
+        records.write_record(layout.fmt(layout.PRETRAINED_META, root, dataset=ds), record, "pretrained")
         return record
     _quiet_transformers()
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -273,21 +273,21 @@ def write_pretrained(params: Mapping, root) -> dict:
         weights.unlink(missing_ok=True)
     save_config(config, cfg_path)
     record["config_sha256"] = atomic.sha256_file(cfg_path)
-    atomic.write_json(layout.fmt(layout.PRETRAINED_META, root, dataset=ds), record)
+    records.write_record(layout.fmt(layout.PRETRAINED_META, root, dataset=ds), record, "pretrained")
     return record
 
 
 def read_pretrained(root, dataset: str, *, weights: bool = True) -> dict:
     """``pretrained.json`` of a dataset, its config (and with ``weights`` its weights)
     verified against their sha256."""
-    from villani.io import atomic
+    from villani.io import atomic, records
     from villani.plan import layout
 
     path = layout.fmt(layout.PRETRAINED_META, root, dataset=dataset)
     if not path.exists():
         raise ValueError(f"{path}: not found; model.name is read from results/pretrained/{dataset}/, written once "
                          f"by the pretrained stage (villani pretrained --dataset {dataset})")
-    meta = atomic.read_json(path, "pretrained model record")
+    meta = records.check("pretrained", atomic.read_json(path, "pretrained model record"), path)
     files = [(layout.PRETRAINED_CONFIG, "config_sha256")] + ([(layout.PRETRAINED_WEIGHTS, "weights_sha256")]
                                                               if weights else [])
     for pattern, key in files:

@@ -234,7 +234,8 @@ def write_rays(root: Path, params: Mapping) -> None:
     d.mkdir(parents=True, exist_ok=True)
     table.to_csv(d / "rays.csv", index=False)
     _write_json(d / "slopes.json", {"dataset": params["data"]["name"], "fit_points": k, "fits": fits,
-                                    "summary": summary})
+                                    "summary": summary, "s_values": s_values,
+                                    "lambdas": [float(x) for x in r["lambdas"]]})
 
 
 def write_surface(root: Path, params: Mapping, lam: float) -> None:
@@ -252,14 +253,19 @@ def write_surface(root: Path, params: Mapping, lam: float) -> None:
     d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
     d.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(d / "surface.csv", index=False)
-    table = pd.DataFrame(rows)
-    table = table[table["slice"] == 0].reset_index(drop=True)
-    imin = int(table["F"].idxmin())
-    _write_json(d / "surface.json", {"lam": lam, "center": {"kind": la["center"], "variant": "adamw", "lam": lam,
-                                                            "seed": 0, "step": 0},
+    per_slice = []
+    for _, table in pd.DataFrame(rows).groupby("slice", sort=True):
+        table = table.reset_index(drop=True)
+        imin = int(table["F"].idxmin())
+        per_slice.append({"directions": {"norms": [1.0, 1.0], "cosine": 0.0}, "F_min": float(table["F"][imin]),
+                          "F_max": float(table["F"].max()),
+                          "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
+    _write_json(d / "surface.json", {"dataset": params["data"]["name"], "lam": lam,
+                                     "center": {"kind": la["center"], "variant": "adamw", "lam": lam, "seed": 0,
+                                                "step": 0, "weights_sha256": "0" * 64},
                                      "span": la["span"], "grid": la["grid"], "levels": la["levels"],
-                                     "F_min": float(table["F"][imin]),
-                                     "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
+                                     "axis": g.tolist(), "slices": len(per_slice), "per_slice": per_slice,
+                                     **{k: per_slice[0][k] for k in ("F_min", "F_max", "argmin")}})
 
 
 def write_cost(root: Path, params: Mapping) -> None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from villani.io import atomic
+from villani.io import records
 from villani.plan import layout
 from villani.plan.runs import runs
 
@@ -76,5 +76,5 @@ def write_plan(params: Mapping, root=layout.RESULTS) -> tuple[Path, list[Path], 
     for d in restored:
         _move(current[d], d)
     path = layout.fmt(layout.PLAN, root, dataset=params["data"]["name"])
-    atomic.write_json(path, plan_record(params))
+    records.write_record(path, plan_record(params), "plan")
     return path, retired, restored

@@ -103,11 +103,12 @@ def _where(name: str, files: tuple[str, ...], revision: str | None = None) -> di
 
 
 def write_record(record: Mapping[str, Any], path: str | Path) -> None:
-    """Write the fetch record as JSON, without the machine-specific ``location`` paths."""
-    from villani.io.atomic import write_json
+    """Write the fetch record as JSON, without the machine-specific ``location`` paths,
+    checked against its schema (``villani/schemas/fetch.schema.yaml``) first."""
+    from villani.io.records import write_record as write_checked
 
-    write_json(path, {item: None if entry is None else {k: v for k, v in entry.items() if k != "location"}
-                      for item, entry in record.items()})
+    write_checked(path, {item: None if entry is None else {k: v for k, v in entry.items() if k != "location"}
+                         for item, entry in record.items()}, "fetch")
 
 
 def describe(record: Mapping[str, Any]) -> list[str]:

@@ -47,7 +47,8 @@ __all__ = ["RECORD_HASH", "KINDS", "schema", "check", "write_record", "canonical
            "write_sealed", "check_sealed"]
 
 #: The record kinds with a shipped schema ``villani/schemas/<kind>.schema.yaml``.
-KINDS = ("measure", "checkpoint", "segment", "data_stats", "bounds", "claims")
+KINDS = ("measure", "checkpoint", "segment", "data_stats", "bounds", "claims", "ray_slopes", "surface", "pretrained",
+         "fetch", "plan")
 
 RECORD_HASH = "record_sha256"
 

@@ -357,7 +357,8 @@ def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
     samples, slopes = (layout.fmt(f, root, dataset=params["data"]["name"]) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
     if not samples.exists():
         raise ValueError(f"{samples}: radial-ray samples not found; {REWRITE['radial-ray samples']}")
-    return _read_csv(samples, "radial-ray samples", {}), _read_json(slopes, "ray slopes")
+    return _read_csv(samples, "radial-ray samples", {}), records.check("ray_slopes", _read_json(slopes, "ray slopes"),
+                                                                        slopes)
 
 
 def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, dict]:
@@ -366,7 +367,8 @@ def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, 
                      for f in (layout.SURFACE_CSV, layout.SURFACE_JSON))
     if not surface.exists():
         raise ValueError(f"{surface}: loss surface not found; {REWRITE['loss surface']}")
-    return _read_csv(surface, "loss surface", {}), _read_json(meta, "surface metadata")
+    return _read_csv(surface, "loss surface", {}), records.check("surface", _read_json(meta, "surface metadata"),
+                                                                 meta)
 
 
 def bounds_summary(params: Mapping, root) -> dict:

@@ -64,7 +64,7 @@ import pandas as pd
 import torch
 
 from villani.curvature import ModelHessian, deflation_from_lanczos, hutchinson, lanczos
-from villani.io import atomic
+from villani.io import atomic, records
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import measurement_batches
 from villani.model import describe_model, model_for_run, pick_device
@@ -258,5 +258,5 @@ def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
     samples, slopes = (layout.fmt(f, root, dataset=ds) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
     check_finite({"fits": [{k: v for k, v in f.items()} for f in fits]}, str(slopes))
     atomic.write_text(samples, table.to_csv(index=False))
-    atomic.write_json(slopes, meta)
+    records.write_record(slopes, meta, "ray_slopes")
     return str(out_dir)
