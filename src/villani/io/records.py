@@ -42,6 +42,7 @@ from typing import Any, Mapping
 import jsonschema
 
 from villani.io import atomic
+from villani.plan.params_file import _key_of  # a key path as the parameter errors write it: a.b[0].c
 
 __all__ = ["RECORD_HASH", "KINDS", "schema", "check", "write_record", "canonical", "record_hash", "sealed",
            "write_sealed", "check_sealed"]
@@ -166,13 +167,6 @@ def _shown(value: Any, width: int = 60) -> str:
         return "a list"
     t = json.dumps(value, default=lambda o: type(o).__name__)
     return t if len(t) <= width else t[: width - 15] + "…" + t[-10:]
-
-
-def _key_of(path) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
 
 
 def check_sealed(record: Mapping, path, what: str, rewrite: str) -> str:

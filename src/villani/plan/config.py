@@ -288,11 +288,11 @@ def resolve_workflow(config: Mapping, files: Iterable[str | Path], overrides: Ma
     ``--config``, not a file that holds no such value)."""
     files = [str(f) for f in files]
     source = ", ".join(files) or "config"
-    check_files(files)
     if not overrides:
+        check_files(files)
         return resolve(config, source=source)
     if files:
-        load_params(files)
+        load_params(files)  # reads each file as check_files does, then resolves the files alone
     keys = ", ".join(_key_of((k,)) for k in overrides)
     return resolve(config, source=f"--config {keys} (over {source})")
 
