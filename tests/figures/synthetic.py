@@ -180,7 +180,7 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
     return rec
 
 
-#: the synthetic rays' split of ‖∇L‖² over parameter groups (rays.csv grad_L_sq.<group>)
+#: the synthetic rays' split of ‖∇L‖² over parameter groups (rays.csv grad_L_sq:<group>)
 RAY_GROUP_SHARES = {"embeddings": 0.5, "layer0.layernorm": 0.3, "layer0.mlp": 0.2}
 
 
@@ -203,7 +203,7 @@ def write_rays(root: Path, params: Mapping) -> None:
                        "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)), "F": 6.3 + 0.5 * lam * th,
                        "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0 * (1 + 0.1 * k),
                        "lam_d": lam * D, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F,
-                       **{f"grad_L_sq.{g}": share * grad_L for g, share in RAY_GROUP_SHARES.items()}}
+                       **{f"grad_L_sq:{g}": share * grad_L for g, share in RAY_GROUP_SHARES.items()}}
                 for s in s_values:
                     row[f"psi_s={float(s)}"] = -(trace_L + lam * D) + grad_F / s
                 # the same probes at every point: probe j's error grows with the point (its stderr)

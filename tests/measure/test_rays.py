@@ -157,7 +157,7 @@ def test_group_gradients_match_autograd_in_float64(rays, micro):
         want: dict[str, float] = {}
         for n, q in named:
             want[_reference_group(n)] = want.get(_reference_group(n), 0.0) + float(q.grad.square().sum())
-        got = {c[len("grad_L_sq."):]: row[c] for c in table.columns if c.startswith("grad_L_sq.")}
+        got = {c[len("grad_L_sq:"):]: row[c] for c in table.columns if c.startswith("grad_L_sq:")}
         assert set(got) == set(want)
         for g, v in want.items():
             assert got[g] == pytest.approx(v, rel=2e-3, abs=1e-12), g

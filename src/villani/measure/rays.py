@@ -10,7 +10,7 @@ architecture of the runs (its weights are overwritten by r·u); data: the fixed
 measurement set of :mod:`villani.measure.measurement_set`.
 
 At every point the L-quantities are computed once — L, ∇L, θ·∇L, ‖∇_g L‖² per parameter
-group g of :mod:`villani.measure.parameter_groups` (``grad_L_sq.<group>``: which groups make
+group g of :mod:`villani.measure.parameter_groups` (``grad_L_sq:<group>``: which groups make
 ‖∇L‖ grow along a ray, eq. 17's premise; they sum to ``grad_L_sq``), and tr ∇²L by
 Hutchinson with ``rays.num_probes`` Rademacher probes of ``rays.seed`` (the same probes at
 every point and for every λ); with ``rays.deflation_steps`` = k > 0, a k-step Lanczos run
@@ -89,8 +89,8 @@ def _flat(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).double() for p in model.parameters() if p.requires_grad])
 
 
-#: rays.csv's columns of ‖∇_g L‖², one per parameter group g: ``grad_L_sq.<group>``.
-GROUP_GRAD_PREFIX = "grad_L_sq."
+#: rays.csv's columns of ‖∇_g L‖², one per parameter group g: ``grad_L_sq:<group>``.
+GROUP_GRAD_PREFIX = "grad_L_sq:"
 
 
 def group_grad_column(group: str) -> str:
@@ -118,7 +118,7 @@ def group_sizes(model: torch.nn.Module) -> dict[str, int]:
 
 
 def _group_grad_sq(grad: torch.Tensor, groups: Mapping[str, list[slice]]) -> dict[str, float]:
-    """{``grad_L_sq.<group>``: Σ over the group's slices of ∇L²} — a partition of ‖∇L‖²."""
+    """{``grad_L_sq:<group>``: Σ over the group's slices of ∇L²} — a partition of ‖∇L‖²."""
     return {group_grad_column(g): float(sum(grad[sl].square().sum() for sl in sls)) for g, sls in groups.items()}
 
 
