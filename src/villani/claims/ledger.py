@@ -1,6 +1,7 @@
 r"""``villani claims``: one row per quantitative claim of the paper, with our statistic, its
 confidence interval, a verdict, its class and — for the measured ones — a power plan and the
-family-wise verdict: ``results/claims/{dataset}.csv`` (the paper's claims),
+family-wise verdict, and the premises it rests on (``rests_on``; ``void`` names the failed ones,
+:mod:`villani.claims.chain`): ``results/claims/{dataset}.csv`` (the paper's claims),
 ``results/claims/{dataset}_findings.csv`` (our findings, never counted as the paper's) and
 ``results/claims/{dataset}.json`` (both tables with every number, the counts by class ×
 verdict, the multiplicity summary and the treatment the runs applied).
@@ -23,7 +24,7 @@ import io
 import math
 from typing import Any, Mapping
 
-from villani.claims import power
+from villani.claims import chain, power
 from villani.claims.context import Context
 from villani.claims.multiplicity import decision_p, family
 from villani.claims.registry import CLASSES, FINDINGS, MEASURED, PAPER, Claim, Measured, claims, row_class
@@ -40,7 +41,7 @@ COLUMNS = ("id", "class", "source", "paper_statement", "paper_value", "statistic
            "ci_low", "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
            "our_budget", "runs_left_out", "verdict", "p_value", "p_holm", "verdict_holm",
            "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "seeds_to_decide", "seeds_80pct",
-           "decided_by", "price_gpu_h", "note")
+           "decided_by", "price_gpu_h", "rests_on", "void", "note")
 
 
 def _verdict(c: Claim, got: Measured) -> str:
@@ -92,11 +93,14 @@ def claim_row(c: Claim, got: Measured, ctx: Context | None = None) -> dict[str, 
     return row
 
 
-def _rows(ctx: Context) -> tuple[list[dict], dict]:
+def _rows(ctx: Context) -> tuple[list[dict], dict, dict]:
+    """The rows, their Holm summaries per table and the premises' status (each row's ``rests_on``
+    and ``void`` set by :func:`villani.claims.chain.mark`)."""
     rows = [claim_row(c, c.compute(ctx), ctx) for c in claims(ctx.params)]
+    premises = chain.mark(rows)
     alpha = 1.0 - ctx.confidence
     fams = {table: family([r for r in rows if r["table"] == table], alpha) for table in (PAPER, FINDINGS)}
-    return rows, fams
+    return rows, fams, premises
 
 
 def claim_rows(params: Mapping, root=layout.RESULTS) -> list[dict[str, Any]]:
@@ -116,12 +120,13 @@ def ledger(params: Mapping, root=layout.RESULTS) -> dict:
     """The JSON document: the paper's claims and our findings (each with its counts and Holm
     summary) and the treatment the AdamW runs applied between the smallest and largest λ."""
     ctx = Context(params, root)
-    rows, fams = _rows(ctx)
+    rows, fams, premises = _rows(ctx)
     paper = [r for r in rows if r["table"] == PAPER]
     found = [r for r in rows if r["table"] == FINDINGS]
     lams = [float(x) for x in params["train"]["lambdas"]]
     return {"dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts(paper)["verdicts"],
-            "counts_by_class": counts(paper)["by_class"], "multiplicity": fams[PAPER], "claims": paper,
+            "counts_by_class": counts(paper)["by_class"], "counts_void": chain.void_counts(paper, CLASSES),
+            "premises": premises, "multiplicity": fams[PAPER], "claims": paper,
             "findings": {"counts": counts(found)["verdicts"], "multiplicity": fams[FINDINGS], "rows": found},
             "treatment": dict(power.treatment(ctx.m, "adamw", lams)) if len(lams) > 1 else {}, "scale": scale(ctx)}
 
@@ -173,6 +178,8 @@ def write_claims(params: Mapping, root=layout.RESULTS) -> str:
                  "claims")
     by_class = "; ".join(f"{k}: " + ", ".join(f"{v} {n}" for v, n in c.items() if n)
                          for k, c in doc["counts_by_class"].items())
-    return (f"{csv_path}: {len(doc['claims'])} claims of the paper ({by_class}); "
+    void = sum(doc["counts_void"].values())
+    return (f"{csv_path}: {len(doc['claims'])} claims of the paper ({by_class}; {void} void: resting on a failed "
+            "premise); "
             f"{len(doc['findings']['rows'])} findings; Holm keeps {doc['multiplicity']['survive']} of "
             f"{doc['multiplicity']['decided']} measured decisions")

@@ -20,7 +20,8 @@ from villani.plan.paper_lambda import PAPER_LAMBDAS, PAPER_LR, PAPER_STEPS
 
 __all__ = ["PAPER_D", "PAPER_M", "PAPER_S", "PAPER_VOCAB", "PAPER_SEEDS", "PAPER_WARMUP", "PAPER_LRS",
            "PAPER_NOISE_STD", "PTB_TOKENS_TABLE2", "WT103_TOKENS_TABLE2", "PTB_TOKENS_FIG5", "WT103_EPOCHS",
-           "TABLE3", "TABLE3_DATASETS", "table3_for", "WMAX", "C1", "FIG9_PHASES", "FIG8_LAM_D", "FIG10_D",
+           "TABLE3", "TABLE3_DATASETS", "table3_for", "WMAX", "C1", "NEO125M_LAYERS", "NEO125M_WIDTH",
+           "PAPER_MODEL_SIZES", "FIG9_PHASES", "FIG8_LAM_D", "FIG10_D",
            "APPB_THETA", "APPB_ERROR", "PAPER_LAMBDAS", "PAPER_LR", "PAPER_STEPS", "paper_budget", "init_loss"]
 
 #: Parameters of GPT-Neo-125M (Sec. VI-E, Fig 5 caption, App. A-B: d ≈ 1.25·10⁸).
@@ -56,6 +57,14 @@ TABLE3_DATASETS = {"ptb": "PTB", "wikitext103": "WT-103"}
 
 #: App. A, eq. 54–55: W*_max ≈ 0.9 for GPT-Neo-125M at λ = 10⁻³, "giving C₁ ≈ 7.6".
 WMAX, C1 = 0.9, 7.6
+#: GPT-Neo-125M's depth (Sec. VI-A: "12 layers") and width (EleutherAI/gpt-neo-125m's config:
+#: hidden_size 768 — the paper does not print it; its own d ≈ 12·L·d_model² (Fig 1) gives 932).
+NEO125M_LAYERS, NEO125M_WIDTH = 12, 768
+#: The model sizes the paper measures anything at: GPT-Neo-125M only (Sec. VI "using GPT-Neo-125M",
+#: Fig 10 caption "The validated region (green) shows empirical results from GPT-Neo-125M",
+#: Sec. VII-A "direct validation at > 7B scale would require distributed Hessian-vector product
+#: estimation, which is not yet implemented").
+PAPER_MODEL_SIZES = (PAPER_D,)
 #: Fig 9's caption: initial phase 0–5k steps, transition 5k–35k, stable from 35k.
 FIG9_PHASES = (5_000, 35_000)
 #: Fig 8's caption: "the trace converging to λd ≈ 58 × 10⁸" (λ = 10⁻³).

@@ -39,8 +39,10 @@ from villani.stats import Interval
 __all__ = ["Measured", "Claim", "claim", "claim_family", "claims", "catalogue", "catalogue_markdown", "write_catalogue",
            "MODULES", "ARITHMETIC", "MEASURED", "NEEDS_SCALE", "CLASSES", "PAPER", "FINDINGS", "row_class"]
 
-#: The claim modules, in the order of the paper (their import registers their claims).
-MODULES = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "trace", "table3", "trace_numbers", "scale")
+#: The claim modules, in the order of the paper (their import registers their claims): the
+#: premises of the theory and its derivation first, tested before their consequences.
+MODULES = ("premises", "derivation", "fig2", "fig3", "fig4", "fig5", "noise", "fig6", "fig7", "trace", "table3",
+           "trace_numbers", "scale")
 
 #: A claim's basis, and the row classes (the ``class`` column).
 ARITHMETIC, MEASURED, NEEDS_SCALE = "arithmetic", "measured here", "needs scale"

@@ -75,27 +75,17 @@ from villani.plan import layout
 from villani.plan.runs import rays_center
 from villani.progress import Progress
 from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
-from villani.measure.ray_slopes import probe_column, trace_slope_stderr
+from villani.measure.ray_slopes import group_grad_column, probe_column, trace_slope_stderr
 from villani.stats import fit_slope
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes", "gradient_groups", "group_sizes", "group_grad_column",
-           "GROUP_GRAD_PREFIX"]
+__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes", "gradient_groups", "group_sizes"]
 
 log = logging.getLogger(__name__)
 
 
 def _flat(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).double() for p in model.parameters() if p.requires_grad])
-
-
-#: rays.csv's columns of ‖∇_g L‖², one per parameter group g: ``grad_L_sq:<group>``.
-GROUP_GRAD_PREFIX = "grad_L_sq:"
-
-
-def group_grad_column(group: str) -> str:
-    """rays.csv's column of ‖∇_g L‖² for the parameter group ``group``."""
-    return GROUP_GRAD_PREFIX + group
 
 
 def gradient_groups(names: list[str], blocks: Mapping[str, slice], model_type: str) -> dict[str, list[slice]]:
