@@ -30,8 +30,8 @@ from typing import Mapping, Sequence
 
 from villani.claims.verdict import REFUTED
 
-__all__ = ["PREMISES", "CHAIN", "Step", "rests_on", "mark", "premise_status", "void_counts", "chain_markdown",
-           "write_chain", "CHAIN_START", "CHAIN_END"]
+__all__ = ["PREMISES", "CHAIN", "Step", "rests_on", "mark", "premise_status", "void_counts", "premises_text",
+           "chain_markdown", "write_chain", "CHAIN_START", "CHAIN_END"]
 
 #: Each premise and the rows that test it (measured along rays and at checkpoints, or on the
 #: paper's own numbers).
@@ -100,6 +100,31 @@ def mark(rows: list[dict]) -> dict[str, dict]:
 def void_counts(rows: Sequence[Mapping], classes: Sequence[str]) -> dict[str, int]:
     """Void rows by class."""
     return {k: sum(bool(r.get("void")) and r["class"] == k for r in rows) for k in classes}
+
+
+def premises_text(doc: Mapping) -> list[str]:
+    """The report's premise lines of a ledger JSON: each premise with its rows' verdicts and
+    estimates, then the void rows by class (none for a ledger written before premises were)."""
+    status = doc.get("premises")
+    if not status:
+        return []
+    rows = {r["id"]: r for r in doc["claims"]}
+
+    def cell(i: str) -> str:
+        r = rows.get(i)
+        est = "" if r is None or r["estimate"] is None else f" {r['estimate']:.3g}"
+        return f"`{i}` {r['verdict'] if r else 'absent'}{est}"
+
+    out = ["### The theory's premises, tested before their consequences", ""]
+    for name, st in status.items():
+        head = "**fails**" if st["failed"] else "not refuted"
+        out.append(f"- {name} {head}: " + ", ".join(cell(i) for i in st["rows"]) + ".")
+    void = [r for r in doc["claims"] if r.get("void")]
+    by = ", ".join(f"{k} {n}" for k, n in doc.get("counts_void", {}).items() if n) or "none"
+    out += ["", f"Void — resting on a failed premise (docs/claims.md, the chain): {len(void)} of {len(doc['claims'])} "
+                f"rows ({by}); their verdicts stand and are counted above, but bear on no result of the theory: "
+                + (", ".join(f"`{r['id']}`" for r in void) or "none") + ".", ""]
+    return out
 
 
 CHAIN_START, CHAIN_END = "<!-- claims-chain:start -->", "<!-- claims-chain:end -->"

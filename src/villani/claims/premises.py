@@ -100,9 +100,10 @@ def _reason(points: pd.DataFrame, doc: dict, fit_points: int) -> str:
         kinds = gradient_by_kind(points, doc.get("gradient_groups", {}), fit_points)
     except ValueError as e:
         return str(e)
-    parts = [f"{r.kind} {100 * r.grad_share:.0f}% of ‖∇L‖² ({100 * r.param_share:.0f}% of θ, ‖∇_g L‖ ∝ "
-             f"‖θ‖^{r.exponent:.2g})" for r in kinds.itertuples()]
-    return "at each random ray's largest radius: " + ", ".join(parts)
+    parts = [f"{r.kind} {100 * r.grad_share:.2g}% of ‖∇L‖² from {100 * r.param_share:.2g}% of θ "
+             f"({r.grad_share / r.param_share:.2g}× its share; ‖∇_g L‖ ∝ ‖θ‖^{r.exponent:.2g})"
+             for r in kinds.itertuples() if r.param_share > 0]
+    return "why (mean over the random rays at their largest radius): " + ", ".join(parts)
 
 
 def _rays(ctx: Context, what: str) -> tuple[pd.DataFrame | None, dict, Where]:
@@ -196,7 +197,7 @@ def eq17_laplacian_c2(ctx: Context) -> Measured:
     rays = sorted(pts["ray"].unique())
     conf = 1.0 - (1.0 - ctx.confidence) / (len(rays) * pts.groupby("ray").size().max())
     c2 = paper_c2()
-    units = [(f"ray {ray}", laplacian_max_interval(g, int(doc["num_probes"]), conf, c2))
+    units = [(f"ray {ray}", laplacian_max_interval(g, int(ctx.params["rays"]["num_probes"]), conf, c2))
              for ray, g in pts.groupby("ray")]
     low = ", ".join(f"ray {ray}: {g['trace_L'].min() / c2:.3g}" for ray, g in pts.groupby("ray"))
     peak = ", ".join(f"ray {ray}: |ΔL| peaks at ‖θ‖² = {g['theta_sq'].iloc[int(g['trace_L'].abs().to_numpy().argmax())]:.3g}"
