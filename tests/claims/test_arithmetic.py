@@ -55,6 +55,14 @@ EXPECTED = {  # id: (number by hand, verdict)
     "sec4d_lambda_warmup_sweep": (1.0, "refuted"),
     "fig10_favourable_scaling": (math.log10((1 / 1e-2 + 1e12 / 1e-4) / (2 * 1e-4) / 84_000), "refuted"),
     "fig10_distributed_100b": (math.log10(D), "refuted"),
+    # App. A: B from C₁ = 7.6 by eq. 55 (W* = 0.9, L = 12, d_model = 768), C₂ by eq. 56, against Table III's λ = 0
+    "appA_c2_vs_table3": (1.74e8 / (2 * 50_257 * (7.6 / (1.8 * (1 + 10.8 * math.sqrt(768)))) ** 2 * 0.81
+                                    + 12 * 768**2 * 0.81), "refuted"),
+    "lemma4_square": (2.0, "refuted"),  # ½x² − (2C₁/λ)x ≥ 0 from x = 4C₁/λ
+    "sec3a_gaussian_scaling": (math.log10((1 / 1e-2 + D / 1e-4) / (1 / 1e-3 + D / 1e-6)), "refuted"),
+    "sec2d_dimension_free": (math.log10((1 / 1e-2 + 10 * D / 1e-4) / (1 / 1e-2 + D / 1e-4)), "refuted"),
+    "eq52_from_eq44": ((math.log(2) - math.log(1 + 1e4)) / 2, "refuted"),  # (d/2)(log 2 − log(1 + λ⁻²)) / d
+    "sec6i_one_model_size": (1.0, "refuted"),
 }
 
 

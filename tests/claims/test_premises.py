@@ -216,3 +216,13 @@ def test_ledger_rows_on_known_inputs(known):
     assert noise["verdict"] == "refuted"
     # every checkpoint's ‖∇L‖ and tr ∇²L of the synthetic tree lie far below the paper's constants
     assert rows["eq17_checkpoints"]["estimate"] == 1.0 and rows["eq17_checkpoints"]["verdict"] == "inconclusive"
+
+
+def test_docs_chain_is_generated_from_the_chain():
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "claims.md").read_text()
+    listed = text.split(chain.CHAIN_START, 1)[1].split(chain.CHAIN_END, 1)[0].strip("\n") + "\n"
+    assert listed == chain.chain_markdown(), (
+        "docs/claims.md is out of date: python -c \"from villani.claims.chain import write_chain; "
+        "write_chain('docs/claims.md')\"")

@@ -69,18 +69,18 @@ def square_threshold(c1: float, lam: float) -> float:
 
 
 @claim("appA_c2_vs_table3", "App. A eq. 54–56, eq. 17, Table III", "ΔL ≤ C₂, the dataset-dependent constant of "
-       "eq. 56, with C₁ ≈ 7.6 (eq. 55)", "ΔL ≤ C₂", "Table III's mean tr ∇²L at λ = 0 (= ΔL there) / C₂ of eq. 56 "
+       "eq. 56, with C₁ ≈ 7.6 (eq. 55)", "ΔL ≤ C₂", "Table III's mean tr ∇²L at λ = 0 (PTB; = ΔL there) / C₂ of eq. 56 "
        "with the B that eq. 55 needs for C₁ = 7.6 (W* = 0.9, L = 12, d_model = 768, V = 50,257; arithmetic)",
        Region.at_most(1.0), basis=ARITHMETIC)
 def appA_c2(ctx: Context) -> Measured:
-    key, rows = table3_for(ctx.dataset)
+    key, rows = table3_for("ptb")
     b, c2 = appendix_constants()
     trace = rows["zero"][0] * 1e8
     alt = appendix_constants(width=math.sqrt(PAPER_D / (12 * NEO125M_LAYERS)))[1]
     other = {k: v["zero"][0] * 1e8 / c2 for k, v in (("PTB", table3_for("ptb")[1]),
                                                      ("WT-103", table3_for("wikitext103")[1]))}
     return arithmetic(trace / c2, f"B = C₁/(2W*(1 + LW*√d_model)) = {b:.4g} (eq. 55), C₂ = 2VB²W*² + L·d_model²W*² = "
-                      f"{c2:.4g} (eq. 56), Table III ({key}) λ = 0 mean {rows['zero'][0]}·10⁸",
+                      f"{c2:.4g} (eq. 56), Table III ({key.upper()}) λ = 0 mean {rows['zero'][0]}·10⁸",
                       f"wrong at any scale: eq. 17's ΔL ≤ C₂ fails on the paper's own numbers — Table III's mean trace "
                       f"at λ = 0 is {other['PTB']:.3g}× C₂ (PTB), {other['WT-103']:.3g}× (WT-103); C₂ is "
                       f"{2 * PAPER_VOCAB * b**2 * WMAX**2:.3g} + {c2 - 2 * PAPER_VOCAB * b**2 * WMAX**2:.4g}, the "
