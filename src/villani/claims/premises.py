@@ -106,20 +106,24 @@ def _reason(points: pd.DataFrame, doc: dict, fit_points: int) -> str:
     return "why (mean over the random rays at their largest radius): " + ", ".join(parts)
 
 
-def _rays(ctx: Context, what: str) -> tuple[pd.DataFrame | None, dict, Where]:
+def _rays(ctx: Context, what: str) -> tuple[pd.DataFrame, dict, Where] | Measured:
+    """(the random rays' points, slopes.json, where) — or the row without a statistic, saying why."""
     r = ctx.params["rays"]
     where = Where(f"{ctx.dataset}, radial rays (every coordinate of θ moves), the {r['fit_points']} largest radii "
                   f"of each of the {r['count']} random rays for {what}")
     try:
         table, doc = rays_table(ctx.params, ctx.root)
     except ValueError as e:
-        return None, {"error": str(e)}, where
+        return none(str(e), where)
     pts = ray_points(table)
-    return pts[pts["kind"] == "random"].reset_index(drop=True), doc, where
+    pts = pts[pts["kind"] == "random"].reset_index(drop=True)
+    return (pts, doc, where) if len(pts) else none("no random ray (rays.count = 0)", where)
 
 
-def _no_rays(doc: dict, where: Where) -> Measured:
-    return none(doc.get("error") or "no random ray (rays.count = 0)", where)
+def _on_rays(ctx: Context, what: str, stat) -> Measured:
+    """``stat(ctx, points, slopes.json, where)`` on the random rays, or the row without a statistic."""
+    got = _rays(ctx, what)
+    return got if isinstance(got, Measured) else stat(ctx, *got)
 
 
 def _exp_text(exps: dict[int, float]) -> str:
@@ -130,9 +134,10 @@ def _exp_text(exps: dict[int, float]) -> str:
        "linearly with ‖θ‖", "L = O(‖θ‖)", "per random ray: exponent of L in ‖θ‖ (log-log slope over the "
        "rays.fit_points largest radii), t over rays", Region.at_most(1.0))
 def eq17_grad_bounded(ctx: Context) -> Measured:
-    pts, doc, where = _rays(ctx, "L and ‖∇L‖")
-    if pts is None or pts.empty:
-        return _no_rays(doc, where)
+    return _on_rays(ctx, "L and ‖∇L‖", _loss_growth)
+
+
+def _loss_growth(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
     k = int(ctx.params["rays"]["fit_points"])
     exps = growth_exponents(pts, "loss", k)
     grads = growth_exponents(pts, "grad_L_sq", k, root=True)
@@ -144,18 +149,18 @@ def eq17_grad_bounded(ctx: Context) -> Measured:
 @claim("eq17_grad_c1", "eq. 17, App. A eq. 55", "‖∇L(θ)‖ ≤ C₁ ≈ 7.6 for every θ", "‖∇L‖ ≤ 7.6",
        "per random ray: largest ‖∇L‖ over its points / C₁ = 7.6 (exact on the measurement set)", Region.at_most(1.0))
 def eq17_grad_c1(ctx: Context) -> Measured:
-    pts, doc, where = _rays(ctx, "‖∇L‖")
-    if pts is None or pts.empty:
-        return _no_rays(doc, where)
+    return _on_rays(ctx, "‖∇L‖", _grad_over_c1)
+
+
+def _grad_over_c1(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
     units, at = [], []
     for ray, g in pts.groupby("ray"):
         i = int(g["grad_L_sq"].to_numpy().argmax())
         v = math.sqrt(float(g["grad_L_sq"].iloc[i])) / C1
         units.append((f"ray {ray}", exact_value(v, "‖∇L‖ on the measurement set, exact")))
         at.append(f"ray {ray} at ‖θ‖² = {g['theta_sq'].iloc[i]:.3g}")
-    ours = _our_constants(ctx, doc)
-    return from_units(units, where, join("largest at " + ", ".join(at), _reason(pts, doc, int(ctx.params["rays"]
-                                                                                              ["fit_points"])), ours))
+    reason = _reason(pts, doc, int(ctx.params["rays"]["fit_points"]))
+    return from_units(units, where, join("largest at " + ", ".join(at), reason, _our_constants(ctx, doc)))
 
 
 def _our_constants(ctx: Context, doc: dict) -> str:
@@ -191,16 +196,17 @@ def laplacian_max_interval(g: pd.DataFrame, num_probes: int, confidence: float, 
        "eq. 55–56)", "ΔL ≤ C₂", "per random ray: largest tr ∇²L over its points / C₂ (Hutchinson, t over probes, "
        "Bonferroni over rays × points)", Region.at_most(1.0))
 def eq17_laplacian_c2(ctx: Context) -> Measured:
-    pts, doc, where = _rays(ctx, "tr ∇²L")
-    if pts is None or pts.empty:
-        return _no_rays(doc, where)
+    return _on_rays(ctx, "tr ∇²L", _laplacian_over_c2)
+
+
+def _laplacian_over_c2(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
     rays = sorted(pts["ray"].unique())
     conf = 1.0 - (1.0 - ctx.confidence) / (len(rays) * pts.groupby("ray").size().max())
     c2 = paper_c2()
     units = [(f"ray {ray}", laplacian_max_interval(g, int(ctx.params["rays"]["num_probes"]), conf, c2))
              for ray, g in pts.groupby("ray")]
     low = ", ".join(f"ray {ray}: {g['trace_L'].min() / c2:.3g}" for ray, g in pts.groupby("ray"))
-    peak = ", ".join(f"ray {ray}: |ΔL| peaks at ‖θ‖² = {g['theta_sq'].iloc[int(g['trace_L'].abs().to_numpy().argmax())]:.3g}"
+    peak = ", ".join(f"ray {ray}: |ΔL| peaks at ‖θ‖² = {g['theta_sq'].iloc[int(g['trace_L'].abs().argmax())]:.3g}"
                      for ray, g in pts.groupby("ray"))
     return from_units(units, where + f", each point's interval at {conf:.4g}",
                       join(f"smallest ΔL / C₂ (Corollary 1 needs ΔL bounded below): {low}", peak,

@@ -23,7 +23,8 @@ import pandas as pd
 from villani.psi import psi_column
 from villani.stats import Interval, probe_combination_interval
 
-__all__ = ["probe_column", "group_grad_column", "GROUP_GRAD_PREFIX", "probe_samples", "slope_weights", "trace_slope_stderr", "ray_slope_intervals"]
+__all__ = ["probe_column", "group_grad_column", "GROUP_GRAD_PREFIX", "probe_samples", "slope_weights",
+           "trace_slope_stderr", "ray_slope_intervals"]
 
 
 def probe_column(j: int) -> str:
