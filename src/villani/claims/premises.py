@@ -160,7 +160,11 @@ def _grad_over_c1(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> M
         units.append((f"ray {ray}", exact_value(v, "‖∇L‖ on the measurement set, exact")))
         at.append(f"ray {ray} at ‖θ‖² = {g['theta_sq'].iloc[i]:.3g}")
     reason = _reason(pts, doc, int(ctx.params["rays"]["fit_points"]))
-    return from_units(units, where, join("largest at " + ", ".join(at), reason, _our_constants(ctx, doc)))
+    top = exact_value(max(iv.estimate for _, iv in units), "the largest over the random rays of each ray's largest "
+                      "‖∇L‖ / C₁ (exact on the measurement set); the verdict is per ray")
+    per_ray = ", ".join(f"{k}: {iv.estimate:.3g}" for k, iv in units)
+    return Measured(top, where, join(per_ray, "largest at " + ", ".join(at), reason, _our_constants(ctx, doc)),
+                    units=tuple(units))
 
 
 def _our_constants(ctx: Context, doc: dict) -> str:
