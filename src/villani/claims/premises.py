@@ -255,4 +255,20 @@ def psi_positive(ctx: Context) -> Measured:
              f"‖∇F‖²/s = {(m['grad_F_sq_norm'] / ctx.s).median():.3g}")
     return Measured(iv, where, join(f"Ψ_s ≤ 0 at {int((psi <= 0).sum())} of {len(psi)} checkpoints; largest Ψ_s = "
                                     f"{psi.max():.4g} ({top['variant']} λ = {top['lam']:g} seed {int(top['seed'])} step "
-                                    f"{int(top['step'])})", parts, left_out_note(excl)), excluded=excl)
+                                    f"{int(top['step'])})", parts, _psi_on_rays(ctx), left_out_note(excl)),
+                    excluded=excl)
+
+
+def _psi_on_rays(ctx: Context) -> str:
+    """Where Ψ_s > 0 along the random rays, per λ > 0 of ``rays.lambdas`` (empty without rays)."""
+    try:
+        table, _ = rays_table(ctx.params, ctx.root)
+    except ValueError:
+        return ""
+    rnd = table[(table["kind"] == "random") & (table["lam"] > 0)]
+    parts = []
+    for lam, g in rnd.groupby("lam"):
+        pos = g[g[ctx.psi] > 0]
+        start = f"the smallest ‖θ‖² among them {pos['theta_sq'].min():.3g}" if len(pos) else "none"
+        parts.append(f"λ = {lam:g}: {len(pos)} of {len(g)} points ({start})")
+    return "along the random rays Ψ_s > 0 at " + "; ".join(parts) if parts else ""
