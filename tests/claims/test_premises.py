@@ -214,6 +214,9 @@ def test_ledger_rows_on_known_inputs(known):
     assert (noise["ci_low"], noise["ci_high"]) == pytest.approx((math.exp(logs.mean() - half),
                                                                   math.exp(logs.mean() + half)))
     assert noise["verdict"] == "refuted"
+    learns = rows["sec6e_noise_arm_learns"]  # a finding: both noise-injected runs learned
+    assert learns["table"] == "findings" and learns["estimate"] == 1.0
+    assert learns["ci_low"] == pytest.approx(stats.binomtest(2, 2).proportion_ci(0.95, method="exact").low)
     # every checkpoint's ‖∇L‖ and tr ∇²L of the synthetic tree lie far below the paper's constants
     assert rows["eq17_checkpoints"]["estimate"] == 1.0 and rows["eq17_checkpoints"]["verdict"] == "inconclusive"
 

@@ -38,7 +38,7 @@ def test_the_default_trains_and_measures_each_run_in_one_job_with_the_readme_job
     assert counts == {**job_counts(doc), "total": sum(job_counts(doc).values())}, stats[:1500]
     for rule in ("train", "measure"):
         cmds = re.findall(rf"^Shell command: (?:exec )?villani {rule} [^\n]*", text, re.M)
-        assert len(cmds) == counts[rule] == 12 and all(c.split(">")[0].rstrip().endswith("--all") for c in cmds), cmds
+        assert len(cmds) == counts[rule] == 14 and all(c.split(">")[0].rstrip().endswith("--all") for c in cmds), cmds
     readme = (REPO / "README.md").read_text()
     assert (f"runs {counts['total']} jobs ({counts['train']} training jobs, {counts['measure']} measure jobs"
             in " ".join(readme.split())), "README.md: the default's job counts"
