@@ -109,6 +109,14 @@ def test_a_refuted_premise_voids_exactly_the_rows_resting_on_it():
     assert chain.void_counts(rows, ("measured here", "arithmetic")) == {"measured here": 2, "arithmetic": 0}
 
 
+def test_a_refutation_holm_does_not_keep_voids_nothing():
+    rows = [_row("eq17_grad_bounded", "refuted"), _row("fig2_slope_lam1e-2")]
+    rows[0]["verdict_holm"] = "inconclusive"
+    assert not chain.mark(rows)["eq. 17"]["failed"] and rows[1]["void"] == ""
+    rows[0]["verdict_holm"] = "refuted"
+    assert chain.mark(rows)["eq. 17"]["failed"] and rows[1]["void"] == "eq. 17 (eq17_grad_bounded)"
+
+
 def test_an_inconclusive_premise_voids_nothing():
     rows = [_row(i, "inconclusive") for i in chain.PREMISES["eq. 17"] + chain.PREMISES["eq. 22"]]
     rows += [_row("fig5_envelope_holds", "refuted"), _row("theorem2_steps_vs_trained")]

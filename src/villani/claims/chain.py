@@ -15,7 +15,8 @@ is derived through it (a predicted slope, a bound, a threshold); a row about an 
 (Ψ_s grows, convergence accelerates, a correlation) stands on its own, whatever the theory
 offered to explain it.
 
-A premise **fails** when one of its rows (:data:`PREMISES`) is refuted in the same ledger;
+A premise **fails** when one of its rows (:data:`PREMISES`) is refuted in the same ledger (a
+measured row with a p-value only if its refutation survives Holm over the measured rows);
 every row resting on it (:data:`CHAIN`) is then **void**: its verdict stays — it is still
 what the data say about the statement — but it cannot bear on the theory, and the report
 counts void rows apart (``villani.claims.report``). :func:`mark` sets each row's ``rests_on``
@@ -75,12 +76,19 @@ def rests_on(claim_id: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _refutes(r: Mapping) -> bool:
+    """Refuted, and — a measured row with a p-value — still refuted after Holm over its table
+    (``verdict_holm`` is empty for a row without one: an exact number, an arithmetic row)."""
+    return r["verdict"] == REFUTED and r.get("verdict_holm") in (None, "", REFUTED)
+
+
 def premise_status(rows: Sequence[Mapping]) -> dict[str, dict]:
-    """Per premise: its rows' verdicts and the ids of those refuted (``failed`` when any is)."""
+    """Per premise: its rows' verdicts and the ids of those that refute it (``failed`` when any does)."""
     verdicts = {r["id"]: r["verdict"] for r in rows}
+    refuting = {r["id"] for r in rows if _refutes(r)}
     out = {}
     for name, ids in PREMISES.items():
-        refuted = [i for i in ids if verdicts.get(i) == REFUTED]
+        refuted = [i for i in ids if i in refuting]
         out[name] = {"rows": {i: verdicts.get(i, "absent") for i in ids}, "refuted_by": refuted,
                      "failed": bool(refuted)}
     return out

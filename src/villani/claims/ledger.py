@@ -97,10 +97,9 @@ def _rows(ctx: Context) -> tuple[list[dict], dict, dict]:
     """The rows, their Holm summaries per table and the premises' status (each row's ``rests_on``
     and ``void`` set by :func:`villani.claims.chain.mark`)."""
     rows = [claim_row(c, c.compute(ctx), ctx) for c in claims(ctx.params)]
-    premises = chain.mark(rows)
     alpha = 1.0 - ctx.confidence
     fams = {table: family([r for r in rows if r["table"] == table], alpha) for table in (PAPER, FINDINGS)}
-    return rows, fams, premises
+    return rows, fams, chain.mark(rows)
 
 
 def claim_rows(params: Mapping, root=layout.RESULTS) -> list[dict[str, Any]]:
