@@ -109,8 +109,8 @@ def _reason(points: pd.DataFrame, doc: dict, fit_points: int) -> str:
 def _rays(ctx: Context, what: str) -> tuple[pd.DataFrame, dict, Where] | Measured:
     """(the random rays' points, slopes.json, where) — or the row without a statistic, saying why."""
     r = ctx.params["rays"]
-    where = Where(f"{ctx.dataset}, radial rays (every coordinate of θ moves), the {r['fit_points']} largest radii "
-                  f"of each of the {r['count']} random rays for {what}")
+    where = Where(f"{ctx.dataset}, {r['count']} random radial rays (every coordinate of θ moves; {r['points']} radii, "
+                  f"‖θ‖² from {float(r['theta_sq_min']):.3g} to {float(r['theta_sq_max']):.3g}): {what}")
     try:
         table, doc = rays_table(ctx.params, ctx.root)
     except ValueError as e:
@@ -134,7 +134,7 @@ def _exp_text(exps: dict[int, float]) -> str:
        "linearly with ‖θ‖", "L = O(‖θ‖)", "per random ray: exponent of L in ‖θ‖ (log-log slope over the "
        "rays.fit_points largest radii), t over rays", Region.at_most(1.0))
 def eq17_grad_bounded(ctx: Context) -> Measured:
-    return _on_rays(ctx, "L and ‖∇L‖", _loss_growth)
+    return _on_rays(ctx, f"L and ‖∇L‖ at the {ctx.params['rays']['fit_points']} largest radii", _loss_growth)
 
 
 def _loss_growth(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
@@ -149,7 +149,7 @@ def _loss_growth(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Me
 @claim("eq17_grad_c1", "eq. 17, App. A eq. 55", "‖∇L(θ)‖ ≤ C₁ ≈ 7.6 for every θ", "‖∇L‖ ≤ 7.6",
        "per random ray: largest ‖∇L‖ over its points / C₁ = 7.6 (exact on the measurement set)", Region.at_most(1.0))
 def eq17_grad_c1(ctx: Context) -> Measured:
-    return _on_rays(ctx, "‖∇L‖", _grad_over_c1)
+    return _on_rays(ctx, "‖∇L‖ at every radius", _grad_over_c1)
 
 
 def _grad_over_c1(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
@@ -200,7 +200,7 @@ def laplacian_max_interval(g: pd.DataFrame, num_probes: int, confidence: float, 
        "eq. 55–56)", "ΔL ≤ C₂", "per random ray: largest tr ∇²L over its points / C₂ (Hutchinson, t over probes, "
        "Bonferroni over rays × points)", Region.at_most(1.0))
 def eq17_laplacian_c2(ctx: Context) -> Measured:
-    return _on_rays(ctx, "tr ∇²L", _laplacian_over_c2)
+    return _on_rays(ctx, "tr ∇²L at every radius", _laplacian_over_c2)
 
 
 def _laplacian_over_c2(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
