@@ -34,6 +34,10 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _text(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
 def _default(value: Any) -> str:
     if value is None:
         return "null"
@@ -42,42 +46,41 @@ def _default(value: Any) -> str:
     return "`" + json.dumps(value, ensure_ascii=False) + "`"
 
 
-def _param_rows(props: Mapping, prefix: str, root: Mapping) -> list[str]:
+def _param_entries(props: Mapping, prefix: str, root: Mapping) -> list[str]:
+    """One definition-list entry per key: its name, then what it allows and its default, then its meaning."""
     from villani.plan.config import _deref, describe
 
-    rows = []
+    out = []
     for key, sub in props.items():
         sub = _deref(sub, root) if "$ref" in sub else sub
         name = f"{prefix}{key}"
-        nested = sub.get("properties")
-        if nested and sub.get("type") == "object":
-            rows.append(f"| **`{name}`** | an object | | {_cell(sub.get('description', ''))} |")
-            rows += _param_rows(nested, name + ".", root)
+        nested = sub.get("properties") if sub.get("type") == "object" else None
+        if nested:
+            out += [f"### `{name}`", "", _text(sub.get("description", "")), ""]
+            out += _param_entries(nested, name + ".", root)
             continue
-        allowed = describe({k: v for k, v in sub.items() if k != "pattern"}) or "any"
+        allowed = describe({k: v for k, v in sub.items() if k != "pattern"}) or "any value"
         allowed += f" matching `{sub['pattern']}`" if "pattern" in sub else ""
-        rows.append(f"| `{name}` | {_cell(allowed)} | {_cell(_default(sub.get('default')))} | "
-                    f"{_cell(sub.get('description', ''))} |")
-    return rows
+        out += [f"`{name}`", f": *{_text(allowed)}*; default {_default(sub.get('default'))}", "",
+                f"  {_text(sub.get('description', ''))}", ""]
+    return out
 
 
 def parameters_markdown() -> str:
-    """Every key of the parameter schema, section by section, as Markdown tables."""
+    """Every key of the parameter schema, section by section, as definition lists."""
     from villani.plan.params_file import SCHEMA, load_schema
 
     schema = load_schema()
     out = [GENERATED.format(source=f"`villani/{SCHEMA}`"), "", "# Parameters", "",
-           _cell(schema.get("description", "")), "",
+           _text(schema.get("description", "")), "",
            "Every key below may be set in `params.yaml` or a file given with `--configfile` / `--params`; "
            "a key left out takes its default. `villani validate --print` prints a file's complete "
            "parameters with the defaults filled in.", ""]
     for group, sub in schema["properties"].items():
-        out += [f"## `{group}`", "", _cell(sub.get("description", "")), "",
-                "| key | allowed | default | meaning |", "|---|---|---|---|"]
+        out += [f"## `{group}`", "", _text(sub.get("description", "")), ""]
         nested = sub.get("properties")
-        out += _param_rows(nested, f"{group}.", schema) if nested else [
-            f"| `{group}` | {_cell('an object')} | {_cell(_default(sub.get('default')))} | |"]
-        out.append("")
+        out += _param_entries(nested, f"{group}.", schema) if nested else [
+            f"`{group}`", f": *an object*; default {_default(sub.get('default'))}", ""]
     return "\n".join(out)
 
 
