@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
                    "(ckpt/step<t>.safetensors) as Hugging Face folders ckpt/step<t>/")
     _dvc_yaml_parser(sub, common)
+    dc = sub.add_parser("docs", parents=[common], help="write the documentation site's generated pages (parameters, "
+                        "command line, records, claim catalogue) from their sources; --check: exit 2 naming each "
+                        "page that is not current")
+    dc.add_argument("--check", action="store_true", help="check, write nothing")
     for action in sub._choices_actions:  # `villani COMMAND --help` opens with what COMMAND does
         if sub.choices[action.dest].description is None:
             sub.choices[action.dest].description = action.help
@@ -125,13 +129,14 @@ COMMANDS = {
     "claims-report": commands.cmd_claims_report, "metrics": commands.cmd_metrics, "paper": commands.cmd_paper,
     "prune": commands.cmd_prune, "convert-checkpoints": commands.cmd_convert_checkpoints, "diagnose": cmd_diagnose,
     "profile": commands.cmd_profile, "run-lock": commands.cmd_run_lock, "dvc-yaml": commands.cmd_dvc_yaml,
+    "docs": commands.cmd_docs,
 }
 
 
 # commands that compute on --device (checked before any work)
 DEVICE_COMMANDS = {"train", "measure", "rays", "landscape", "cost", "diagnose"}
 # commands that write nothing under --results
-READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml", "claims-report"}
+READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml", "claims-report", "docs"}
 
 
 def _check_writable(results: str) -> None:

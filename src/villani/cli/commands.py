@@ -310,3 +310,17 @@ def cmd_dvc_yaml(args) -> None:
         return
     Path(args.output).write_text(dvc_yaml.render())
     print(f"wrote {args.output} ({len(dvc_yaml.stages())} stages)")
+
+
+def cmd_docs(args) -> None:
+    from villani.cli import reference
+
+    if args.check:
+        stale = reference.stale_pages()
+        if stale:
+            raise ValueError(f"not current: {', '.join(stale)} (run `villani docs` to regenerate them)")
+        print(f"ok: the {len(reference.PAGES) + len(reference.MARKED())} generated pages are current")
+        return
+    changed = reference.write_pages()
+    print(f"wrote {', '.join(changed) if changed else 'nothing new'} "
+          f"({len(reference.PAGES) + len(reference.MARKED())} generated pages)")

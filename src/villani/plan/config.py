@@ -139,7 +139,7 @@ def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> A
     return doc
 
 
-def _describe(s: Mapping) -> str:
+def describe(s: Mapping) -> str:
     """What a (sub)schema allows, in words: its const/enum, or type, range, pattern, sizes."""
     if "const" in s:
         return json.dumps(s["const"])
@@ -168,10 +168,10 @@ def _describe(s: Mapping) -> str:
 def _allowed(error: jsonschema.ValidationError) -> str:
     s = error.schema if isinstance(error.schema, Mapping) else {}
     if "anyOf" in s:
-        return "allowed: " + ", or ".join(_describe(alt) for alt in s["anyOf"])
+        return "allowed: " + ", or ".join(describe(alt) for alt in s["anyOf"])
     if error.validator == "additionalProperties":
         return "allowed keys: " + ", ".join(sorted(s.get("properties", {})))
-    parts = _describe(s)
+    parts = describe(s)
     if parts:
         return "allowed: " + parts
     desc = " ".join(str(s.get("description", "")).split())
