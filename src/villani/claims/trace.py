@@ -191,7 +191,8 @@ def fig8_var_lam(ctx: Context) -> Measured:
     lo, hi = PAPER_LAMBDAS["middle"], PAPER_LAMBDAS["strong"]
     var = [hutchinson_variance(float(np.sum(a * a)), float(np.sum(np.diag(a) ** 2)))
            for a in (h + lo * np.eye(8), h + hi * np.eye(8))]
-    return arithmetic(math.log(var[1] / var[0]) / math.log(hi / lo), "Var(vᵀ(H + λI)v) = 2(‖H‖_F² − ΣH_ii²) "
+    exponent = round(math.log(var[1] / var[0]) / math.log(hi / lo), 12)  # 0 up to the floats' rounding (~1e-16)
+    return arithmetic(exponent, "Var(vᵀ(H + λI)v) = 2(‖H‖_F² − ΣH_ii²) "
                       "for Rademacher v, at λ = 10⁻³ and 10⁻²",
                       "wrong at any scale: λI shifts every Rademacher sample by λd, so the variance — ours and the "
                       "paper's eq. 57 alike — has no λ in it; λ can act on it only through ∇²L (training), whose "
