@@ -105,8 +105,10 @@ def carried_text(m: pd.DataFrame, cv: np.ndarray) -> str:
     for seed, g in m.assign(cv=cv).dropna(subset=["cv"]).groupby("seed"):
         top = g.loc[g["cv"].idxmax()]
         if len(g) > 1 and top["cv"] > 0.5 * g["cv"].sum():
+            rest = (g["cv"].sum() - top["cv"]) / (len(g) - 1)
             out.append(f"seed {int(seed)}: step {int(top['step'])} carries {100 * top['cv'] / g['cv'].sum():.0f}% "
-                       f"of the sum (CV {top['cv']:.3g} at tr ∇²F = {top['laplacian_F']:.3g})")
+                       f"of the sum (CV {top['cv']:.3g} at tr ∇²F = {top['laplacian_F']:.3g}; the other checkpoints' "
+                       f"mean {rest:.3g})")
     return "one checkpoint carries a seed's mean — " + "; ".join(out) if out else ""
 
 
