@@ -135,6 +135,30 @@ def test_fit_slope_loglog_exponent():
     assert fit.r2 == pytest.approx(1.0)
 
 
+def test_within_slope_is_the_exponent_inside_clusters_whatever_differs_between_them():
+    """y = 2·x + 5·(cluster level) with the level anti-correlated with x between clusters: the
+    pooled slope is negative, the within-cluster slope is the 2 every cluster has."""
+    rng = np.random.default_rng(0)
+    cl = np.repeat(np.arange(6), 5)
+    level = np.repeat(np.arange(6.0), 5)
+    x = rng.normal(size=cl.size) * 0.1 - 2.0 * level
+    y = 2.0 * x + 5.0 * level + rng.normal(size=cl.size) * 1e-3
+    assert np.polyfit(x, y, 1)[0] < 0
+    assert S.within_slope(x, y, cl) == pytest.approx(2.0, abs=0.02)
+    # by hand: each cluster's means removed, one line through the origin
+    dx = x - np.repeat([x[cl == c].mean() for c in range(6)], 5)
+    dy = y - np.repeat([y[cl == c].mean() for c in range(6)], 5)
+    assert S.within_slope(x, y, cl) == pytest.approx(float(dx @ dy / (dx @ dx)), rel=1e-12)
+
+
+def test_within_slope_undefined_without_variation_or_degrees_of_freedom():
+    assert S.within_slope([1.0, 1.0, 2.0, 2.0], [0.0, 1.0, 0.0, 1.0], [0, 0, 1, 1]) is None  # x constant in each
+    assert S.within_slope([0.0, 1.0, 5.0], [0.0, 1.0, 9.0], [0, 0, 1]) is None  # 3 points − 2 clusters = 1
+    assert S.within_slope([0.0, 1.0, 2.0, np.nan], [0.0, 2.0, 4.0, 1.0], [0, 0, 0, 0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        S.within_slope([0.0, 1.0], [0.0], [0, 0])
+
+
 def test_fit_slope_errors():
     with pytest.raises(ValueError):
         S.fit_slope([1.0, 2.0, 3.0], [-1.0, 2.0, 3.0], space="loglog")

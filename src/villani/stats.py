@@ -7,6 +7,8 @@
   √(2d/M) claim are wrong);
 - :func:`fit_slope`, :func:`r_squared` — least-squares line (linear or log–log space),
   optionally over the largest x only (Fig 2's slope of Ψ_s vs ‖θ‖²), and R²;
+- :func:`within_slope` — the slope of y on x *inside* clusters (runs), each cluster's means
+  removed: an exponent at fixed λ (Fig 4's and Fig 8's ‖θ‖ exponents);
 - :func:`fit_cost_model` — y ≈ a + b·x with a, b ≥ 0 in relative error (Fig 10's cost of
   one HVP vs model dimension);
 - :func:`pearson_r`, :func:`spearman_rho` and the intervals of the claims ledger live in
@@ -35,6 +37,7 @@ __all__ = [
     "predicted_cv",
     "fit_slope",
     "r_squared",
+    "within_slope",
     "CostFit",
     "fit_cost_model",
     "pearson_r",
@@ -310,6 +313,41 @@ def r_squared(y: Any, y_pred: Any) -> float | None:
     if ss_tot == 0.0:
         return None
     return 1.0 - float(np.sum((yt - yp) ** 2)) / ss_tot
+
+
+def within_slope(x: Any, y: Any, clusters: Any) -> float | None:
+    r"""Least-squares slope of y on x *within* clusters (the fixed-effects estimator): each
+    cluster's means are removed from its x and y, and one line through the origin is fitted
+    to the pooled deviations,
+
+    .. math:: \hat\beta_W = \frac{\sum_c \sum_{i \in c} (x_i - \bar x_c)(y_i - \bar y_c)}
+              {\sum_c \sum_{i \in c} (x_i - \bar x_c)^2}.
+
+    With x = log‖θ‖ and y = log μ_max over the checkpoints of runs at different λ (one cluster
+    per run), β̂_W is the exponent of ‖θ‖ at fixed λ: whatever differs *between* runs — λ
+    itself, a run's level — cancels, where a slope over the pooled points would be carried by
+    the λ between runs. A cluster of one point contributes nothing. ``None`` with fewer than
+    2 degrees of freedom inside the clusters (points − clusters) or no variation of x inside
+    them. Non-finite pairs are dropped first.
+
+    >>> within_slope([0, 1, 2, 10, 11, 12], [0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 1])  # pooled: ≈ 0
+    1.0
+    """
+    xs, ys = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    cl = np.asarray(clusters).ravel()
+    if not xs.shape == ys.shape == cl.shape:
+        raise ValueError(f"x, y and clusters differ in length: {xs.size}, {ys.size}, {cl.size}")
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys, cl = xs[ok], ys[ok], cl[ok]
+    codes, idx = np.unique(cl, return_inverse=True)
+    if xs.size - codes.size < 2:
+        return None
+    n = np.bincount(idx).astype(float)
+    dx = xs - (np.bincount(idx, xs) / n)[idx]
+    dy = ys - (np.bincount(idx, ys) / n)[idx]
+    sxx = float(np.sum(dx * dx))
+    # no variation inside any cluster: only the rounding of the cluster means is left
+    return None if sxx <= 1e-24 * float(np.sum(xs * xs) + 1.0) else float(np.sum(dx * dy) / sxx)
 
 
 @dataclass(frozen=True)

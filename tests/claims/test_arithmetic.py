@@ -24,9 +24,13 @@ def _eq52_per_d(lam, d=D, theta_sq=None):
 
 
 EXPECTED = {  # id: (number by hand, verdict)
-    "fig2_onset_1e5": (math.log10(2 * D / 1e-4), "refuted"),  # λ²‖θ‖²/2 = λd at ‖θ‖² = 2d/λ (eq. 19)
+    # eq. (19): λ²‖θ‖²/2 overtakes C₂ + λd (C₂ = 0) at 2d/λ = 2.5e12, beyond Lemma 4's (2C₁/λ)² = 2.3e10
+    "fig2_onset_1e5": (math.log10(max(2 * D / 1e-4, (2 * 7.6 / 1e-4) ** 2)), "refuted"),
     "fig2_matches_thresholds": (math.log10((2 * 7.6 / 1e-4) ** 2 / 1e5), "refuted"),  # Lemma 4, C₁ = 7.6
     "fig4_penalty_curvature": (0.0, "refuted"),  # ∇²(λ‖θ‖²/2) = λI
+    # (a + λ)/(0 + λ) with a = √(λ‖θ‖) = √10 at λ = 1e-3, ‖θ‖ = 1e4: d log/d log λ = −a/(a + λ)
+    "fig4_ratio_penalty_part": (-math.sqrt(10) / (math.sqrt(10) + 1e-3), "refuted"),
+    "fig8_var_lam_part": (0.0, "refuted"),  # Var(vᵀ(H + λI)v) = Var(vᵀHv) for Rademacher v
     "fig5_envelope_tracks": (1 - (1 - 2e-4 / (1 + D / 1e-2)) ** round(5 * 103e6 / 512), "refuted"),
     "fig5_ptb_tokens": (42_000 / 887_000, "refuted"),  # Fig 5 caption vs Table II
     "theorem2_paper_runs": (math.log10((1 / 1e-2 + D / 1e-4) / (2 * 1e-4) / 84_000), "refuted"),

@@ -284,3 +284,16 @@ def test_fig4_draws_the_spectrum_checkpoints_only(tmp_path):
     render_all(p, root, names=["fig4_spectrum"])
     df = _csv(root, "fig4_spectrum")
     assert inner not in set(df["step"]) and steps[-1] in set(df["step"])
+
+
+def test_fig8_draws_the_lambda_the_ledger_matches_to_the_papers_1e_3():
+    """λ·η·T: at η = 0.035, T = 24 our 0.01 is the paper's 10⁻³ (0.0084) — Fig 8 draws it, as the
+    ledger's Fig 8 rows do, not the λ = 0.001 that equals the paper's number."""
+    from villani.figures.trace_histograms import chosen_runs
+
+    p = figure_params().to_dict()
+    p["train"].update(lambdas=[0.0, 0.001, 0.01, 0.1], lr=0.035)
+    p["train"]["langevin"]["lambdas"] = []
+    p = resolve(p)
+    assert [r.lam for r in chosen_runs(p)] == [0.01]
+    assert middle_lam(p["train"]["lambdas"]) == 0.001
