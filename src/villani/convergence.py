@@ -7,7 +7,9 @@ speed" of the claims ledger, the figures and the efficiency table.
   that target (``None``: never reached);
 - :func:`drop_level` — the level a fraction f of the way down from a start to a floor,
   :math:`\ell = y_0 - f\,(y_0 - y_{\min})`;
-- :func:`run_times` — per run, the steps to a **common** target and to its **own** floor.
+- :func:`run_times` — per run, the steps to a **common** target and to its **own** floor;
+  :func:`seed_times` the same for the λ of each seed (a target common to the runs a seed pairs),
+  on curves smoothed over a window — what Fig 5's speed rows and figure read.
 
 For runs r with curves :math:`y_r(t)`, starts :math:`y_r(0)` and lowest values
 :math:`m_r = \min_t y_r(t)`, the common target is one level for every run,
@@ -36,7 +38,8 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
-__all__ = ["T90", "loss_window", "moving_average", "first_reach", "drop_level", "RunTimes", "Times", "run_times"]
+__all__ = ["T90", "loss_window", "moving_average", "first_reach", "drop_level", "RunTimes", "Times", "run_times",
+           "seed_times"]
 
 #: The fraction of the drop that t₉₀ and the common target stand at.
 T90 = 0.9
@@ -113,3 +116,14 @@ def run_times(curves: Mapping[Hashable, tuple[Any, Any]], fraction: float = T90)
         out[k] = RunTimes(float(y[0]), float(y.min()), None if target is None else first_reach(s, y, target),
                           first_reach(s, y, drop_level(y[0], y.min(), fraction)) if own > 0 else None)
     return Times(target, out)
+
+
+def seed_times(curves: Mapping[tuple[float, int], tuple[Any, Any]], window: int, fraction: float = T90) -> list[dict]:
+    """One dict per run (λ, seed) of ``curves`` ({(λ, seed): (steps, values)}): ``lam``, ``seed``, the
+    seed's common ``target`` and the run's :class:`RunTimes` fields — :func:`run_times` over the λ of
+    each seed, on the values smoothed by :func:`moving_average` over ``window`` points."""
+    out = []
+    for seed in sorted({k[1] for k in curves}):
+        got = run_times({k: (s, moving_average(y, window)) for k, (s, y) in curves.items() if k[1] == seed}, fraction)
+        out += [{"lam": lam, "seed": seed, "target": got.target, **vars(t)} for (lam, _), t in got.runs.items()]
+    return out

@@ -32,7 +32,7 @@ from villani.claims.paper import (PAPER_D, PAPER_LAMBDAS, PAPER_LR, PAPER_NOISE_
 from villani.claims.price import DESIGNS, needs_scale
 from villani.claims.registry import ARITHMETIC, FINDINGS, Measured, claim
 from villani.claims.verdict import Region
-from villani.convergence import loss_window, moving_average, run_times
+from villani.convergence import loss_window, seed_times
 from villani.io.results import training_log
 from villani.plan.paper_lambda import paper_equivalent
 from villani.plan.runs import run_beta, runs, variant_params
@@ -42,20 +42,15 @@ from villani.stats import correlation_interval, exact_value, proportion_interval
 def loss_times(ctx: Context) -> tuple[pd.DataFrame, tuple[str, ...]]:
     r"""Per learned AdamW run: λ, seed, the seed's common target ℓ*, the run's start and lowest
     smoothed training loss, its steps to ℓ* (``to_common``) and to 90% of its own drop
-    (``to_own``, t₉₀) — :func:`villani.convergence.run_times` over the λ of each seed (the
-    target is common to the λ a seed pairs), on the training loss smoothed over
-    :func:`~villani.convergence.loss_window` steps; and the runs left out (not learned)."""
+    (``to_own``, t₉₀) — :func:`villani.convergence.seed_times` (the target is common to the λ a
+    seed pairs), on the training loss smoothed over :func:`~villani.convergence.loss_window`
+    steps; and the runs left out (not learned)."""
     rs = list(runs(ctx.params, ("adamw",)))
     keys, excl = ctx.learned(pd.DataFrame([{"variant": "adamw", "lam": r.lam, "seed": r.seed} for r in rs]))
     kept = set(zip(keys["lam"], keys["seed"]))
-    window = loss_window(int(ctx.params["train"]["steps"]))
     logs = {(r.lam, r.seed): training_log(ctx.params, r, ctx.root) for r in rs if (r.lam, r.seed) in kept}
-    rows = []
-    for seed in sorted({s for _, s in logs}):
-        got = run_times({k: (g["step"], moving_average(g["loss"], window)) for k, g in logs.items() if k[1] == seed})
-        rows += [{"lam": lam, "seed": seed, "target": got.target, **vars(t)} for (lam, _), t in got.runs.items()]
-    cols = ["lam", "seed", "target", "start", "lowest", "to_common", "to_own"]
-    return pd.DataFrame(rows, columns=cols), excl
+    rows = seed_times({k: (g["step"], g["loss"]) for k, g in logs.items()}, loss_window(int(ctx.params["train"]["steps"])))
+    return pd.DataFrame(rows, columns=["lam", "seed", "target", "start", "lowest", "to_common", "to_own"]), excl
 
 
 def _speed(ctx: Context, column: str, what: str) -> Measured:

@@ -30,13 +30,13 @@ import pandas as pd
 
 from villani.claims.context import Context, Where, after_start, arithmetic, fmt, join, left_out_note, none, run_codes
 from villani.claims.paper import APPB_THETA, PAPER_D, PAPER_LAMBDAS, PAPER_S
-from villani.claims.pooled import (pooled_correlation_interval, pooled_r, simpson_decomposition,
-                                  strength_difference_interval, stratified_correlation_interval)
+from villani.claims.pooled import (pooled_correlation_interval, pooled_r, strength_difference_interval,
+                                  stratified_correlation_interval)
 from villani.claims.registry import ARITHMETIC, FINDINGS, PAPER, Claim, Measured, claim, claim_family
 from villani.claims.verdict import Region
 from villani.plan.paper_lambda import paper_equivalent
 from villani.plan.runs import variant_lambdas, variant_params, variants
-from villani.stats import correlation_interval, fit_slope
+from villani.stats import correlation_interval, fit_slope, simpson_decomposition
 
 OTHER_RULES = ("adam_l2", "langevin")
 

@@ -16,8 +16,8 @@ within each λ with the spread of the λ's means — Simpson's paradox, where a 
 stratum (−λd moves every checkpoint of one λ alike; over-decay raises its perplexity) sets the
 sign. :func:`stratified_correlation_interval` takes each stratum's pooled r on Fisher's scale,
 averages them, z̄ = mean_g atanh r_pool(g), and jackknifes z̄ over the clusters (seeds, each
-holding a run in every stratum); :func:`simpson_decomposition` splits the pooled r exactly
-into its within- and between-strata parts.
+holding a run in every stratum); :func:`villani.stats.simpson_decomposition` splits the
+pooled r exactly into its within- and between-strata parts.
 
 A difference of correlation *strength* between two groups (Fig 7: λ = 10⁻² against 0) is
 atanh|r_a| − atanh|r_b| (its sign is that of R²_a − R²_b), jackknifed over the clusters that
@@ -31,7 +31,6 @@ checkpoint noise: ``tests/claims/test_coverage_pooled.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -39,8 +38,8 @@ from scipy import stats as _sps
 
 from villani.intervals import R_CLIP, Interval, pearson_r
 
-__all__ = ["pooled_r", "jackknife", "pooled_correlation_interval", "stratified_correlation_interval", "Simpson",
-           "simpson_decomposition", "strength_difference_interval"]
+__all__ = ["pooled_r", "jackknife", "pooled_correlation_interval", "stratified_correlation_interval",
+           "strength_difference_interval"]
 
 
 def pooled_r(x: Any, y: Any) -> float | None:
@@ -128,48 +127,3 @@ def stratified_correlation_interval(x: Any, y: Any, strata: Any, clusters: Any, 
     back = (lambda v: None if v is None else float(np.tanh(v)))
     return Interval(back(est), back(lo), back(hi), float(confidence), int(xs.size), k, None if lo is None else k - 1,
                     method)
-
-
-@dataclass(frozen=True)
-class Simpson:
-    r"""The pooled r of x and y split by strata g (means x̄_g, ȳ_g; grand means x̄, ȳ):
-
-    .. math:: r_{pool} = \underbrace{\frac{\sum_g\sum_{i\in g}(x_i-\bar x_g)(y_i-\bar y_g)}{S}}_{\text{within}}
-              + \underbrace{\frac{\sum_g n_g(\bar x_g-\bar x)(\bar y_g-\bar y)}{S}}_{\text{between}},
-              \qquad S = \sqrt{\textstyle\sum_i (x_i-\bar x)^2 \sum_i (y_i-\bar y)^2};
-
-    ``r_within`` is the correlation of the deviations from the strata's means, ``r_between`` the
-    n-weighted correlation of the strata's means, ``x_between_share`` the fraction of x's sum of
-    squares that lies between strata."""
-
-    pooled: float | None
-    within: float | None
-    between: float | None
-    r_within: float | None
-    r_between: float | None
-    x_between_share: float | None
-
-
-def simpson_decomposition(x: Any, y: Any, strata: Any) -> Simpson:
-    """:class:`Simpson` of x and y by ``strata`` (``None`` parts where a sum of squares is 0).
-
-    >>> d = simpson_decomposition([0, 1, 10, 11], [1, 2, -9, -8], ["a", "a", "b", "b"])
-    >>> round(d.within + d.between - d.pooled, 12), d.r_within, d.r_between
-    (0.0, 1.0, -1.0)
-    """
-    xs, ys, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(strata)
-    codes = np.unique(g, return_inverse=True)[1].ravel()
-    n = np.bincount(codes).astype(float)
-    xm, ym = (np.bincount(codes, v) / n for v in (xs, ys))
-    dx, dy = xs - xm[codes], ys - ym[codes]
-    bx, by = xm - xs.mean(), ym - ys.mean()
-    w = {k: float(np.sum(a * b)) for k, (a, b) in {"xy": (dx, dy), "xx": (dx, dx), "yy": (dy, dy)}.items()}
-    b = {k: float(np.sum(n * a * c)) for k, (a, c) in {"xy": (bx, by), "xx": (bx, bx), "yy": (by, by)}.items()}
-    total = math.sqrt((w["xx"] + b["xx"]) * (w["yy"] + b["yy"]))
-
-    def ratio(num, den):
-        return None if not den > 0 else float(num / den)
-
-    return Simpson(ratio(w["xy"] + b["xy"], total), ratio(w["xy"], total), ratio(b["xy"], total),
-                   ratio(w["xy"], math.sqrt(w["xx"] * w["yy"])), ratio(b["xy"], math.sqrt(b["xx"] * b["yy"])),
-                   ratio(b["xx"], w["xx"] + b["xx"]))
