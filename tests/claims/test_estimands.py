@@ -73,11 +73,15 @@ def _row(p, root, cid):
     return got, verdict(got.interval, c.region), c.table
 
 
+def _pair(tree, paper_id, finding_id):
+    """The paper's row and the finding beside it, (Measured, verdict) each; their tables checked."""
+    (a, va, ta), (b, vb, tb) = (_row(*tree, cid) for cid in (paper_id, finding_id))
+    assert (ta, tb) == ("paper", "findings")
+    return a, va, b, vb
+
+
 def test_time_to_a_common_target_and_own_t90_disagree_and_the_paper_row_is_the_common_target(tree):
-    p, root = tree
-    common, v_common, table = _row(p, root, "fig5_faster_with_lam")
-    own, v_own, own_table = _row(p, root, "fig5_t90_own_minimum")
-    assert (table, own_table) == ("paper", "findings")
+    common, v_common, own, v_own = _pair(tree, "fig5_faster_with_lam", "fig5_t90_own_minimum")
     # a larger λ reaches the common level later: the paper's "convergence accelerates" is refuted here
     assert common.interval.estimate > 0 and v_common == "refuted", common.note
     # ... while t₉₀ to its own (higher) floor comes sooner: the finding says so, and is no claim of the paper
@@ -86,10 +90,8 @@ def test_time_to_a_common_target_and_own_t90_disagree_and_the_paper_row_is_the_c
 
 
 def test_stratified_direction_is_within_lam_and_the_pooled_one_is_a_simpson_finding(tree):
+    within, v_within, pooled, v_pooled = _pair(tree, "fig7_direction_within_lam", "fig7_pooled_direction")
     p, root = tree
-    within, v_within, table = _row(p, root, "fig7_direction_within_lam")
-    pooled, v_pooled, pooled_table = _row(p, root, "fig7_pooled_direction")
-    assert (table, pooled_table) == ("paper", "findings")
     assert within.interval.estimate > 0 and v_within == "refuted", within.note
     assert pooled.interval.estimate < 0 and v_pooled == "supported", pooled.note
     ctx = Context(p, root)
