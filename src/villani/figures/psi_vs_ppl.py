@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from villani.collapse import baseline_ppl, beats_baseline
 from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, variant_label, variant_style, wrap
@@ -106,7 +107,8 @@ def draw_simpson(ax_pool, ax_within, a: pd.DataFrame, col: str, span: float) -> 
     ax_within.set(xlabel="Ψ_s − its λ's mean", ylabel="perplexity − its λ's mean")
     for ax in (ax_pool, ax_within):
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
-    ax_pool.legend(fontsize=7, loc="best", title="lines: least squares\nper λ; dashed: pooled", title_fontsize=7)
+    ax_pool.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.1, 1.0), title="lines: least squares\nper λ; "
+                   "dashed: pooled", title_fontsize=7)
 
 
 def draw_group(ax, d: pd.DataFrame, row, col: str, steps: np.ndarray, span: float) -> None:
@@ -119,6 +121,7 @@ def draw_group(ax, d: pd.DataFrame, row, col: str, steps: np.ndarray, span: floa
     size = 8 + 50 * (d["step"].to_numpy(float) - steps.min()) / span
     ax.scatter(d[col], d["val_ppl"], s=size, color=c, marker=st["marker"], alpha=0.9, edgecolors="white", lw=0.4)
     ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+    ax.xaxis.set_major_locator(MaxNLocator(4))
     ci = ("" if row.r_ci_low is None or pd.isna(row.r_ci_low)
           else f" [{fmt_num(row.r_ci_low, 2)}, {fmt_num(row.r_ci_high, 2)}]")
     ax.set_title(f"{lam_label(lam)}, {variant_label(variant)}" + (f"\nnot learned: {row.runs - row.runs_learned} of {row.runs} runs"
