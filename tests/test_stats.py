@@ -272,3 +272,21 @@ def test_run_proportion_interval_counts_runs_that_hold_at_every_checkpoint():
     iv = S.run_proportion_interval(ok, [0, 0, 0, 1, 1, 1, 2, 2, 2])
     ref = S.proportion_interval(2, 3)
     assert (iv.estimate, iv.low, iv.high, iv.units, iv.n) == (2 / 3, ref.low, ref.high, 3, 9)
+
+
+def test_simpson_decomposition_splits_the_pooled_r_exactly():
+    """Pooled r = within-strata part + between-strata part; r_within is the r of the deviations
+    from the strata's means, r_between the n-weighted r of the means (Fig 7 pooled over λ)."""
+    from villani.stats import simpson_decomposition
+
+    rng = np.random.default_rng(4)
+    g = np.repeat([0, 1, 2], [5, 7, 9])
+    x = rng.normal(size=g.size) - 50.0 * g          # −λd: each stratum shifted down
+    y = 0.8 * x + 200.0 * g + rng.normal(size=g.size)  # within: y rises with x; between: falls
+    d = simpson_decomposition(x, y, g)
+    assert d.pooled == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert d.within + d.between == pytest.approx(d.pooled)
+    dev = [v - np.array([v[g == k].mean() for k in range(3)])[g] for v in (x, y)]
+    assert d.r_within == pytest.approx(np.corrcoef(*dev)[0, 1]) and d.r_within > 0.5
+    assert d.pooled < 0 and d.between < 0 < d.within and d.r_between == pytest.approx(-1.0, abs=1e-3)
+    assert d.x_between_share > 0.99

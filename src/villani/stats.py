@@ -11,6 +11,8 @@
   removed: an exponent at fixed λ (Fig 4's and Fig 8's ‖θ‖ exponents);
 - :func:`fit_cost_model` — y ≈ a + b·x with a, b ≥ 0 in relative error (Fig 10's cost of
   one HVP vs model dimension);
+- :func:`simpson_decomposition` — a pooled correlation split into its within- and
+  between-strata parts (Fig 7 pooled over λ: Simpson's paradox);
 - :func:`pearson_r`, :func:`spearman_rho` and the intervals of the claims ledger live in
   :mod:`villani.intervals` (each with a coverage test) and are importable from here.
 
@@ -40,6 +42,8 @@ __all__ = [
     "within_slope",
     "CostFit",
     "fit_cost_model",
+    "Simpson",
+    "simpson_decomposition",
     "pearson_r",
     "spearman_rho",
     "Interval",
@@ -397,3 +401,48 @@ def fit_cost_model(x: Any, y: Any) -> CostFit:
     fitted = a + b * xs
     return CostFit(fixed=float(a), per_unit=b, max_rel_residual=float(np.max(np.abs(fitted / ys - 1.0))),
                    n=int(xs.size))
+
+
+@dataclass(frozen=True)
+class Simpson:
+    r"""The pooled r of x and y split by strata g (means x̄_g, ȳ_g; grand means x̄, ȳ):
+
+    .. math:: r_{pool} = \underbrace{\frac{\sum_g\sum_{i\in g}(x_i-\bar x_g)(y_i-\bar y_g)}{S}}_{\text{within}}
+              + \underbrace{\frac{\sum_g n_g(\bar x_g-\bar x)(\bar y_g-\bar y)}{S}}_{\text{between}},
+              \qquad S = \sqrt{\textstyle\sum_i (x_i-\bar x)^2 \sum_i (y_i-\bar y)^2};
+
+    ``r_within`` is the correlation of the deviations from the strata's means, ``r_between`` the
+    n-weighted correlation of the strata's means, ``x_between_share`` the fraction of x's sum of
+    squares that lies between strata."""
+
+    pooled: float | None
+    within: float | None
+    between: float | None
+    r_within: float | None
+    r_between: float | None
+    x_between_share: float | None
+
+
+def simpson_decomposition(x: Any, y: Any, strata: Any) -> Simpson:
+    """:class:`Simpson` of x and y by ``strata`` (``None`` parts where a sum of squares is 0).
+
+    >>> d = simpson_decomposition([0, 1, 10, 11], [1, 2, -9, -8], ["a", "a", "b", "b"])
+    >>> round(d.within + d.between - d.pooled, 12), d.r_within, d.r_between
+    (0.0, 1.0, -1.0)
+    """
+    xs, ys, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(strata)
+    codes = np.unique(g, return_inverse=True)[1].ravel()
+    n = np.bincount(codes).astype(float)
+    xm, ym = (np.bincount(codes, v) / n for v in (xs, ys))
+    dx, dy = xs - xm[codes], ys - ym[codes]
+    bx, by = xm - xs.mean(), ym - ys.mean()
+    w = {k: float(np.sum(a * b)) for k, (a, b) in {"xy": (dx, dy), "xx": (dx, dx), "yy": (dy, dy)}.items()}
+    b = {k: float(np.sum(n * a * c)) for k, (a, c) in {"xy": (bx, by), "xx": (bx, bx), "yy": (by, by)}.items()}
+    total = math.sqrt((w["xx"] + b["xx"]) * (w["yy"] + b["yy"]))
+
+    def ratio(num, den):
+        return None if not den > 0 else float(num / den)
+
+    return Simpson(ratio(w["xy"] + b["xy"], total), ratio(w["xy"], total), ratio(b["xy"], total),
+                   ratio(w["xy"], math.sqrt(w["xx"] * w["yy"])), ratio(b["xy"], math.sqrt(b["xx"] * b["yy"])),
+                   ratio(b["xx"], w["xx"] + b["xx"]))

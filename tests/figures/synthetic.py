@@ -31,6 +31,9 @@ from villani.stats import fit_slope, predicted_cv, sample_stats
 D = 136_832
 VOCAB = 512
 TRAIN_TOKENS = 183_456
+#: The corpus's unigram validation perplexity in stats.json: below the Langevin arm's final
+#: perplexity (≈ 210 at 24 steps) and above every other run's (≤ 160): that arm did not learn.
+UNIGRAM_PPL = 180.0
 
 
 def _write_json(path: Path, obj) -> None:
@@ -61,6 +64,7 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
         "name": ds, "seq_len": seq_len, "vocab_size": VOCAB,
         "splits": {"train": {"tokens": TRAIN_TOKENS, "blocks": TRAIN_TOKENS // seq_len},
                    "validation": {"tokens": 9_800, "blocks": 153}, "test": {"tokens": 9_700, "blocks": 151}},
+        "baselines": {"unigram": {"val_ppl": UNIGRAM_PPL, "val_loss": math.log(UNIGRAM_PPL)}},
     })
     for run in runs(params):
         rng = np.random.default_rng(zlib.crc32(f"{run.variant}/{run.lam}/{run.seed}".encode()))

@@ -99,24 +99,38 @@ def test_fig4_csv_holds_the_eigenvalues(rendered):
     np.testing.assert_allclose(got, m["top_eigenvalues"])
 
 
-def test_fig5_envelope_only_where_its_hypotheses_hold(rendered):
+def test_fig5_envelope_over_every_run_that_learned(rendered):
     p, root, _ = rendered
     df = _csv(root, "fig5_training_curves")
     bounds = json.loads((layout.fmt(layout.BOUNDS_DIR, root, dataset=p["data"]["name"]) / "bounds.json").read_text())
     env = df[df["series"] == "envelope"]
-    # the AdamW runs fail Theorem 2's update-rule hypothesis: only the Langevin arm gets an envelope
-    assert set(env["variant"]) == {"langevin"}
-    seed_rows = [r for r in bounds["rows"] if r["variant"] == "langevin" and r["step"] == 0]
-    # eq. (41) as printed at T = 0 with F* = 0: λ·F₀ + ηLσ²/4, below F₀ (violated) for λ < 1
+    # AdamW λ = 0.01 learned (its Theorem 2 hypotheses fail: drawn as the paper draws it); the Langevin
+    # arm's final perplexity is above the unigram model's (synthetic.UNIGRAM_PPL): no envelope
+    assert set(env["variant"]) == {"adamw"} and set(env["lam"]) == {0.01}
+    seed_rows = [r for r in bounds["rows"] if r["variant"] == "adamw" and r["lam"] == 0.01 and r["step"] == 0]
+    assert all(r["envelope_status"] != "ok" for r in seed_rows)
+    # eq. (41) as printed at T = 0 with F* = 0: λ·F₀ + ηLσ²/4, below F₀ for λ < 1
     hand = np.mean([0.01 * r["f0"] + r["eta"] * r["smoothness_L"] * r["sigma_sq"] / 4 for r in seed_rows])
     e0 = env[env["step"] == 0]["envelope_paper"].iloc[0]
     assert e0 == pytest.approx(hand, rel=1e-9)
     assert e0 < min(r["f0"] for r in seed_rows)
-    assert all(r["envelope_check"] == "violated" for r in seed_rows)
     training = df[df["series"] == "training"]
     assert set(training["variant"]) == {"adamw", "langevin"}
     gap = df[df["series"] == "measured_gap"]
     assert set(gap["variant"]) == {"adamw", "langevin"} and (gap["lam"] > 0).all()
+    assert (gap[gap["variant"] == "langevin"]["n_learned"] == 0).all()
+
+
+def test_fig5_times_to_the_seeds_common_target(rendered):
+    p, root, _ = rendered
+    df = _csv(root, "fig5_training_curves")
+    t = df[df["series"] == "time_to_target"]
+    assert len(t) == len(p["train"]["lambdas"]) * len(p["train"]["seeds"])  # every learned AdamW run
+    for seed, g in t.groupby("seed"):
+        assert g["target"].nunique() == 1  # one target for the λ of a seed
+        assert (g["lowest"] < g["target"]).all() and (g["to_common"] <= p["train"]["steps"]).all()
+        worst = g.loc[g["lowest"].idxmax()]
+        assert worst["to_common"] == worst["to_own"]  # the highest floor's run reaches ℓ* at its own t₉₀
 
 
 def test_fig6_shows_the_kl_bound_and_no_bound_whose_hypotheses_fail(rendered):
@@ -131,23 +145,17 @@ def test_fig6_shows_the_kl_bound_and_no_bound_whose_hypotheses_fail(rendered):
     assert got["pac_bayes_status"].str.startswith("n/a: KL bound = ").all()
 
 
-def test_fig7_csv_holds_psi_and_perplexity(rendered):
+def test_fig7_csv_holds_psi_and_perplexity_after_step_0(rendered):
     p, root, _ = rendered
     df = _csv(root, "fig7_psi_vs_ppl")
-    m = _measure(root, p, 0.0, 0, 0)
-    row = df[(df["lam"] == 0.0) & (df["seed"] == 0) & (df["step"] == 0)].iloc[0]
+    assert (df["step"] > 0).all()  # every correlation leaves each run's initialisation out
+    step = checkpoint_steps(p["train"])[1]
+    m = _measure(root, p, 0.0, 0, step)
+    row = df[(df["lam"] == 0.0) & (df["seed"] == 0) & (df["step"] == step)].iloc[0]
     assert row["psi_s=1.0"] == pytest.approx(m["psi_s"]["1.0"])
     assert row["val_ppl"] == pytest.approx(m["val_ppl"])
-    # the signed association per (variant, λ), with its interval
-    g = df[(df["variant"] == "adamw") & (df["lam"] == 0.0)]
-    assert g["pearson_r"].iloc[0] == pytest.approx(np.corrcoef(g["psi_s=1.0"], g["val_ppl"])[0, 1])
-    # the ledger's statistic: Pearson r within each run, pooled over seeds on Fisher's z scale
-    from villani.stats import correlation_interval
-
-    iv = correlation_interval(g["psi_s=1.0"], g["val_ppl"], g["seed"], kind="pearson")
-    assert g["r_within_runs"].iloc[0] == pytest.approx(iv.estimate) and g["r_ci_low"].iloc[0] == pytest.approx(iv.low)
-    assert not df["collapsed"].any()
-    assert set(df["variant"]) == {"adamw", "langevin"}
+    langevin = df[df["variant"] == "langevin"]
+    assert (langevin["runs_learned"] == 0).all() and (df[df["variant"] == "adamw"]["runs_learned"] == 2).all()
 
 
 def test_fig8_csv_holds_the_samples(rendered):

@@ -22,6 +22,7 @@ import pandas as pd
 from villani.claims.registry import Measured
 from villani.collapse import BASELINE_RULE, baseline_ppl, beats_baseline, is_collapsed
 from villani.io.results import bounds_frame, data_stats, measurements, rays_table, vocabulary
+from villani.io.tables import after_start
 from villani.plan.paper_lambda import LambdaMatch, match
 from villani.psi import psi_column
 from villani.stats import Interval, exact_value, seed_interval
@@ -46,13 +47,6 @@ class Where(str):
 
     def __add__(self, other: str) -> "Where":
         return Where(str(self) + other, self.variant, self.lams)
-
-
-def after_start(df: pd.DataFrame) -> pd.DataFrame:
-    """The checkpoints after each run's first: a correlation over checkpoints leaves out step 0,
-    where every run is its initialisation (perplexity ≈ V, the same θ at every λ)."""
-    first = df.groupby(["variant", "lam", "seed"])["step"].transform("min")
-    return df[df["step"] > first].reset_index(drop=True)
 
 
 def by_lam_text(df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None]) -> str:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from villani.bounds.table import format_row, format_value
 from villani.bounds.theory import guideline_checks
+from villani.convergence import first_reach
 from villani.families import config_value, family_of
 from villani.io.results import data_stats, measurements, run_records, train_tokens
 from villani.plan.runs import variant_params
@@ -268,9 +269,9 @@ def efficiency(params: Mapping, root) -> pd.DataFrame:
         hits = []
         for seed, r in d.groupby("seed"):
             r = r.sort_values("step")
-            reached = r[r["val_ppl"] <= target]
-            if len(reached):
-                hits.append(reached.iloc[0])
+            step = first_reach(r["step"], r["val_ppl"], target)
+            if step is not None:
+                hits.append(r[r["step"] == step].iloc[0])
         secs = np.array([float(h["wall_clock_s"]) for h in hits])
         last = d[d["step"] == d["step"].max()]
         rows.append({
