@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from villani.cli import reference
+from villani.cli import build_parser, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_generated_pages_are_current():
-    assert reference.stale_pages(ROOT) == [], "run `villani docs` to regenerate them"
+    assert reference.stale_pages(build_parser(), ROOT) == [], "run `villani docs` to regenerate them"
 
 
 def test_check_names_a_stale_page(tmp_path):
@@ -23,20 +23,19 @@ def test_check_names_a_stale_page(tmp_path):
         (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / page, tmp_path / page)
     (tmp_path / "docs/reference/cli.md").write_text("# Command line\n\nedited by hand\n")
-    assert reference.stale_pages(tmp_path) == ["docs/reference/cli.md"]
+    assert reference.stale_pages(build_parser(), tmp_path) == ["docs/reference/cli.md"]
     out = subprocess.run([sys.executable, "-m", "villani.cli", "docs", "--check"], cwd=tmp_path,
                          capture_output=True, text=True)
     assert out.returncode == 2 and "docs/reference/cli.md" in out.stderr and "villani docs" in out.stderr
     fixed = subprocess.run([sys.executable, "-m", "villani.cli", "docs"], cwd=tmp_path, capture_output=True, text=True)
     assert fixed.returncode == 0, fixed.stderr
-    assert reference.stale_pages(tmp_path) == []
+    assert reference.stale_pages(build_parser(), tmp_path) == []
 
 
 def test_every_parameter_and_command_is_documented():
-    from villani.cli import build_parser
     from villani.plan.params_file import load_schema
 
-    params, cli = reference.parameters_markdown(), reference.cli_markdown()
+    params, cli = reference.parameters_markdown(), reference.cli_markdown(build_parser())
     for group, sub in load_schema()["properties"].items():
         for key in sub.get("properties", {}):
             assert f"`{group}.{key}`" in params

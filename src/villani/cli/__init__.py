@@ -129,7 +129,7 @@ COMMANDS = {
     "claims-report": commands.cmd_claims_report, "metrics": commands.cmd_metrics, "paper": commands.cmd_paper,
     "prune": commands.cmd_prune, "convert-checkpoints": commands.cmd_convert_checkpoints, "diagnose": cmd_diagnose,
     "profile": commands.cmd_profile, "run-lock": commands.cmd_run_lock, "dvc-yaml": commands.cmd_dvc_yaml,
-    "docs": commands.cmd_docs,
+    "docs": lambda args: commands.cmd_docs(args, build_parser()),
 }
 
 

@@ -312,15 +312,15 @@ def cmd_dvc_yaml(args) -> None:
     print(f"wrote {args.output} ({len(dvc_yaml.stages())} stages)")
 
 
-def cmd_docs(args) -> None:
+def cmd_docs(args, parser) -> None:
     from villani.cli import reference
 
     if args.check:
-        stale = reference.stale_pages()
+        stale = reference.stale_pages(parser)
         if stale:
             raise ValueError(f"not current: {', '.join(stale)} (run `villani docs` to regenerate them)")
         print(f"ok: the {len(reference.PAGES) + len(reference.MARKED())} generated pages are current")
         return
-    changed = reference.write_pages()
+    changed = reference.write_pages(parser)
     print(f"wrote {', '.join(changed) if changed else 'nothing new'} "
           f"({len(reference.PAGES) + len(reference.MARKED())} generated pages)")

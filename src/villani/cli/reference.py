@@ -101,11 +101,9 @@ def _own_actions(parser: argparse.ArgumentParser, common: set[str]) -> list[argp
             and not set(a.option_strings) & common and a.help != argparse.SUPPRESS]
 
 
-def cli_markdown() -> str:
-    """The ``villani`` command: the options every subcommand takes, then each subcommand."""
-    from villani.cli import build_parser
-
-    parser = build_parser()
+def cli_markdown(parser: argparse.ArgumentParser) -> str:
+    """The ``villani`` command (``parser``, :func:`villani.cli.build_parser`'s): the options every
+    subcommand takes, then each subcommand."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     top = _own_actions(parser, set())
     common = {flag for a in top for flag in a.option_strings}
@@ -135,9 +133,9 @@ def _catalogue() -> str:
     return catalogue_markdown()
 
 
-#: Whole pages rendered by a function: path (from the repository root) → renderer.
-PAGES: dict[str, Callable[[], str]] = {
-    "docs/reference/parameters.md": parameters_markdown,
+#: Whole pages rendered by a function of the command-line parser: path (from the repository root) → renderer.
+PAGES: dict[str, Callable[[argparse.ArgumentParser], str]] = {
+    "docs/reference/parameters.md": lambda parser: parameters_markdown(),
     "docs/reference/cli.md": cli_markdown,
 }
 
@@ -159,11 +157,12 @@ def _current_marked(text: str, start: str, end: str, body: str) -> bool:
     return 0 <= i < j and text[i + len(start):j].strip("\n") == body.strip("\n")
 
 
-def stale_pages(root: str | Path = ".") -> list[str]:
-    """The generated pages under ``root`` whose text is not what their source renders now."""
+def stale_pages(parser: argparse.ArgumentParser, root: str | Path = ".") -> list[str]:
+    """The generated pages under ``root`` whose text is not what their source renders now
+    (``parser``: the command line's, :func:`villani.cli.build_parser`)."""
     root = Path(root)
     stale = [p for p, render in PAGES.items()
-             if not (root / p).is_file() or (root / p).read_text(encoding="utf-8") != render() + "\n"]
+             if not (root / p).is_file() or (root / p).read_text(encoding="utf-8") != render(parser) + "\n"]
     for p, (start, end, render) in MARKED().items():
         f = root / p
         if not f.is_file() or not _current_marked(f.read_text(encoding="utf-8"), start, end, render()):
@@ -171,13 +170,13 @@ def stale_pages(root: str | Path = ".") -> list[str]:
     return stale
 
 
-def write_pages(root: str | Path = ".") -> list[str]:
+def write_pages(parser: argparse.ArgumentParser, root: str | Path = ".") -> list[str]:
     """Render every generated page under ``root``; returns the pages whose text changed."""
     root = Path(root)
-    changed = stale_pages(root)
+    changed = stale_pages(parser, root)
     for p, render in PAGES.items():
         (root / p).parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(root / p, render() + "\n")
+        atomic.write_text(root / p, render(parser) + "\n")
     for p, (start, end, render) in MARKED().items():
         atomic.replace_marked(root / p, start, end, render())
     return changed
