@@ -47,7 +47,8 @@ def _converges(dataset: str, name: str) -> Measured:
     rest = (v - stable) / (1.0 - stable)
     return arithmetic(v, f"Table III ({TABLE3_DATASETS[dataset]}) mean {mean:g}·10⁸ / (λd = {lam:g}·1.25·10⁸)",
                       f"wrong at any scale: Table III's own mean trace at λ = {lam:g} is {mean:g}·10⁸ = {v:,.0f}·λd "
-                      f"(λd = {lam * PAPER_D:.3g}); the paper's table contradicts 'the trace converges to λd'. The "
+                      f"(λd = {lam * PAPER_D:.3g}); the paper's table contradicts 'the trace converges to λd' (Sec. VI-H's "
+                      "stable phase, which Fig 9 says a stronger λ reaches earlier). The "
                       f"mean is over every checkpoint: for the {100 * stable:.0f}% of them in Fig 9's stable phase "
                       f"(from step {FIG9_PHASES[1]:,} of {PAPER_STEPS:,}) to sit at λd, the others would have to "
                       f"average {rest:,.0f}·λd — and Fig 8's caption puts the converged trace itself at 58·10⁸")
