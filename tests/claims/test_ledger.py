@@ -117,7 +117,7 @@ def test_the_ledger_counts_root_errors_beside_rows(ledger):
     p, root, rows, _ = ledger
     doc = json.loads(open(layout.fmt(layout.CLAIMS_JSON, root, dataset=p["data"]["name"])).read())
     refuted = [i for i, r in rows.items() if r["class"] == ARITHMETIC and r["verdict"] == "refuted"]
-    assert doc["roots"]["rows"] == len(refuted) == 25 and doc["roots"]["errors"] == 16
+    assert doc["roots"]["rows"] == len(refuted) and doc["roots"]["errors"] == len({rows[i]["root"] for i in refuted})
     assert sorted(i for r in doc["roots"]["roots"] for i in r["rows"]) == sorted(refuted)
     assert doc["counts_by_class"][ARITHMETIC][NOT_A_RESULT] == 2
 

@@ -3,7 +3,7 @@ r"""Table I, App. A, Sec. IV-D and Fig 10: the paper's rules and its scaling cla
 - **Table I's rules**, decided by the paper's own numbers (class *arithmetic*): η ≲ λ/(4σ²)
   asks η ≤ 0 at λ = 0 and, with Table I's own noise N(0, 0.05²) per coordinate (σ² = Tr Σ =
   0.05²·d), η ≤ 8·10⁻⁹ at λ = 10⁻²; one ‖θ₀‖ cannot put λ‖θ₀‖² near 10·L(θ₀) for four λ spanning
-  100× (and λ = 0); β⁻¹ = ησ²/(2d) is 10³× below every λ it should "match".
+  100× (and λ = 0); β⁻¹ = ησ²/(2d) is ≥ 400× below every λ it should "match".
 - **Fig 10** (arithmetic): C_LS ≤ s/λ + d/λ² is linear in d, so Theorem 2's time scale at
   d = 10¹² is 5·10¹³× the paper's longest run.
 - **Not a result of the paper** (its text decides; verdict
