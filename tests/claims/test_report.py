@@ -56,6 +56,15 @@ def test_claims_report_writes_both_readme_sections_between_their_markers(ledger,
     assert "| `fig7_direction_adamw_lam0p01` | measured here | refuted" in sens
     arith = [i for i, r in rows.items() if r["class"] == "arithmetic" and r["verdict"] == "refuted"]
     assert arith and all(f"`{i}`" in wrong for i in arith)
+    # rows counted beside the independent errors they rest on, each row under its root
+    count = f"{len(arith)} rows, {len({rows[i]['root'] for i in arith})} independent errors"
+    assert "| not a result of the paper | rows |" in report and f"Arithmetic refutations: {count}" in report
+    assert f"{count}, each claim under the error it rests on" in wrong
+    k0 = wrong.split("**`eq52_K0_d_sized`** (4 rows)")[1].split("**`")[0]
+    assert all(f"`{i}`" in k0 for i in ("fig6_ratio_weak", "fig6_ratio_strong", "fig6_r2", "fig6_tightens_with_lam"))
+    not_reported = report.split("Not a result of the paper")[1].split("###")[0]
+    assert "`fig10_distributed_100b`" in not_reported and "`sec4d_lambda_warmup_sweep`" in not_reported
+    assert "`fig10_distributed_100b`" not in wrong
     assert "**At any scale**" in wrong and f"**At the scale of `{_json(strong, p)}`**" in wrong
 
 

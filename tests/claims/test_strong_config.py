@@ -1,5 +1,5 @@
 """The named strong-treatment configuration (configs/strong.yaml): a decay budget λ·η·T ≥ 1 —
-far beyond the paper's 0.084 — beside the paper's 1e-3 and 1e-2 matched by λ·η·T, 4 seeds,
+far beyond the paper's 0.069 — beside the paper's 1e-3 and 1e-2 matched by λ·η·T, 4 seeds,
 AdamW only; a complete parameter document (DVC finds every key it reads) whose DAG builds
 (the README's command, as a dry run)."""
 

@@ -27,7 +27,7 @@ from villani.plan.paper_lambda import LambdaMatch, match
 from villani.psi import psi_column
 from villani.stats import Interval, exact_value, seed_interval
 
-__all__ = ["Context", "Where", "none", "run_codes", "after_start", "arithmetic", "ANY_SCALE"]
+__all__ = ["Context", "Where", "none", "run_codes", "after_start", "arithmetic", "not_a_result", "ANY_SCALE"]
 
 #: Where an arithmetic row is "measured": the paper's own numbers.
 ANY_SCALE = "the paper's own numbers (any scale)"
@@ -71,6 +71,13 @@ def arithmetic(value: float, how: str, note: str) -> Measured:
     """A number computed from the paper's inputs (:mod:`villani.claims.paper`): the point interval
     [v, v] (:func:`villani.stats.exact_value`) with ``how`` it was computed, and the row's note."""
     return Measured(exact_value(float(value), "arithmetic on the paper's numbers: " + how), ANY_SCALE, note)
+
+
+def not_a_result(where: str, note: str) -> Measured:
+    """A sentence of the paper that announces an experiment or a capability it never reports:
+    no statistic, the verdict *not a result of the paper* (``where``: the paper's text that
+    decides it; ``note``: what the paper says and does not)."""
+    return Measured(None, f"the paper's text: {where}", note, reported=False)
 
 
 def none(reason: str, where: str, *, match_: LambdaMatch | None = None, testable: bool = True,

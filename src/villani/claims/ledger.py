@@ -1,7 +1,8 @@
 r"""``villani claims``: one row per quantitative claim of the paper, with our statistic, its
-confidence interval, a verdict, its class and — for the measured ones — a power plan and the
-family-wise verdict, and the premises it rests on (``rests_on``; ``void`` names the failed ones,
-:mod:`villani.claims.chain`): ``results/claims/{dataset}.csv`` (the paper's claims),
+confidence interval, a verdict, its class, the root error of an arithmetic refutation
+(:mod:`villani.claims.roots`), the premises it rests on (``rests_on``; ``void`` names the failed ones,
+:mod:`villani.claims.chain`) and — for the measured ones — a power plan and the family-wise verdict:
+``results/claims/{dataset}.csv`` (the paper's claims),
 ``results/claims/{dataset}_findings.csv`` (our findings, never counted as the paper's) and
 ``results/claims/{dataset}.json`` (both tables with every number, the counts by class ×
 verdict, the multiplicity summary and the treatment the runs applied).
@@ -28,7 +29,8 @@ from villani.claims import chain, power
 from villani.claims.context import Context
 from villani.claims.multiplicity import decision_p, family
 from villani.claims.registry import CLASSES, FINDINGS, MEASURED, PAPER, Claim, Measured, claims, row_class
-from villani.claims.verdict import CODES, INCONCLUSIVE, UNTESTABLE, unit_verdict, verdict
+from villani.claims.roots import root_of, summary
+from villani.claims.verdict import CODES, INCONCLUSIVE, NOT_A_RESULT, UNTESTABLE, unit_verdict, verdict
 from villani.io import atomic
 from villani.io.records import write_sealed
 from villani.io.results import record_inputs
@@ -39,12 +41,14 @@ __all__ = ["COLUMNS", "claim_row", "claim_rows", "ledger", "write_claims"]
 
 COLUMNS = ("id", "class", "source", "paper_statement", "paper_value", "statistic", "claimed_region", "estimate",
            "ci_low", "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
-           "our_budget", "runs_left_out", "verdict", "p_value", "p_holm", "verdict_holm",
+           "our_budget", "runs_left_out", "verdict", "root", "p_value", "p_holm", "verdict_holm",
            "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "seeds_to_decide", "seeds_80pct",
            "decided_by", "price_gpu_h", "rests_on", "void", "note")
 
 
 def _verdict(c: Claim, got: Measured) -> str:
+    if not got.reported:
+        return NOT_A_RESULT
     if not got.testable:
         return UNTESTABLE
     if got.units:
@@ -74,18 +78,18 @@ def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
 def claim_row(c: Claim, got: Measured, ctx: Context | None = None) -> dict[str, Any]:
     """The row (:data:`COLUMNS`) of one claim and what its computation returned."""
     iv, mt = got.interval, got.match
-    note = got.note
+    note, cls, v = got.note, row_class(c, got), _verdict(c, got)
     if iv is not None and (iv.low is None or iv.high is None) and got.testable:
         note = (note + "; " if note else "") + "no interval: " + iv.method.rsplit("— no interval: ", 1)[-1]
     row = {
-        "id": c.id, "class": row_class(c, got), "table": c.table, "source": c.source, "paper_statement": c.statement,
+        "id": c.id, "class": cls, "table": c.table, "source": c.source, "paper_statement": c.statement,
         "paper_value": c.paper_value, "statistic": c.statistic, "claimed_region": c.region.text,
         "estimate": None if iv is None else iv.estimate, "ci_low": None if iv is None else iv.low,
         "ci_high": None if iv is None else iv.high, "confidence": None if iv is None else iv.confidence,
         "ci_method": "" if iv is None else iv.method, "measured_on": str(got.measured_on),
         "paper_lambda": None if mt is None else mt.paper, "our_lambda": None if mt is None else mt.ours,
         "paper_budget": None if mt is None else mt.paper_budget, "our_budget": None if mt is None else mt.our_budget,
-        "runs_left_out": len(got.excluded), "verdict": _verdict(c, got),
+        "runs_left_out": len(got.excluded), "verdict": v, "root": root_of(c.id, cls, v),
         "decided_by": got.decides, "price_gpu_h": got.price_gpu_h,
         "note": note if mt is None or mt.ours is not None else (note or mt.text()),
     }
@@ -117,7 +121,7 @@ def counts(rows: list[dict]) -> dict:
 
 def ledger(params: Mapping, root=layout.RESULTS) -> dict:
     """The JSON document: the paper's claims and our findings (each with its counts and Holm
-    summary) and the treatment the AdamW runs applied between the smallest and largest λ."""
+    summary), the arithmetic refutations' root errors (:func:`villani.claims.roots.summary`) and the treatment the AdamW runs applied between the smallest and largest λ."""
     ctx = Context(params, root)
     rows, fams, premises = _rows(ctx)
     paper = [r for r in rows if r["table"] == PAPER]
@@ -125,7 +129,7 @@ def ledger(params: Mapping, root=layout.RESULTS) -> dict:
     lams = [float(x) for x in params["train"]["lambdas"]]
     return {"dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts(paper)["verdicts"],
             "counts_by_class": counts(paper)["by_class"], "counts_void": chain.void_counts(paper, CLASSES),
-            "premises": premises, "multiplicity": fams[PAPER], "claims": paper,
+            "premises": premises, "roots": summary(paper), "multiplicity": fams[PAPER], "claims": paper,
             "findings": {"counts": counts(found)["verdicts"], "multiplicity": fams[FINDINGS], "rows": found},
             "treatment": dict(power.treatment(ctx.m, "adamw", lams)) if len(lams) > 1 else {}, "scale": scale(ctx)}
 

@@ -11,7 +11,9 @@ A claim's computation takes a :class:`~villani.claims.context.Context` and retur
 :class:`Measured`: the interval of its statistic (``None``: no statistic, the note says
 why), where it was measured, the paper-λ match it used, and optionally one interval per
 independent *unit* (a ray): then the verdict is per unit (:func:`villani.claims.verdict.unit_verdict`).
-``testable=False`` marks a claim that this scale cannot decide (the note says what would).
+``testable=False`` marks a claim that this scale cannot decide (the note says what would);
+``reported=False`` a sentence of the paper that announces what it never reports (verdict
+:data:`~villani.claims.verdict.NOT_A_RESULT`; the note quotes where the paper says so).
 
 **Class.** A claim declares its *basis*: :data:`ARITHMETIC` (decided from the paper's own
 numbers, definitions and equations — :mod:`villani.claims.paper` — at any scale, before any
@@ -65,6 +67,7 @@ class Measured:
     decides: str = ""
     price_gpu_h: float | None = None
     p_value: float | None = None
+    reported: bool = True
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ Every number is read from ledger JSONs (``results/claims/{dataset}.json``, writt
 2. **the treatment** the main ledger's runs applied — the change of ‖θ‖² and of validation
    perplexity between its smallest and largest λ against the between-seed SD of that
    perplexity — and what it means for λ-claims;
-3. **wrong at any scale** (arithmetic, refuted) and **consistent** (arithmetic, supported);
+3. **wrong at any scale** (arithmetic, refuted), counted against the independent errors they
+   rest on and listed under them (:mod:`villani.claims.roots`), **consistent** (arithmetic,
+   supported) and **not a result of the paper** (what it announces and never reports);
 4. **measured here**: the decisive rows with the scale they are about, the Holm statement
    over the measured rows, and the power plan — which claims this design can never decide
    and which a stated number of seeds would;
@@ -30,8 +32,8 @@ from typing import Mapping, Sequence
 
 from villani.claims.chain import premises_text
 from villani.claims.registry import ARITHMETIC, CLASSES, MEASURED, NEEDS_SCALE
-from villani.claims.text import fmt_row, num, scale_text
-from villani.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
+from villani.claims.text import by_root, fmt_row, num, roots_count, scale_text
+from villani.claims.verdict import INCONCLUSIVE, NOT_A_RESULT, REFUTED, SUPPORTED, VERDICTS
 from villani.claims.wrong import WRONG_END, WRONG_START, wrong
 from villani.io import atomic
 from villani.io.records import check, check_sealed
@@ -45,7 +47,7 @@ def load(path: str | Path) -> dict:
     """A ledger JSON (one-line error naming the file when it is not one, or when it was
     changed after `villani claims` wrote it: its ``record_sha256``)."""
     doc = check("claims", atomic.read_json(path, "claims ledger"), path)
-    for key in ("claims", "counts_by_class", "findings", "scale", "multiplicity"):
+    for key in ("claims", "counts_by_class", "roots", "findings", "scale", "multiplicity"):
         if key not in doc:
             raise ValueError(f"{path}: {key}: missing (a ledger of `villani claims` at this version has it; rerun "
                              "`villani claims`)")
@@ -69,12 +71,12 @@ def treatment_text(doc: Mapping) -> str:
 
 
 def _counts_table(doc: Mapping) -> list[str]:
-    verdicts = (SUPPORTED, REFUTED, INCONCLUSIVE, "untestable")
-    out = ["| class | " + " | ".join(verdicts) + " | rows |", "|---" * (len(verdicts) + 2) + "|"]
+    out = ["| class | " + " | ".join(VERDICTS) + " | rows |", "|---" * (len(VERDICTS) + 2) + "|"]
     for k in CLASSES:
         c = doc["counts_by_class"][k]
-        out.append(f"| {k} | " + " | ".join(str(c[v]) for v in verdicts) + f" | {sum(c.values())} |")
-    return out
+        out.append(f"| {k} | " + " | ".join(str(c[v]) for v in VERDICTS) + f" | {sum(c.values())} |")
+    return out + ["", f"Arithmetic refutations: {roots_count(doc)} (one error can refute several claims; "
+                      "`root` column, docs/claims.md)."]
 
 
 def _power_lines(rows: Sequence[Mapping]) -> list[str]:
@@ -104,9 +106,11 @@ def _main_section(doc: Mapping) -> list[str]:
            f"{len(doc['findings']['rows'])} findings of ours (counted apart).", ""]
     out += _counts_table(doc) + ["", treatment_text(doc), ""] + premises_text(doc)
     out += ["### Wrong at any scale (the arithmetic)", ""]
-    out += [fmt_row(r) for r in by[ARITHMETIC] if r["verdict"] == REFUTED] or ["- none"]
+    out += [f"{roots_count(doc)}, each row under the error it rests on:", ""] + (by_root(doc) or ["- none"])
     out += ["", "Consistent by the paper's own numbers:", ""]
     out += [fmt_row(r) for r in by[ARITHMETIC] if r["verdict"] == SUPPORTED] or ["- none"]
+    out += ["", "Not a result of the paper (announced, never reported — nothing to test):", ""]
+    out += [fmt_row(r) for r in rows if r["verdict"] == NOT_A_RESULT] or ["- none"]
     out += ["", "### Measured here", "", scale_text(doc), ""]
     decided = [r for r in by[MEASURED] if r["verdict"] in (SUPPORTED, REFUTED)]
     out += [fmt_row(r) + f" **{r['verdict']}** (Holm: {r.get('verdict_holm') or 'no p-value'})." for r in decided]

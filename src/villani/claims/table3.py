@@ -7,7 +7,8 @@ tests PTB's: :func:`villani.claims.paper.table3_for`); the other half's rows *ne
 trace magnitude also needs the paper's λd/tr ∇²F (:func:`villani.claims.trace.transfer`).
 
 Fig 9's phases (initial 0–5k steps, transition to 35k, stable after; of the PTB run's
-84,000) are tested as fractions of training, where our checkpoints resolve them.
+69,297 — 40 epochs × 887k tokens / 512, :data:`villani.plan.paper_lambda.PAPER_STEPS`) are
+tested as fractions of training, where our checkpoints resolve them.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def fig9_stabilises(ctx: Context) -> Measured:
 
 def _phase_end(ctx: Context, within: float, paper_step: int) -> Measured:
     """Per seed: the step from which the CV stays within ``within`` of its last value, as a
-    fraction of training, at the λ matched to 10⁻³ (the paper's: ``paper_step``/84,000)."""
+    fraction of training, at the λ matched to 10⁻³ (the paper's: ``paper_step``/69,297)."""
     mt = ctx.match("middle")
     m, excl = ctx.rows("adamw", [mt.ours])
     steps = int(ctx.params["train"]["steps"])
@@ -157,9 +158,10 @@ def _phase_end(ctx: Context, within: float, paper_step: int) -> Measured:
     return priced(ctx, got, transfer(ctx, m, "middle"), what="the CV at 60 checkpoints per run")
 
 
-for _cid, _what, _within, _tol, _i in (("fig9_initial_phase_5k", "The initial high-variance phase ends at ≈ 5k steps "
-                                        "(of 84k)", 0.5, 0.5, 0),
-                                       ("fig9_stable_phase_35k", "The CV is stable from ≈ 35k steps (of 84k)", 0.1,
+_OF = f"(of {PAPER_STEPS / 1000:.0f}k)"
+for _cid, _what, _within, _tol, _i in (("fig9_initial_phase_5k", f"The initial high-variance phase ends at ≈ 5k steps "
+                                        f"{_OF}", 0.5, 0.5, 0),
+                                       ("fig9_stable_phase_35k", f"The CV is stable from ≈ 35k steps {_OF}", 0.1,
                                         0.25, 1)):
     claim(_cid, "Fig 9", _what, f"{FIG9_PHASES[_i] / PAPER_STEPS:.3f} of training",
           f"per seed: first step from which the CV stays within {100 * _within:g}% of its last value / steps trained, "

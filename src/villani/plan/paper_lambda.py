@@ -5,9 +5,13 @@ per step, so over T steps at peak learning rate η the total shrinkage is govern
 
 .. math:: B = \lambda\,\eta\,T .
 
-The paper's GPT-Neo-125M runs use η = 10⁻⁴ and T = 84,000 steps (Table I), so its
-λ ∈ {0, 10⁻⁴, 10⁻³, 10⁻²} are the budgets B ∈ {0, 8.4·10⁻⁴, 8.4·10⁻³, 8.4·10⁻²}. Our λ that
-*is* the paper's λ_p under a run's own η and T is
+The paper's PTB runs use η = 10⁻⁴ (Table I's middle learning rate) for T steps, where T is
+not printed: Table I gives 40 epochs and a batch of 512 tokens, Table II 887k PTB tokens, so
+
+.. math:: T = \frac{40 \cdot 887{,}000}{512} = 69{,}296.9 \approx 69{,}297 ,
+
+and its λ ∈ {0, 10⁻⁴, 10⁻³, 10⁻²} are the budgets B ∈ {0, 6.93·10⁻⁴, 6.93·10⁻³, 6.93·10⁻²}
+(η·T = 6.93). Our λ that *is* the paper's λ_p under a run's own η and T is
 
 .. math:: \lambda = \lambda_p \cdot \frac{\eta_{\text{paper}} T_{\text{paper}}}{\eta\,T},
 
@@ -17,10 +21,12 @@ the paper's (λ = 0 only to λ = 0). Each update rule has its own η (Langevin's
 (:func:`villani.plan.runs.variant_params`). A claim about the paper's λ_p is tested only at
 a matched λ; where none is matched the claim says so (:func:`match`).
 
->>> round(equivalent_lambda(1e-2, lr=3e-3, steps=240), 4)     # 1e-2 · 8.4 / 0.72
-0.1167
->>> paper_equivalent(0.12, lr=3e-3, steps=240) == 0.12 * 0.72 / 8.4
-True
+>>> PAPER_STEPS
+69297
+>>> round(equivalent_lambda(1e-2, lr=3e-3, steps=240), 4)     # 1e-2 · 6.9297 / 0.72
+0.0962
+>>> round(paper_equivalent(0.12, lr=3e-3, steps=240), 5)      # 0.12 · 0.72 / 6.9297
+0.01247
 """
 
 from __future__ import annotations
@@ -31,11 +37,14 @@ from typing import Mapping
 
 from villani.plan.runs import variant_lambdas, variant_params, variants
 
-__all__ = ["PAPER_LR", "PAPER_STEPS", "PAPER_LAMBDAS", "TOLERANCE", "LambdaMatch", "decay_budget",
+__all__ = ["PAPER_LR", "PAPER_STEPS", "PAPER_EPOCHS", "PAPER_PTB_TOKENS", "PAPER_TOKENS_PER_STEP", "PAPER_LAMBDAS", "TOLERANCE", "LambdaMatch", "decay_budget",
            "paper_equivalent", "equivalent_lambda", "match", "mapping_table"]
 
-#: The paper's peak learning rate and number of steps (Table I; PTB runs).
-PAPER_LR, PAPER_STEPS = 1e-4, 84_000
+#: Table I: 40 epochs on PTB, a batch of 512 tokens; Table II: PTB has 887k tokens.
+PAPER_EPOCHS, PAPER_TOKENS_PER_STEP, PAPER_PTB_TOKENS = 40, 512, 887_000
+#: The paper's peak learning rate (Table I's middle one) and its PTB runs' steps, derived from
+#: the numbers it states (the paper prints no step count): 40 · 887,000 / 512 = 69,296.9.
+PAPER_LR, PAPER_STEPS = 1e-4, round(PAPER_EPOCHS * PAPER_PTB_TOKENS / PAPER_TOKENS_PER_STEP)
 #: The paper's λ values by name (the names the claims use).
 PAPER_LAMBDAS = {"zero": 0.0, "weak": 1e-4, "middle": 1e-3, "strong": 1e-2}
 #: Our λ matches the paper's when the decay budgets differ by less than this factor.
@@ -72,7 +81,7 @@ class LambdaMatch:
     steps: int
 
     def text(self) -> str:
-        """``paper λ = 1e-02 ↔ ours 0.12 (λ·η·T 0.084 vs 0.0864)`` for a claim row."""
+        """``paper λ = 1e-02 ↔ ours 0.12 (λ·η·T 0.0693 vs 0.0864)`` for a claim row."""
         if self.ours is None:
             want = equivalent_lambda(self.paper, lr=self.lr, steps=self.steps)
             return (f"paper λ = {self.paper:g} (λ·η·T = {self.paper_budget:.3g}) has no match among our {self.variant} "

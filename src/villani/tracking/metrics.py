@@ -94,7 +94,7 @@ def claims_metrics(params: Mapping, root) -> dict:
         return {}
     doc = claims_ledger(params, root)
     out = {c["id"]: CODES[c["verdict"]] for c in doc["claims"]}
-    out.update({f"n_{v}": sum(c["verdict"] == v for c in doc["claims"]) for v in CODES})
+    out.update({f"n_{v.replace(' ', '_')}": sum(c["verdict"] == v for c in doc["claims"]) for v in CODES})
     return {"claims": out}
 
 
