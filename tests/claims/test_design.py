@@ -97,6 +97,17 @@ def test_each_link_of_the_chain_changes_one_factor():
     assert list(ds[2].params.train.lambdas) == [0.0, 0.01]  # 0.002's budget has no counterpart
 
 
+def test_the_chain_runs_either_way_and_refuses_designs_with_no_runs_in_common():
+    p, q = _params(MAIN), _params(OTHER)
+    back = chain(q, p)  # the main design is the larger: narrowed first, the other's rules added last
+    assert [d.factor for d in back] == ["", "λ grid", "seeds", "training", "λ", "update rules"]
+    assert back[-1].params == p and list(back[3].params.train.langevin.lambdas) == []
+    with pytest.raises(ValueError, match="no runs in common"):
+        chain(p, _params({**OTHER, "train": {**OTHER["train"], "seeds": [5, 6]}}))
+    with pytest.raises(ValueError, match="no λ with the λ·η·T"):
+        chain(_params({"train": {"lambdas": [0.5], "langevin": {"lambdas": []}}}), q)
+
+
 def test_a_design_reads_the_same_files_as_its_tree(two_designs):
     """Restricting λ and seeds reads the tree's own runs: the full design's ledger through the chain
     is the one `villani claims` wrote; a narrower design's bounds rows are its runs'."""

@@ -14,7 +14,8 @@ before in **one** factor, every one computed from runs that exist (nothing is tr
    key its file changes (the link names them: warm-up, checkpoints, …); its λ differ from the
    main design's only so that λ·η·T stays the same;
 5. *seeds* — the other design's seeds;
-6. *λ* — the other design's remaining λ, one at a time, smallest first.
+6. *λ* — the other design's remaining λ, one at a time, smallest first;
+7. *update rules* — the variants the other design runs and the main one does not.
 
 A design reads the results tree of its parameter set with λ and seeds restricted: result
 paths and the training digest hold no λ list and no seed list (:mod:`villani.plan.digest`),
@@ -136,51 +137,68 @@ def _main_side(main: Params, other: Params, name: str) -> list[Design]:
     if drop or (any(main["train"]["sweep"].values()) and not any(other["train"]["sweep"].values())):
         cur = _with(cur, {**{f"train.{a}.lambdas": [] for a in drop}, "train.sweep.lr": [],
                           "train.sweep.warmup_steps": []})
-        out.append(Design(f"{name}, AdamW only" if not variants_left(cur) else f"{name}, shared rules", cur, main,
+        out.append(Design(f"{name}, AdamW only" if not _rules_left(cur) else f"{name}, shared rules", cur, main,
                           "update rules", "left out: " + ", ".join(drop or ["the sweep arms"])))
     keep = [x for x in _lams(cur) if any(_same_budget(cur, x, other, y) for y in _lams(other))]
+    if not keep:
+        raise ValueError(f"{other['data']['name']}: no λ with the λ·η·T of any of {name}'s ({_lam_text(cur, _lams(cur))})"
+                         ": no chain of one factor at a time between them")
     if keep != _lams(cur):
         gone = [x for x in _lams(cur) if x not in keep]
         cur = _with(cur, {"train.lambdas": keep})
         out.append(Design(f"{name}, matched λ", cur, main, "λ grid",
                           f"left out λ {_lam_text(main, gone)} (no λ of the other design has its λ·η·T)"))
     seeds = [s for s in cur["train"]["seeds"] if s in other["train"]["seeds"]]
+    if not seeds:
+        raise ValueError(f"{other['data']['name']}: no runs in common with {name} (seeds "
+                         f"{list(other['train']['seeds'])} against {list(cur['train']['seeds'])}): no chain of one "
+                         "factor at a time between them")
     if seeds != list(cur["train"]["seeds"]):
         cur = _with(cur, {"train.seeds": seeds})
         out.append(Design(f"{name}, shared seeds", cur, main, "seeds", f"seeds {', '.join(map(str, seeds))}"))
     return out
 
 
-def variants_left(p: Mapping) -> list[str]:
+def _rules_left(p: Mapping) -> list[str]:
     """The update rules beside AdamW a parameter set still runs."""
     return [a for a in ARMS if p["train"][a]["lambdas"]]
 
 
-def chain(main: Params, other: Params) -> list[Design]:
-    """The designs from ``main`` to ``other``, one factor per link (module docstring)."""
-    a, b = main["data"]["name"], other["data"]["name"]
-    out = [Design(a, main, main)]
-    out += _main_side(main, other, a)
-    cur = out[-1].params
+def _other_side(cur: Params, other: Params, name: str) -> list[Design]:
+    """Links 4–7: the other design's runs at ``cur``'s budgets and seeds (and only the update rules
+    ``cur`` runs), then its seeds, each further λ, and its further update rules."""
     pairs = [(x, next(y for y in _lams(other) if _same_budget(cur, x, other, y))) for x in _lams(cur)]
-    seeds = list(cur["train"]["seeds"])
-    start = _with(other, {"train.lambdas": [y for _, y in pairs], "train.seeds": seeds})
+    seeds = list(cur["train"]["seeds"])  # the main side kept only λ and seeds the other design has
+    extra = [a for a in ARMS if other["train"][a]["lambdas"] and not cur["train"][a]["lambdas"]]
+    start = _with(other, {"train.lambdas": [y for _, y in pairs], "train.seeds": seeds,
+                          **{f"train.{a}.lambdas": [] for a in extra}})
     lam_change = "; ".join(f"λ {x:g} → {y:g} (λ·η·T {_budget(cur, x):.2g} → {_budget(start, y):.2g})"
                            for x, y in pairs if x != y)
-    land = f"landscape λ {list(cur['landscape']['lambdas'])} → {list(start['landscape']['lambdas'])}"
-    what = "; ".join(x for x in (_changed(cur, start), lam_change, land) if x)
-    out.append(Design(f"{b}, λ {', '.join(f'{y:g}' for _, y in pairs)}, seeds {', '.join(map(str, seeds))}",
-                      start, other, "training", what))
+    lands = [list(p["landscape"]["lambdas"]) for p in (cur, start)]
+    land = f"landscape λ {lands[0]} → {lands[1]}" if lands[0] != lands[1] else ""
+    lam_names = ", ".join(f"{y:g}" for _, y in pairs)
+    out = [Design(f"{name}, λ {lam_names}, seeds {', '.join(map(str, seeds))}", start, other, "training",
+                  "; ".join(x for x in (_changed(cur, start), lam_change, land) if x))]
     if list(other["train"]["seeds"]) != seeds:
-        cur = _with(start, {"train.seeds": list(other["train"]["seeds"])})
-        out.append(Design(f"{b}, λ {', '.join(f'{y:g}' for _, y in pairs)}, all seeds", cur, other, "seeds",
-                          f"seeds {', '.join(map(str, seeds))} → {', '.join(map(str, other['train']['seeds']))}"))
+        out.append(Design(f"{name}, λ {lam_names}, all seeds", _with(start, {"train.seeds": list(other["train"]["seeds"])}),
+                          other, "seeds", f"seeds {', '.join(map(str, seeds))} → "
+                                          f"{', '.join(map(str, other['train']['seeds']))}"))
     have = [y for _, y in pairs]
     for lam in sorted(x for x in _lams(other) if x not in have):
-        have = sorted(have + [lam])
-        cur = _with(out[-1].params, {"train.lambdas": [x for x in _lams(other) if x in have]})
-        out.append(Design(f"{b}, + λ {lam:g}", cur, other, "λ", f"λ {lam:g} added (λ·η·T {_budget(other, lam):.2g})"))
+        have.append(lam)
+        out.append(Design(f"{name}, + λ {lam:g}", _with(out[-1].params, {"train.lambdas": [
+            x for x in _lams(other) if x in have]}), other, "λ", f"λ {lam:g} added (λ·η·T {_budget(other, lam):.2g})"))
+    if extra:
+        out.append(Design(f"{name}, + {', '.join(extra)}", other, other, "update rules", f"added: {', '.join(extra)}"))
     return out
+
+
+def chain(main: Params, other: Params) -> list[Design]:
+    """The designs from ``main`` to ``other``, one factor per link (module docstring); a one-line
+    error when they share no seed or a λ of one has no budget in the other."""
+    out = [Design(main["data"]["name"], main, main)]
+    out += _main_side(main, other, main["data"]["name"])
+    return out + _other_side(out[-1].params, other, other["data"]["name"])
 
 
 def _treatments(ctx: Context) -> dict:
@@ -221,7 +239,7 @@ def design_doc(d: Design, root) -> dict:
     measured = [r for r in doc["claims"] if r["class"] == MEASURED]
     return {"name": d.name, "factor": d.factor, "change": d.change, "dataset": d.params["data"]["name"],
             "lambdas": _lams(d.params), "budgets": [_budget(d.params, x) for x in _lams(d.params)],
-            "seeds": list(t["seeds"]), "steps": int(t["steps"]), "variants": ["adamw", *variants_left(d.params)],
+            "seeds": list(t["seeds"]), "steps": int(t["steps"]), "variants": ["adamw", *_rules_left(d.params)],
             "treatment": _treatments(ctx), "grid": _grid(ctx),
             "measured": {v: sum(r["verdict"] == v for r in measured) for v in ("supported", "refuted",
                                                                                "inconclusive")},

@@ -8,7 +8,8 @@ log (a positive ratio) — read from its method (:func:`t_scale`): there it is c
 with c the centre, s the between-unit SD of the statistic and ν = k − 1. s is the SD of the
 statistic *as it is built*: for a contrast within seed (λ against λ = 0 on the same seed, a
 jackknife leaving a seed out of both groups) it is the SD of the paired differences, never the
-SD of either arm.
+SD of either arm. s is itself estimated from the k units (one degree of freedom at 2 seeds), and
+the plan is no surer than it.
 
 **The minimal effect of interest** δ (:func:`min_effect`), on the interval's scale, from the
 claim's region alone:
