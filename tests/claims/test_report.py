@@ -1,18 +1,15 @@
 """`villani claims-report`: the README's "What the data say about the paper" and "Where the paper
 is wrong" written from ledger JSONs — the counts by class × verdict, the treatment, the
 arithmetic, the measured decisions with Holm and the power plan, the needs-scale rows with
-their price, the findings apart, and a second ledger beside the first as a sensitivity
-analysis; a file without markers and a ledger that is not one are one-line errors."""
+their price, the findings apart (the sensitivity chain: tests/claims/test_design.py); a file
+without markers and a ledger that is not one are one-line errors."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from tests.claims.conftest import set_perplexity
-from villani.claims.ledger import write_claims
 from villani.claims.report import END, START
 from villani.claims.wrong import WRONG_END, WRONG_START
 from villani.cli import main
@@ -23,37 +20,22 @@ def _json(root, p):
     return str(layout.fmt(layout.CLAIMS_JSON, root, dataset=p["data"]["name"]))
 
 
-@pytest.fixture(scope="module")
-def strong(ledger, tmp_path_factory):
-    """A second ledger of the same runs whose λ = 0.01 perplexity falls with Ψ_s (a flipped verdict)."""
-    p, root, _, _ = ledger
-    root2 = tmp_path_factory.mktemp("strong") / "results"
-    shutil.copytree(root, root2)
-    set_perplexity(root2, p, "adamw", 0.01, lambda psi, step, seed: 100.0 - 0.05 * psi + 0.05 * (step % 7))
-    write_claims(p, root2)
-    return root2
-
-
-def test_claims_report_writes_both_readme_sections_between_their_markers(ledger, strong, tmp_path):
+def test_claims_report_writes_both_readme_sections_between_their_markers(ledger, tmp_path):
     p, root, rows, found = ledger
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{START}\nold text\n{END}\n\nmiddle\n\n{WRONG_START}\nold wrong\n{WRONG_END}\nafter\n")
-    assert main(["claims-report", "--ledger", _json(root, p), "--sensitivity", _json(strong, p),
-                 "--write", str(readme)]) == 0
+    assert main(["claims-report", "--ledger", _json(root, p), "--write", str(readme)]) == 0
     text = readme.read_text()
     assert "old text" not in text and "old wrong" not in text and text.endswith(f"{WRONG_END}\nafter\n")
     report, wrong = text.split(END)[0], text.split(WRONG_START)[1]
     for part in ("| arithmetic |", "| measured here |", "| needs scale |", "Treatment (tiny, λ·η·T ≤",
                  "### Wrong at any scale", "### Measured here", "Family-wise: Holm over the", "Power plan",
-                 "### Needs scale", "H200 GPU-hours", "### Our findings (not the paper's claims)",
-                 "### Sensitivity:"):
+                 "### Needs scale", "H200 GPU-hours", "### Our findings (not the paper's claims)"):
         assert part in report, part
     assert "`fig9_cv_sqrt_2d_over_M`" in report and "1.98e+03" in report  # √(2·1.25e8/64)
     assert "d = 136,832 parameters" in report and "paper λ = 0.01 ↔ our λ = 0.01" in report
-    findings = report.split("### Our findings")[1].split("### Sensitivity")[0]
+    findings = report.split("### Our findings")[1]
     assert "`fig5_langevin_learns`" in findings and "`fig5_langevin_learns`" not in report.split("### Our findings")[0]
-    sens = report.split("### Sensitivity:")[1]
-    assert "| `fig7_direction_adamw_lam0p01` | measured here | refuted" in sens
     arith = [i for i, r in rows.items() if r["class"] == "arithmetic" and r["verdict"] == "refuted"]
     assert arith and all(f"`{i}`" in wrong for i in arith)
     # rows counted beside the independent errors they rest on, each row under its root
@@ -65,7 +47,7 @@ def test_claims_report_writes_both_readme_sections_between_their_markers(ledger,
     not_reported = report.split("Not a result of the paper")[1].split("###")[0]
     assert "`fig10_distributed_100b`" in not_reported and "`sec4d_lambda_warmup_sweep`" in not_reported
     assert "`fig10_distributed_100b`" not in wrong
-    assert "**At any scale**" in wrong and f"**At the scale of `{_json(strong, p)}`**" in wrong
+    assert "**At any scale**" in wrong and f"**At the scale of `{_json(root, p)}`**" in wrong
 
 
 def test_claims_report_prints_and_reads_the_params_ledger_by_default(ledger, capsys):

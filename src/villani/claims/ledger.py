@@ -42,7 +42,7 @@ __all__ = ["COLUMNS", "claim_row", "claim_rows", "ledger", "write_claims"]
 COLUMNS = ("id", "class", "source", "paper_statement", "paper_value", "statistic", "claimed_region", "estimate",
            "ci_low", "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
            "our_budget", "runs_left_out", "verdict", "root", "p_value", "p_holm", "verdict_holm",
-           "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "seeds_to_decide", "seeds_80pct",
+           "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "min_effect", "seeds_to_decide",
            "decided_by", "price_gpu_h", "rests_on", "void", "note")
 
 
@@ -59,7 +59,7 @@ def _verdict(c: Claim, got: Measured) -> str:
 def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
     """The power columns of a measured row (empty for the other classes)."""
     out = {"p_value": None, "treatment_theta_sq": None, "treatment_val_ppl": None, "seed_sd_val_ppl": None,
-           "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": ""}
+           "seed_sd": None, "min_effect": None, "seeds_to_decide": ""}
     if row_class(c, got) != MEASURED:
         return out
     out["p_value"] = got.p_value if got.p_value is not None else decision_p(got.interval, c.region, got.units)
@@ -68,10 +68,11 @@ def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
     out.update({"treatment_theta_sq": tr.get("delta_theta_sq_rel"), "treatment_val_ppl": tr.get("delta_val_ppl"),
                 "seed_sd_val_ppl": tr.get("seed_sd_val_ppl")})
     pl = power.plan(got.interval, c.region) if not got.units else {
-        "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": "",
+        "seed_sd": None, "min_effect": None, "seeds_to_decide": "",
         "power_note": "per-unit verdicts (each ray's interval is over its probes, not over seeds)"}
-    out.update({"seed_sd": pl["seed_sd"], "seeds_to_decide": pl["seeds_to_decide"] or f"n/a: {pl['power_note']}",
-                "seeds_80pct": pl["seeds_80pct"]})
+    out.update({"seed_sd": pl["seed_sd"], "min_effect": pl["min_effect"],
+                "seeds_to_decide": pl["seeds_to_decide"] or f"n/a: {pl['power_note']}",
+                "power_note": pl["power_note"] if pl["seeds_to_decide"] else ""})
     return out
 
 
@@ -90,6 +91,7 @@ def claim_row(c: Claim, got: Measured, ctx: Context | None = None) -> dict[str, 
         "paper_lambda": None if mt is None else mt.paper, "our_lambda": None if mt is None else mt.ours,
         "paper_budget": None if mt is None else mt.paper_budget, "our_budget": None if mt is None else mt.our_budget,
         "runs_left_out": len(got.excluded), "verdict": v, "root": root_of(c.id, cls, v),
+        "lams": list(getattr(got.measured_on, "lams", ())),
         "decided_by": got.decides, "price_gpu_h": got.price_gpu_h,
         "note": note if mt is None or mt.ours is not None else (note or mt.text()),
     }
@@ -119,10 +121,12 @@ def counts(rows: list[dict]) -> dict:
                          for k in CLASSES}}
 
 
-def ledger(params: Mapping, root=layout.RESULTS) -> dict:
+def ledger(params: Mapping, root=layout.RESULTS, ctx: Context | None = None) -> dict:
     """The JSON document: the paper's claims and our findings (each with its counts and Holm
-    summary), the arithmetic refutations' root errors (:func:`villani.claims.roots.summary`) and the treatment the AdamW runs applied between the smallest and largest λ."""
-    ctx = Context(params, root)
+    summary), the arithmetic refutations' root errors (:func:`villani.claims.roots.summary`) and the
+    treatment the AdamW runs applied between the smallest and largest λ (``ctx``: the results as read
+    for a design of :mod:`villani.claims.design`)."""
+    ctx = ctx or Context(params, root)
     rows, fams, premises = _rows(ctx)
     paper = [r for r in rows if r["table"] == PAPER]
     found = [r for r in rows if r["table"] == FINDINGS]

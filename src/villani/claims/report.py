@@ -17,8 +17,9 @@ Every number is read from ledger JSONs (``results/claims/{dataset}.json``, writt
    and which a stated number of seeds would;
 5. **needs scale**: what would decide each, and its price in GPU-hours;
 6. **our findings**, never counted as the paper's;
-7. with ``--sensitivity``: each further ledger beside the main one — its treatment, and every
-   claim whose verdict differs — a sensitivity analysis of what weight decay does when it acts.
+7. with ``--sensitivity FILE``: another design's parameters (``configs/strong.yaml``) — the chain
+   of designs from the main one to it, one factor per link, every changed verdict attributed to
+   its link's factor (:mod:`villani.claims.sensitivity`), then its treatment and scale.
 
 With ``--write FILE`` the text replaces what lies between :data:`START` and :data:`END` in FILE
 (the README), and "Where the paper is wrong" (:mod:`villani.claims.wrong`) what lies between
@@ -30,8 +31,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from villani.claims import power
 from villani.claims.chain import premises_text
 from villani.claims.registry import ARITHMETIC, CLASSES, MEASURED, NEEDS_SCALE
+from villani.claims.sensitivity import chain_section
 from villani.claims.text import by_root, fmt_row, num, roots_count, scale_text
 from villani.claims.verdict import INCONCLUSIVE, NOT_A_RESULT, REFUTED, SUPPORTED, VERDICTS
 from villani.claims.wrong import WRONG_END, WRONG_START, wrong
@@ -65,9 +68,13 @@ def treatment_text(doc: Mapping) -> str:
     ratio = (f" — the seed spread is {sd / abs(dp):.2g}× the λ effect" if sd and dp else "")
     verdict = ("λ acts visibly at this design" if t.get("lambda_visible") else
                "λ-claims cannot be decided at this design: what λ does is smaller than what the seed does")
+    ci = t.get("paired_ci_val_ppl")
+    paired = ("" if t.get("paired_sd_val_ppl") is None else
+              f" (the same change within each seed — the contrast the within-seed statistics use — has SD "
+              f"{num(t['paired_sd_val_ppl'])}" + (f", 95% CI [{num(ci[0])}, {num(ci[1])}]" if ci else "") + ")")
     return (f"Treatment ({doc['dataset']}, λ·η·T ≤ {s['largest_budget']:.3g}): from λ = {t['lam_low']:g} to "
             f"{t['lam_high']:g} the AdamW runs' final ‖θ‖² changes by {100 * t['delta_theta_sq_rel']:+.1f}% and their "
-            f"validation perplexity by {dp:+.3g}, against a between-seed SD of {num(sd)}{ratio}; {verdict}.")
+            f"validation perplexity by {dp:+.3g}, against a between-seed SD of {num(sd)}{ratio}{paired}; {verdict}.")
 
 
 def _counts_table(doc: Mapping) -> list[str]:
@@ -81,20 +88,21 @@ def _counts_table(doc: Mapping) -> list[str]:
 
 def _power_lines(rows: Sequence[Mapping]) -> list[str]:
     measured = [r for r in rows if r["class"] == MEASURED]
-    never = [r["id"] for r in measured if str(r.get("seeds_to_decide")) == "never"]
     huge = [r["id"] for r in measured if str(r.get("seeds_to_decide", "")).startswith(">")]
-    some = sorted(((int(r["seeds_to_decide"]), r["id"]) for r in measured
+    some = sorted(((int(r["seeds_to_decide"]), r["id"], (r.get("power_note") or "seeds").split()[0]) for r in measured
                    if str(r.get("seeds_to_decide", "")).isdigit()), key=lambda t: t[0])
     why: dict[str, list[str]] = {}
     for r in measured:
         if str(r.get("seeds_to_decide", "")).startswith("n/a"):
             why.setdefault(r["seeds_to_decide"][5:], []).append(f"`{r['id']}`")
     none_ = [f"{', '.join(ids)} ({reason})" for reason, ids in why.items()]
-    return [f"Power plan (seeds at which the observed effect's interval would clear its region's nearest boundary; "
-            f"an experiment there decides about half the time, the `seeds_80pct` column 4 in 5):",
-            f"- never decidable at this design (the effect sits on a boundary): {', '.join(never) or 'none'};",
-            f"- beyond 10⁶ seeds: {', '.join(huge) or 'none'};",
-            "- decidable with: " + (", ".join(f"`{i}` {n}" for n, i in some) or "none") + ";",
+    return [f"Power plan, from each claim's region and not from its estimate (`villani.claims.power`): the units at "
+            f"which a truth one minimal effect of interest from the region's boundary — the region's own tolerance, "
+            f"{100 * power.THRESHOLD_TOLERANCE:g} % of a threshold, a correlation of {power.MIN_CORRELATION:g} for a "
+            f"sign — is decided with probability {power.POWER:g}, at the between-unit SD of the statistic as it is "
+            "built (paired within seed where it pairs):",
+            "- decidable with: " + (", ".join(f"`{i}` {n} {u}" for n, i, u in some) or "none") + ";",
+            f"- beyond 10⁶: {', '.join(huge) or 'none'};",
             f"- nothing to plan from: {'; '.join(none_) or 'none'}."]
 
 
@@ -128,23 +136,27 @@ def _main_section(doc: Mapping) -> list[str]:
     return out
 
 
-def _sensitivity(main: Mapping, other: Mapping) -> list[str]:
-    a = {r["id"]: r for r in main["claims"]}
-    b = {r["id"]: r for r in other["claims"]}
-    flips = [i for i in a if i in b and a[i]["verdict"] != b[i]["verdict"]]
-    out = [f"### Sensitivity: `{other['_path']}` beside `{main['_path']}`", "", treatment_text(other), "",
-           scale_text(other), "", "| claim | class | " + f"{main['dataset']} | {other['dataset']} |", "|---|---|---|---|"]
-    out += [f"| `{i}` | {b[i]['class']} | {a[i]['verdict']} {num(a[i]['estimate'])} | {b[i]['verdict']} "
-            f"{num(b[i]['estimate'])} [{num(b[i]['ci_low'])}, {num(b[i]['ci_high'])}] |" for i in flips]
-    out += ["", f"{len(flips)} of {len(a)} verdicts differ; the other {len(a) - len(flips)} agree."]
-    return out
+def _check_ends(chain: Mapping, main: Mapping, other: Mapping) -> None:
+    """The chain's first and last designs are the two ledgers' own: the same verdicts (one-line
+    error naming the ledger that is not current)."""
+    for doc, d in ((main, chain["designs"][0]), (other, chain["designs"][-1])):
+        diff = [r["id"] for r in doc["claims"] if r["id"] in d["rows"] and d["rows"][r["id"]]["verdict"] != r["verdict"]]
+        if diff:
+            raise ValueError(f"{doc['_path']}: its verdicts differ from those of its design recomputed now "
+                             f"({', '.join(diff[:3])}); rerun `villani claims` for it")
 
 
-def report(main: Mapping, sensitivity: Sequence[Mapping] = ()) -> str:
-    """The section (Markdown) of a ledger, with a sensitivity part per further ledger."""
+def _sensitivity(main: Mapping, other: Mapping, chain: Mapping) -> list[str]:
+    _check_ends(chain, main, other)
+    return chain_section(chain) + ["", treatment_text(other), "", scale_text(other)]
+
+
+def report(main: Mapping, sensitivity: Sequence[Mapping] = (), chains: Sequence[Mapping] = ()) -> str:
+    """The section (Markdown) of a ledger, with a sensitivity part per further ledger and its chain
+    of designs (:func:`villani.claims.design.chain_doc`, one per ledger)."""
     out = _main_section(main)
-    for other in sensitivity:
-        out += [""] + _sensitivity(main, other)
+    for other, chain in zip(sensitivity, chains, strict=True):
+        out += [""] + _sensitivity(main, other, chain)
     return "\n".join(out) + "\n"
 
 
@@ -155,12 +167,13 @@ def _between(text: str, start: str, end: str, body: str, target) -> str:
     return head + start + "\n" + body + end + rest.split(end, 1)[1]
 
 
-def write_report(target: str | Path, main: Mapping, sensitivity: Sequence[Mapping] = ()) -> str:
+def write_report(target: str | Path, main: Mapping, sensitivity: Sequence[Mapping] = (),
+                 chains: Sequence[Mapping] = ()) -> str:
     """Replace the text between :data:`START` and :data:`END` in ``target`` (and between
     "Where the paper is wrong"'s markers when it has them); a one-line error naming the file
     when the report's markers are missing."""
     target = Path(target)
-    text = _between(target.read_text(), START, END, report(main, sensitivity), target)
+    text = _between(target.read_text(), START, END, report(main, sensitivity, chains), target)
     if WRONG_START in text:
         text = _between(text, WRONG_START, WRONG_END, wrong(main, sensitivity), target)
     atomic.write_text(target, text)

@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and 'Where the paper is wrong' from ledgers (printed, or --write FILE between its markers)")
     cr.add_argument("--ledger", metavar="JSON", help="the ledger to report (default: results/claims/<dataset>.json "
                     "of --params)")
-    cr.add_argument("--sensitivity", metavar="JSON", action="append", default=[],
-                    help="a further ledger (e.g. of configs/strong.yaml) shown beside it; repeatable")
+    cr.add_argument("--sensitivity", metavar="FILE", action="append", default=[],
+                    help="another design's parameter file (e.g. configs/strong.yaml, its results under --results): "
+                    "the chain of designs to it, one factor at a time, and its ledger; repeatable")
     cr.add_argument("--write", metavar="FILE", help="replace the text between FILE's claims-report (and paper-wrong) "
                     "markers")
     sub.add_parser("metrics", parents=[common], help="write results/metrics/<dataset>.json (headline numbers) and "

@@ -227,19 +227,42 @@ def cmd_claims(args) -> None:
     print(write_claims(_params(args), root=args.results))
 
 
+def _design_params(args, path: str) -> dict:
+    """The parameters of a further design (``--sensitivity FILE``): FILE over ``--params``, as
+    ``snakemake --configfile FILE`` reads it over params.yaml; one dataset."""
+    from villani.plan.config import ParamsError, dataset_names, dataset_params, load_params
+
+    if str(path).endswith(".json"):
+        raise ParamsError(f"--sensitivity {path}: a ledger; give the other design's parameter file (e.g. "
+                          "configs/strong.yaml): its chain of designs is computed from the results")
+    doc = load_params([*(args.params or ["params.yaml"]), path])
+    names = dataset_names(doc)
+    if len(names) != 1:
+        raise ParamsError(f"--sensitivity {path}: names {len(names)} datasets ({', '.join(names)}); give the file "
+                          "of one design")
+    return dataset_params(doc, names[0])
+
+
 def cmd_claims_report(args) -> None:
+    from villani.claims.design import chain_doc
     from villani.claims.report import load, report, write_report
     from villani.claims.wrong import wrong
+    from villani.io.results import claims_ledger
     from villani.plan import layout
 
+    p = _params(args)
     if args.ledger is None:  # the run's own ledger: also checked against the measurements it names
-        from villani.io.results import claims_ledger
-
-        claims_ledger(_params(args), args.results)
-    path = args.ledger or layout.fmt(layout.CLAIMS_JSON, args.results, dataset=_params(args)["data"]["name"])
-    main, others = load(path), [load(x) for x in args.sensitivity]
-    print(write_report(args.write, main, others) if args.write else report(main, others) + "\n" + wrong(main, others),
-          end="\n")
+        claims_ledger(p, args.results)
+    path = args.ledger or layout.fmt(layout.CLAIMS_JSON, args.results, dataset=p["data"]["name"])
+    main, others, chains = load(path), [], []
+    for f in args.sensitivity:  # each further design: its ledger (checked) and the chain of designs to it
+        q = _design_params(args, f)
+        claims_ledger(q, args.results)
+        others.append(load(layout.fmt(layout.CLAIMS_JSON, args.results, dataset=q["data"]["name"])))
+        chains.append(chain_doc(p, q, args.results, main_name=" + ".join(args.params or ["params.yaml"]),
+                                other_name=f))
+    print(write_report(args.write, main, others, chains) if args.write
+          else report(main, others, chains) + "\n" + wrong(main, others), end="\n")
 
 
 def cmd_metrics(args) -> None:
