@@ -102,10 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
                    "(ckpt/step<t>.safetensors) as Hugging Face folders ckpt/step<t>/")
     _dvc_yaml_parser(sub, common)
-    dc = sub.add_parser("docs", parents=[common], help="write the documentation site's generated pages (parameters, "
-                        "command line, records, claim catalogue) from their sources; --check: exit 2 naming each "
-                        "page that is not current")
-    dc.add_argument("--check", action="store_true", help="check, write nothing")
+    _docs_parser(sub, common)
     for action in sub._choices_actions:  # `villani COMMAND --help` opens with what COMMAND does
         if sub.choices[action.dest].description is None:
             sub.choices[action.dest].description = action.help
@@ -119,6 +116,13 @@ def _dvc_yaml_parser(sub, common) -> None:
                         "file lacks a key DVC reads")
     dy.add_argument("--check", action="store_true", help="check, write nothing")
     dy.add_argument("--output", default="dvc.yaml", metavar="FILE", help="the file (default: dvc.yaml)")
+
+
+def _docs_parser(sub, common) -> None:
+    dc = sub.add_parser("docs", parents=[common], help="write the documentation site's generated pages (parameters, "
+                        "command line, records, claim catalogue) from their sources; --check: exit 2 naming each "
+                        "page that is not current")
+    dc.add_argument("--check", action="store_true", help="check, write nothing")
 
 
 COMMANDS = {
