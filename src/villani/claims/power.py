@@ -6,7 +6,7 @@ disagree, and how many seeds would decide the claim.
 (a positive ratio) — read from its method (:func:`t_scale`): there it is c ± t_{(1+γ)/2, ν}·s/√k
 with c the centre, s the between-unit SD of the statistic and ν = k − 1.
 
-**Seeds to decide.** With the region's boundaries mapped to that scale and δ = |c − b*| the
+**Seeds to decide.** With the region's boundaries mapped to that scale and ``δ = |c − b*|`` the
 distance from the centre to the *nearest* boundary b* (the one that decides: inside the
 region every boundary must be cleared, the nearest last; outside, the nearest first), the
 observed effect's interval at n units clears b* once
