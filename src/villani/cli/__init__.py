@@ -71,9 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("claims", parents=[common], help="write results/claims/<dataset>.csv: a verdict on every claim of "
                    "the paper")
-    cr = sub.add_parser("claims-report", parents=[common], help="the ledgers' report (docs/results.md), 'Where the "
-                        "paper is wrong' (docs/paper-errors.md) and the README's verdict table, from ledgers (printed, "
-                        "or --write FILE … between each file's markers)")
+    cr = sub.add_parser("claims-report", parents=[common], help="docs/results.md, docs/paper-errors.md and the "
+                        "README's verdict table from ledgers (printed, or --write FILE … between each file's markers)")
     cr.add_argument("--ledger", metavar="JSON", help="the ledger to report (default: results/claims/<dataset>.json "
                     "of --params)")
     cr.add_argument("--sensitivity", metavar="JSON", action="append", default=[],
