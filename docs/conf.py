@@ -9,7 +9,7 @@ Python API by autodoc/autosummary from the docstrings). The build needs no netwo
 project = "villani"
 author = "the villani developers"
 copyright = "2026, the villani developers"
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.mathjax"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon", "sphinx.ext.mathjax"]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build"]
@@ -21,3 +21,5 @@ autodoc_member_order = "bysource"
 html_theme = "pydata_sphinx_theme"
 html_title = "villani"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+html_static_path = ["_static"]
+html_css_files = ["villani.css"]

@@ -7,28 +7,28 @@ live here, once:
 **Config keys.** The same quantity has different key names in different families' configs
 (the config classes accept each other's spellings only partly). :data:`CONFIG_KEYS` lists
 the spellings of each quantity; :func:`config_key` picks the one a config uses, else the
-family's own (:data:`FAMILY_KEYS`, else the canonical first spelling):
+family's own (:data:`FAMILY_KEYS`, else the canonical first spelling)::
 
-| quantity | spellings | GPT-Neo | GPT-2 | others (GPT-NeoX, Llama, …) |
-|---|---|---|---|---|
-| ``hidden`` | ``hidden_size``, ``n_embd`` | ``hidden_size`` | ``hidden_size`` | ``hidden_size`` |
-| ``heads`` | ``num_heads``, ``num_attention_heads``, ``n_head`` | ``num_heads`` | ``num_attention_heads`` | ``num_attention_heads`` |
-| ``layers`` | ``num_layers``, ``num_hidden_layers``, ``n_layer`` | ``num_layers`` | ``n_layer`` | ``num_hidden_layers`` |
-| ``mlp`` | ``intermediate_size``, ``n_inner`` | ``intermediate_size`` | ``n_inner`` | ``intermediate_size`` |
-| ``kv_heads`` | ``num_key_value_heads`` | — | — | ``num_key_value_heads`` |
+    | quantity | spellings | GPT-Neo | GPT-2 | others (GPT-NeoX, Llama, …) |
+    |---|---|---|---|---|
+    | hidden | hidden_size, n_embd | hidden_size | hidden_size | hidden_size |
+    | heads | num_heads, num_attention_heads, n_head | num_heads | num_attention_heads | num_attention_heads |
+    | layers | num_layers, num_hidden_layers, n_layer | num_layers | n_layer | num_hidden_layers |
+    | mlp | intermediate_size, n_inner | intermediate_size | n_inner | intermediate_size |
+    | kv_heads | num_key_value_heads | — | — | num_key_value_heads |
 
 (GPT-2's config maps ``hidden_size``/``num_attention_heads`` onto ``n_embd``/``n_head``.)
 
 **Parameter layout.** Names are those of ``model.named_parameters()`` of the family's
 ``*ForCausalLM`` class; :data:`LAYOUTS` holds the patterns that sort them into the
-per-block trace groups of SPEC §2 (:mod:`villani.measure.parameter_groups` applies them):
+per-block trace groups of SPEC §2 (:mod:`villani.measure.parameter_groups` applies them)::
 
-| family (``model_type``) | embeddings | layer ``i`` | attention | mlp | layer norms | final |
-|---|---|---|---|---|---|---|
-| ``gpt_neo`` | ``wte``, ``wpe``, ``lm_head`` | ``h.i`` | ``attn.attention.{q,k,v,out}_proj`` | ``mlp`` | ``ln_1``, ``ln_2`` | ``ln_f`` |
-| ``gpt2`` | ``wte``, ``wpe``, ``lm_head`` | ``h.i`` | ``attn.c_attn`` (qkv), ``attn.c_proj`` (out) | ``mlp`` | ``ln_1``, ``ln_2`` | ``ln_f`` |
-| ``gpt_neox`` | ``embed_in``, ``lm_head`` (``embed_out`` before transformers 5) | ``layers.i`` | ``attention.query_key_value`` (qkv), ``attention.dense`` (out) | ``mlp`` | ``input_layernorm``, ``post_attention_layernorm`` | ``final_layer_norm`` |
-| ``llama`` (also ``mistral``, ``qwen2``, ``gemma``) | ``embed_tokens``, ``lm_head`` | ``layers.i`` | ``self_attn.{q,k,v,o}_proj`` | ``mlp`` | ``input_layernorm``, ``post_attention_layernorm`` | ``norm`` |
+    | family (model_type) | embeddings | layer i | attention | mlp | layer norms | final |
+    |---|---|---|---|---|---|---|
+    | gpt_neo | wte, wpe, lm_head | h.i | attn.attention.{q,k,v,out}_proj | mlp | ln_1, ln_2 | ln_f |
+    | gpt2 | wte, wpe, lm_head | h.i | attn.c_attn (qkv), attn.c_proj (out) | mlp | ln_1, ln_2 | ln_f |
+    | gpt_neox | embed_in, lm_head (embed_out before transformers 5) | layers.i | attention.query_key_value (qkv), attention.dense (out) | mlp | input_layernorm, post_attention_layernorm | final_layer_norm |
+    | llama (also mistral, qwen2, gemma) | embed_tokens, lm_head | layers.i | self_attn.{q,k,v,o}_proj | mlp | input_layernorm, post_attention_layernorm | norm |
 
 No torch, no transformers: a leaf every layer may import.
 """

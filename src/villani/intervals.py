@@ -230,7 +230,7 @@ def probe_combination_interval(samples: Any, coefs: Any, confidence: float = 0.9
                     "per-probe combinations (the same probes at every point), " + iv.method)
 
 
-#: |r| is clipped here before atanh (a run whose points lie exactly on a line).
+#: ``|r|`` is clipped here before atanh (a run whose points lie exactly on a line).
 R_CLIP = 1.0 - 1e-9
 
 

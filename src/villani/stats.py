@@ -89,8 +89,8 @@ class SampleStats:
     - ``std``: sample standard deviation (ddof = 1) — the spread of *one* sample;
     - ``stderr`` = std/√n — the standard deviation of the *mean*;
     - ``ci95``: mean ± t₀.₉₇₅,ₙ₋₁ · stderr (Student t, exact for normal samples);
-    - ``cv`` = std/|mean| — the CV of one sample (Fig 8 histograms, the paper's "CV");
-    - ``rel_stderr`` = stderr/|mean| — the CV of the mean, i.e. the relative error of the
+    - ``cv`` = ``std/|mean|`` — the CV of one sample (Fig 8 histograms, the paper's "CV");
+    - ``rel_stderr`` = ``stderr/|mean|`` — the CV of the mean, i.e. the relative error of the
       estimate; compare it with :func:`predicted_cv` at ``num_probes = n``;
     - ``shapiro_p``: Shapiro–Wilk normality p-value (n >= 3 and not constant).
 
@@ -356,7 +356,7 @@ def within_slope(x: Any, y: Any, clusters: Any) -> float | None:
 
 @dataclass(frozen=True)
 class CostFit:
-    """y ≈ ``fixed`` + ``per_unit``·x, both ≥ 0; ``max_rel_residual`` = max |ŷ/y − 1| over
+    """y ≈ ``fixed`` + ``per_unit``·x, both ≥ 0; ``max_rel_residual`` = max ``|ŷ/y − 1|`` over
     the ``n`` fitted points."""
 
     fixed: float

@@ -21,7 +21,7 @@ from tests.figures.synthetic import build_results
 from villani.bounds.table import write_bounds
 from villani.claims.design import FACTORS, chain, chain_doc, same_data
 from villani.claims.ledger import ledger, write_claims
-from villani.claims.report import END, START
+from villani.claims.report import END, START, VERDICTS_END, VERDICTS_START
 from villani.claims.wrong import WRONG_END, WRONG_START
 from villani.cli import main
 from villani.plan import layout
@@ -40,7 +40,8 @@ OTHER = {"data": {"name": "tinystrong"},
 #: which keys each factor may change between neighbours
 ALLOWED = {"update rules": {"train.langevin.lambdas", "train.sweep.lr", "train.sweep.warmup_steps"},
            "λ grid": {"train.lambdas"}, "seeds": {"train.seeds"}, "λ": {"train.lambdas"}}
-README_COMMAND = "villani claims-report --write README.md --sensitivity configs/strong.yaml"
+README_COMMAND = ("villani claims-report --write README.md docs/results.md docs/paper-errors.md "
+                  "--sensitivity configs/strong.yaml")
 
 
 def _params(over):
@@ -74,7 +75,10 @@ def two_designs(tmp_path_factory, tiny_data_root):
         write_claims(x, root)
     _yaml(top / "params.yaml", p)
     _yaml(top / "configs" / "strong.yaml", q)
-    (top / "README.md").write_text(f"# x\n\n{START}\nold\n{END}\n\n{WRONG_START}\nold\n{WRONG_END}\n")
+    (top / "README.md").write_text(f"# x\n\n{VERDICTS_START}\nold\n{VERDICTS_END}\n")
+    (top / "docs").mkdir()
+    (top / "docs" / "results.md").write_text(f"# Results\n\n{START}\nold\n{END}\n")
+    (top / "docs" / "paper-errors.md").write_text(f"# Errors\n\n{WRONG_START}\nold\n{WRONG_END}\n")
     return top, p, q
 
 
@@ -139,10 +143,11 @@ def test_the_readmes_sensitivity_command_attributes_each_flip_to_its_link(two_de
     """The README prints the command; run as printed in a folder laid out as a checkout."""
     top, p, q = two_designs
     readme = (REPO / "README.md").read_text()
-    assert re.search(rf"^\s+{re.escape(README_COMMAND)}\s*$", readme, re.M), "README: the sensitivity command"
+    assert re.search(rf"^\s*{re.escape(README_COMMAND)}\s*$", readme, re.M), "README: the sensitivity command"
     monkeypatch.chdir(top)
     assert main(README_COMMAND.split()[1:]) == 0
-    text = (top / "README.md").read_text()
+    assert "`results/claims/tinystrong.json`" in (top / "README.md").read_text()  # the verdict table of both
+    text = (top / "docs" / "results.md").read_text() + (top / "docs" / "paper-errors.md").read_text()
     sec = text.split("### Sensitivity, one factor at a time: `params.yaml` → `configs/strong.yaml`")[1]
     for part in ("| 0 | tiny | start |", "**update rules**: left out: langevin", "**λ grid**: left out λ 0.002",
                  "**training**: train.checkpoints.count 4 → 5", "λ 0.01 → 0.004", "**seeds**: seeds 0, 1 → 0, 1, 2",

@@ -1,4 +1,5 @@
-"""The documentation site: its generated pages are current, and it builds with warnings as errors."""
+"""The documentation site: its generated pages are current, it builds with warnings as errors, and
+the README stays a page a newcomer finishes (≤ 250 lines) whose stage table is the stage table's."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def test_check_names_a_stale_page(tmp_path):
     fixed = subprocess.run([sys.executable, "-m", "villani.cli", "docs"], cwd=tmp_path, capture_output=True, text=True)
     assert fixed.returncode == 0, fixed.stderr
     assert reference.stale_pages(build_parser(), tmp_path) == []
+
+
+def test_the_readme_is_short_and_lists_every_stage():
+    from villani.plan.stages import STAGES
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250, "README.md: over 250 lines; move reference material into docs/"
+    for page, text in (("README.md", readme), ("docs/what-is-measured.md",
+                                                (ROOT / "docs" / "what-is-measured.md").read_text(encoding="utf-8"))):
+        rows = [line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `")]
+        assert [r for r in rows if r in STAGES] == list(STAGES), f"{page}: the stage table is not plan/stages.py's"
 
 
 def test_every_parameter_and_command_is_documented():

@@ -1,9 +1,9 @@
-"""Fault injection over the README's commands `villani prune`, `villani diagnose` and
+"""Fault injection over the documented commands `villani prune`, `villani diagnose` and
 `villani train`: killed at a random point, a full disk, a bad input. Every
 file under results/ that was complete before is still there with the same bytes (hashed
 before and after), except what the command is meant to delete; a rerun completes.
 
-One tiny run, trained and measured once per module (the README's order: train, measure,
+One tiny run, trained and measured once per module (the documentation's order: train, measure,
 prune); each test works on its own copy.
 """
 

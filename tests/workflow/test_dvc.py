@@ -31,7 +31,8 @@ from villani.plan.runs import runs
 
 pytestmark = pytest.mark.slow
 
-# The DVC commands of the README's DVC section, run below exactly as printed there.
+# The DVC commands of the documentation's DVC page (docs/running/dvc.md; the README prints some of
+# them), run below exactly as printed there.
 README_COMMANDS = {
     "status": "dvc status",
     "repro": "dvc repro",
@@ -51,7 +52,7 @@ def _git(work, *args):
 
 
 def _sh(cmd: str, work, check=True) -> subprocess.CompletedProcess:
-    """A README command line, through the shell as a user types it."""
+    """A documented command line, through the shell as a user types it."""
     return run(["bash", "-c", cmd], cwd=work, check=check)
 
 
@@ -348,9 +349,12 @@ def test_every_shipped_parameter_file_as_params_yaml_passes_dvc_repro_dry_on_a_f
         out.stdout[-2000:])
 
 
-def test_the_readme_prints_these_dvc_commands():
-    readme = (REPO / "README.md").read_text()
-    assert not [c for c in README_COMMANDS.values() if c not in readme]
+def test_the_documentation_prints_these_dvc_commands_and_no_other():
+    page = (REPO / "docs" / "running" / "dvc.md").read_text()
+    assert not [c for c in README_COMMANDS.values() if c not in page]
+    readme = [line.split("#")[0].strip() for line in (REPO / "README.md").read_text().splitlines()
+              if line.startswith("dvc ")]
+    assert readme and not [c for c in readme if c not in README_COMMANDS.values()], "README: a DVC line no test runs"
 
 
 # --------------------------------------------------------------------------- one tree, two engines at once

@@ -1,6 +1,6 @@
 r"""The derivation chain: which rows test a premise, which rows rest on one, and the void marks.
 
-The paper's theory runs (Sec. III–V)
+The paper's theory runs (Sec. III–V)::
 
     eq. 17 (‖∇L‖ ≤ C₁, ΔL ≤ C₂ at every θ)
       → eq. 18–19, Lemma 4 (Ψ_s ≥ λ²‖θ‖²/(2s) − C₂ − λd for ‖θ‖ ≥ 4C₁/λ), eq. 26, Theorem 1;

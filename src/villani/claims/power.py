@@ -16,10 +16,10 @@ claim's region alone:
 
 - a region with two ends (the paper's value ± a tolerance, [0.4, 0.9]): the distance from its
   centre to the nearer end — the claim's own tolerance;
-- one end b ≠ 0 (a threshold, ≥ 0.8, < 0.03): :data:`THRESHOLD_TOLERANCE` = 25 % of |b|, the
+- one end b ≠ 0 (a threshold, ≥ 0.8, < 0.03): :data:`THRESHOLD_TOLERANCE` = 25 % of ``|b|``, the
   ledger's usual relative tolerance, mapped to the scale (the smaller side where the two differ);
 - a sign (b = 0) on Fisher's z: a correlation of :data:`MIN_CORRELATION` = 0.3, atanh 0.3 = 0.31 —
-  weaker than any the paper reports (its weakest, Fig 7's R² = 0.23 at λ = 0, is |r| = 0.48);
+  weaker than any the paper reports (its weakest, Fig 7's R² = 0.23 at λ = 0, is ``|r|`` = 0.48);
 - a sign on a raw scale: the claim states no size, so there is no effect to plan for (the row
   says so).
 

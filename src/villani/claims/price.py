@@ -12,7 +12,7 @@ with the rates measured on an H200 by ``benchmarks/gpu_check.sh``
 :data:`~villani.measure.cost_model.H200_HVP_S_PER_TOKEN`, 3.40 s per fp32 product of 32,704
 tokens) and K = :data:`PRODUCTS_PER_CHECKPOINT` = 76, the products one checkpoint took on
 the trained default model (the 60-step top-20 Lanczos run plus Stein's probes for a ±2 %
-trace, ``benchmarks/measure.py --mode levers``; README, "What a preset costs"). Start-up and
+trace, ``benchmarks/measure.py --mode levers``; ``docs/running/performance.md``, "What a preset costs"). Start-up and
 validation are not counted; an A100 trains at about the same rate (launch-bound) and runs
 a product ≈ 3.4× slower.
 

@@ -1,4 +1,4 @@
-"""How a ledger row and the run a ledger is about read in prose (the README sections of
+"""How a ledger row and the run a ledger is about read in prose (the generated pages of
 :mod:`villani.claims.report` and :mod:`villani.claims.wrong`)."""
 
 from __future__ import annotations

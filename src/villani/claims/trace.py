@@ -19,7 +19,7 @@ CV estimates, whatever estimator (plain or deflated) our measure stage ran; the 
 
 **What transfers.** CV_F depends on λd/tr ∇²F, and the trace magnitudes on d and the data;
 neither scales with λ·η·T. A claim on them *needs scale* (:func:`priced`: what would decide
-it and its GPU-hours) unless our measured λd/|tr ∇²F| lies within a factor 2 of the paper's
+it and its GPU-hours) unless our measured ``λd/|tr ∇²F|`` lies within a factor 2 of the paper's
 (Table III, PTB: 1.25·10⁵/6.42·10⁸ ≈ 1.9·10⁻⁴ at 10⁻³, 2.1·10⁻⁴ at 10⁻²; 0 at λ = 0). The
 variance of the samples, Var(vᵀ∇²F v) = Var(vᵀ∇²L v), does not involve λd: its claims are
 measured here. Per-seed values are pooled with a t interval over seeds (df = seeds − 1).
@@ -66,7 +66,7 @@ def cv_F(m: pd.DataFrame) -> np.ndarray:
 
 
 def transfer(ctx: Context, m: pd.DataFrame, name: str, dataset: str | None = None) -> str | None:
-    """``None`` when our λd/|tr ∇²F| is within :data:`RATIO_FACTOR` of the paper's (Table III of
+    """``None`` when our ``λd/|tr ∇²F|`` is within :data:`RATIO_FACTOR` of the paper's (Table III of
     ``dataset``, default our corpus's, :func:`villani.claims.paper.table3_for`), else the reason."""
     if m.empty:
         return None
@@ -99,8 +99,8 @@ def phase_rows(m: pd.DataFrame, phase: str) -> pd.DataFrame:
 
 def carried_text(m: pd.DataFrame, cv: np.ndarray) -> str:
     """Where a seed's mean CV over checkpoints comes from when one checkpoint carries more than
-    half of it — a checkpoint whose |tr ∇²F| is near 0 (at λ = 0, the initialisation) makes
-    its CV = SD/|tr ∇²F| explode and the seeds' means differ by that checkpoint alone."""
+    half of it — a checkpoint whose ``|tr ∇²F|`` is near 0 (at λ = 0, the initialisation) makes
+    its ``CV = SD/|tr ∇²F|`` explode and the seeds' means differ by that checkpoint alone."""
     out = []
     for seed, g in m.assign(cv=cv).dropna(subset=["cv"]).groupby("seed"):
         top = g.loc[g["cv"].idxmax()]
@@ -151,7 +151,7 @@ cv_claim("appB_error_below_3pct", "App. A-B/B", "M = 64 probes give < 3% error",
 
 def plain_variance(m: pd.DataFrame) -> np.ndarray:
     """Var(vᵀ∇²L v) of one plain Rademacher sample at each row: 2(‖∇²L‖_F² − Σ(∇²L)_ii²) (SPEC §5),
-    = (CV_F·|tr ∇²F|)² — the same for vᵀ∇²F v, since λI shifts every sample by λd."""
+    = ``(CV_F·|tr ∇²F|)²`` — the same for vᵀ∇²F v, since λI shifts every sample by λd."""
     return (cv_F(m) * m["laplacian_F"].abs().to_numpy(float)) ** 2
 
 

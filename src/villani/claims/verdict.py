@@ -69,7 +69,7 @@ class Region:
 
     @classmethod
     def around(cls, value: float, tol: float, *, relative: bool = False) -> "Region":
-        """[value − tol, value + tol] (``relative``: tol is a fraction of |value|)."""
+        """[value − tol, value + tol] (``relative``: tol is a fraction of ``|value|``)."""
         half = abs(value) * tol if relative else tol
         txt = f"{value:g} ± {100 * tol:g}%" if relative else f"{value:g} ± {tol:g}"
         return cls(value - half, value + half, text=txt)

@@ -1,4 +1,4 @@
-r"""The README's "Where the paper is wrong", generated from ledgers (``villani claims-report``).
+r"""``docs/paper-errors.md``, "Where the paper is wrong", generated from ledgers (``villani claims-report``).
 
 Two parts, every sentence with its number, interval and scale, read from the ledger JSONs:
 
@@ -10,7 +10,7 @@ Two parts, every sentence with its number, interval and scale, read from the led
   says what the run is (d, tokens, steps, seeds, decay budget). A refutation at one scale is
   not one at another: it says what the claim's effect does in that run.
 
-The text goes between :data:`WRONG_START` and :data:`WRONG_END` of the README.
+The text goes between :data:`WRONG_START` and :data:`WRONG_END` of ``docs/paper-errors.md``.
 """
 
 from __future__ import annotations

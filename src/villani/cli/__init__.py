@@ -71,15 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("claims", parents=[common], help="write results/claims/<dataset>.csv: a verdict on every claim of "
                    "the paper")
-    cr = sub.add_parser("claims-report", parents=[common], help="the README's 'What the data say about the paper' "
-                        "and 'Where the paper is wrong' from ledgers (printed, or --write FILE between its markers)")
+    cr = sub.add_parser("claims-report", parents=[common], help="docs/results.md, docs/paper-errors.md and the "
+                        "README's verdict table from ledgers (printed, or --write FILE … between each file's markers)")
     cr.add_argument("--ledger", metavar="JSON", help="the ledger to report (default: results/claims/<dataset>.json "
                     "of --params)")
     cr.add_argument("--sensitivity", metavar="FILE", action="append", default=[],
                     help="another design's parameter file (e.g. configs/strong.yaml, its results under --results): "
                     "the chain of designs to it, one factor at a time, and its ledger; repeatable")
-    cr.add_argument("--write", metavar="FILE", help="replace the text between FILE's claims-report (and paper-wrong) "
-                    "markers")
+    cr.add_argument("--write", metavar="FILE", nargs="+", default=[], help="in each FILE, replace the text between "
+                    "every pair of claims-report, paper-wrong and claims-verdicts markers it has")
     sub.add_parser("metrics", parents=[common], help="write results/metrics/<dataset>.json (headline numbers) and "
                    "results/plots/<dataset>/ (DVC plot data)")
     sub.add_parser("paper", parents=[common], help="render the cross-dataset figures and tables of every dataset "

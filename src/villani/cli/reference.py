@@ -8,9 +8,12 @@ rendered from them, never written by hand:
   default and its description → ``docs/reference/parameters.md``;
 - the command-line parser (:func:`villani.cli.build_parser`): per subcommand what it does and
   every option with its default → ``docs/reference/cli.md``;
-- the record schemas (:mod:`villani.io.record_docs`) → ``docs/reference/records.md`` (between
+- the record schemas (:mod:`villani.io.record_docs`) → ``docs/records.md`` (between
   markers), and the claim catalogue (:func:`villani.claims.registry.catalogue_markdown`) →
-  ``docs/concepts/claims.md`` (between markers).
+  ``docs/claims.md`` (between markers).
+
+The pages written from a run's ledgers (``docs/results.md``, ``docs/paper-errors.md`` and the
+README's verdict table) are ``villani claims-report``'s (:mod:`villani.claims.report`).
 
 ``villani docs --check`` exits 2 naming every page that is not current (the test suite runs it);
 ``villani docs`` rewrites them.

@@ -2,16 +2,16 @@
 
 Ψ_s = ‖∇F‖²/s − tr ∇²F. Each panel draws, against ‖θ‖² (log–log), for every ray (line style per
 ray; the ray through a trained checkpoint thicker): ‖∇F‖²/s = ‖∇L + λθ‖²/s (colour of λ; exact)
-and |tr ∇²F| = |tr ∇²L + λd| (grey; filled squares where tr ∇²F > 0 lowers Ψ_s, open where it
+and ``|tr ∇²F| = |tr ∇²L + λd|`` (grey; filled squares where tr ∇²F > 0 lowers Ψ_s, open where it
 is < 0 and raises it), with a band of ±z·stderr of the Hutchinson estimate of tr ∇²L, Ψ_s's only
 stochastic part. Beside them, straight lines of slope 1 on these axes: the paper's λ²‖θ‖²/s
 (the asymptote of ‖∇F‖²/s, dashed), Lemma 4's λ²‖θ‖²/(2s) (dotted), and each random ray's
 fitted slope b̂ of Ψ_s over its ``rays.fit_points`` largest radii (the rays stage,
-``slopes.json``) as b̂·‖θ‖² over those radii (thick; dashed where b̂ < 0, drawn as |b̂|·‖θ‖²):
+``slopes.json``) as b̂·‖θ‖² over those radii (thick; dashed where b̂ < 0, drawn as ``|b̂|·‖θ‖²``):
 the vertical gap between a fitted line and λ²‖θ‖²/s is the ratio b̂/(λ²/s) the ledger tests, and
 Ψ_s grows by the penalty only where the dashed line reaches the data terms. Nothing is shifted
 and no symlog axis hides a slope: at the paper's λ = 10⁻⁴ the penalty's λ²‖θ‖²/s lies decades
-below ‖∇L‖²/s and |tr ∇²L| along every ray, and the figure shows by how much.
+below ‖∇L‖²/s and ``|tr ∇²L|`` along every ray, and the figure shows by how much.
 
 Each panel's title gives λ²/s and the mean fitted slope over the random rays with the hull of
 the per-ray intervals (:func:`per_ray_intervals`, the claims ledger's: Bonferroni over
@@ -124,7 +124,7 @@ def _positive_log(ax, axis: str = "y") -> None:
 
 
 def draw_terms(ax, d: pd.DataFrame, segs: pd.DataFrame, lam: float, s: float, z: float) -> None:
-    """One λ's panel (module docstring): ‖∇F‖²/s and |tr ∇²F| along every ray, λ²‖θ‖²/s,
+    """One λ's panel (module docstring): ‖∇F‖²/s and ``|tr ∇²F|`` along every ray, λ²‖θ‖²/s,
     λ²‖θ‖²/(2s), and each random ray's fitted b̂·‖θ‖², on log–log axes."""
     for i, (ray, r) in enumerate(d.groupby("ray", sort=False)):
         r = r.sort_values("theta_sq")

@@ -211,8 +211,8 @@ def trace_stats(params: Mapping, root) -> pd.DataFrame:
 
     - ``trace_F_mean`` = mean of tr∇²F = λd + tr∇²L; ``lam_d``; ``trace_L_mean``;
       ``dominant``: the term with the larger magnitude;
-    - ``rel_error`` = mean over checkpoints of stderr/|tr∇²F| (the relative error of the
-      M-probe estimate of tr∇²F); ``rel_error_L`` = the same relative to |tr∇²L|;
+    - ``rel_error`` = mean over checkpoints of ``stderr/|tr∇²F|`` (the relative error of the
+      M-probe estimate of tr∇²F); ``rel_error_L`` = the same relative to ``|tr∇²L|``;
     - ``ci95_low``/``ci95_high`` = mean over checkpoints of the t-interval of tr∇²F
       (λd + the interval of tr∇²L); ``final_*`` the same at the last checkpoint (seed mean).
     """
