@@ -37,7 +37,7 @@ has already curved L; these rows are our findings, not the paper's claims.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -71,8 +71,8 @@ class Slices:
     def count(self) -> int:
         return sum(len(v) for v in self.by_seed.values())
 
-    def per_slice(self, stat: Callable[[pd.DataFrame], float]) -> dict[int, list[float]]:
-        return {s: [float(stat(g)) for g in gs] for s, gs in self.by_seed.items()}
+    def per_slice(self, stat: Callable[[pd.DataFrame], Any]) -> dict[int, list]:
+        return {s: [stat(g) for g in gs] for s, gs in self.by_seed.items()}
 
 
 def _read(ctx: Context, lam: float, kind: str, seeds: set[int] | None) -> Slices | None:
@@ -114,7 +114,8 @@ def _learned_seeds(ctx: Context, lams) -> tuple[set[int], tuple[str, ...]]:
 def _setup(ctx: Context, lams: list[float | None], kind: str = "init") -> Setup:
     m = ctx.match("middle")
     want = [x for x in lams if x is not None]
-    seeds, excluded = _learned_seeds(ctx, want) if kind == "final" else (None, ())
+    computed = kind in ctx.params["landscape"]["centers"]
+    seeds, excluded = _learned_seeds(ctx, want) if kind == "final" and computed else (None, ())
     surf = {x: s for x in want if (s := _read(ctx, x, kind, seeds)) is not None}
     n = min((s.count for s in surf.values()), default=0)
     at = "θ₀ (each seed's step-0 checkpoint)" if kind == "init" else "the trained θ (each seed's last checkpoint)"
@@ -150,9 +151,9 @@ def _mean_over_slices(values: dict[int, list[float]], ctx: Context, what: str) -
 
 def _fraction(flags: dict[int, list[bool]], ctx: Context, what: str) -> tuple[Interval, str]:
     """Clopper–Pearson over every seed's slices; the note gives the count per seed."""
-    k, n = sum(sum(v) for v in flags.values()), sum(len(v) for v in flags.values())
+    k, n = sum(sum(map(bool, v)) for v in flags.values()), sum(len(v) for v in flags.values())
     iv = proportion_interval(k, n, ctx.confidence)
-    per = ", ".join(f"{s}: {sum(v)}/{len(v)}" for s, v in flags.items())
+    per = ", ".join(f"{s}: {sum(map(bool, v))}/{len(v)}" for s, v in flags.items())
     return Interval(iv.estimate, iv.low, iv.high, iv.confidence, iv.n, iv.units, iv.dof,
                     iv.method + f" over {n} slices"), f"{what}: {k}/{n} slices (per seed {per})"
 
