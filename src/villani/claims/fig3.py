@@ -61,11 +61,11 @@ MOST = Region.at_least(0.5, strict=True)
 @dataclass(frozen=True)
 class Slices:
     """The slices of one λ around one kind of centre: seed → its slices (slice 0 first), and
-    seed → the sha256 of its θ₀."""
+    seed → (the sha256 of its θ₀, the seed of its directions)."""
 
     lam: float
     by_seed: dict[int, list[pd.DataFrame]]
-    sha: dict[int, str]
+    centre: dict[int, tuple[str, int]]
 
     @property
     def count(self) -> int:
@@ -82,8 +82,9 @@ def _read(ctx: Context, lam: float, kind: str, seeds: set[int] | None) -> Slices
     except ValueError:
         return None
     by = {s: v for s, v in seed_slices(table, kind).items() if seeds is None or s in seeds}
-    sha = {int(c["seed"]): c["weights_sha256"] for c in meta["centres"] if c["kind"] == kind}
-    return Slices(lam, by, sha) if by else None
+    centre = {int(c["seed"]): (c["weights_sha256"], int(c["direction_seed"])) for c in meta["centres"]
+              if c["kind"] == kind}
+    return Slices(lam, by, centre) if by else None
 
 
 def _isotropy(g: pd.DataFrame) -> float:
@@ -112,6 +113,7 @@ def _learned_seeds(ctx: Context, lams) -> tuple[set[int], tuple[str, ...]]:
 
 
 def _setup(ctx: Context, lams: list[float | None], kind: str = "init") -> Setup:
+    """The slices of ``lams`` (None: the paper's λ has no match) around the centres of ``kind``."""
     m = ctx.match("middle")
     want = [x for x in lams if x is not None]
     computed = kind in ctx.params["landscape"]["centers"]
@@ -159,11 +161,12 @@ def _fraction(flags: dict[int, list[bool]], ctx: Context, what: str) -> tuple[In
 
 
 def _shared(a: Slices, b: Slices) -> str:
-    same = [s for s in a.sha if a.sha.get(s) == b.sha.get(s)]
-    if len(same) == len(a.sha):
+    """Whether two λ's surfaces share each seed's θ₀ (sha256) and directions (their generator's seed)."""
+    other = sorted(s for s in a.centre if a.centre[s] != b.centre.get(s))
+    if not other:
         return (f"λ = {a.lam:g} and {b.lam:g} share θ₀ (sha256) and the directions on every seed: "
                 f"F_{b.lam:g} − F_{a.lam:g} is the penalty alone")
-    return f"θ₀ differs between λ = {a.lam:g} and {b.lam:g} on seeds {sorted(set(a.sha) - set(same))}"
+    return f"θ₀ or the directions differ between λ = {a.lam:g} and {b.lam:g} on seeds {other}"
 
 
 @claim("fig3_bowl", "Fig 3, Sec. VI-B", "With λ = 10⁻³ the landscape is a bowl with circular contours",
@@ -275,16 +278,20 @@ def fig3_radial_gradients(ctx: Context) -> Measured:
        Region.direction(+1), basis=ARITHMETIC)
 def fig3_radial_gradients_penalty(ctx: Context) -> Measured:
     lam, r = PAPER_LAMBDAS["middle"], 1.0
-    gram = np.eye(2)  # G/‖δ‖² of two orthogonal directions of equal norm
-    return arithmetic(float(lam * r * np.linalg.eigvalsh(gram)[0]), "λ·r·μ_min(G/‖δ‖²) with λ = 10⁻³, r = 1, "
-                      "G/‖δ‖² = I",
+    return arithmetic(lam * r, "λ·r·μ_min(G/‖δ‖²) with λ = 10⁻³, r = 1 and G/‖δ‖² = I (two orthogonal directions "
+                      "of equal norm)",
                       "true at any scale and for every λ > 0, by construction: around a shared θ₀ the λ > 0 surface is "
                       "the λ = 0 surface plus (λ/2)‖θ₀ + aδ₁ + bδ₂‖², whose outward slope from its minimum is "
                       "λ·r·uᵀGu > 0 whatever L does; what the data contributes is fig3_radial_gradients")
 
 
-def _trained(ctx: Context, lam: float) -> Setup:
-    return _setup(ctx, [lam], kind="final")
+def _around_trained(ctx: Context, measure: Callable[[Slices], tuple[Interval, str]]) -> Measured:
+    """A finding at λ = 0 around each seed's last checkpoint (runs that learned): ``measure`` of its slices."""
+    su = _setup(ctx, [0.0], kind="final")
+    if su.why:
+        return none(join(su.why, left_out_note(su.excluded)), su.where, match_=su.m, excluded=su.excluded)
+    iv, text = measure(su.surf[0.0])
+    return Measured(iv, su.where, join(text, left_out_note(su.excluded)), match=su.m, excluded=su.excluded)
 
 
 @claim("fig3_trained_bowl_at_zero", "Fig 3, Sec. VI-B (our finding)",
@@ -294,11 +301,8 @@ def _trained(ctx: Context, lam: float) -> Setup:
        "runs that learned; mean over seeds of each seed's slice mean, Welch t over slices stratified by seed",
        Region.at_least(BOWL), table=FINDINGS)
 def fig3_trained_bowl_at_zero(ctx: Context) -> Measured:
-    su = _trained(ctx, 0.0)
-    if su.why:
-        return none(join(su.why, left_out_note(su.excluded)), su.where, match_=su.m, excluded=su.excluded)
-    iv, text = _mean_over_slices(su.surf[0.0].per_slice(_isotropy), ctx, "isotropy at λ = 0 around the trained θ")
-    return Measured(iv, su.where, join(text, left_out_note(su.excluded)), match=su.m, excluded=su.excluded)
+    return _around_trained(ctx, lambda sl: _mean_over_slices(sl.per_slice(_isotropy), ctx,
+                                                             "isotropy at λ = 0 around the trained θ"))
 
 
 @claim("fig3_trained_unique_minimum_at_zero", "Fig 3 caption (our finding)",
@@ -307,9 +311,5 @@ def fig3_trained_bowl_at_zero(ctx: Context) -> Measured:
        "the grid, with a positive definite fitted Hessian; λ = 0, runs that learned; Clopper–Pearson over slices",
        MOST, table=FINDINGS)
 def fig3_trained_unique_minimum_at_zero(ctx: Context) -> Measured:
-    su = _trained(ctx, 0.0)
-    if su.why:
-        return none(join(su.why, left_out_note(su.excluded)), su.where, match_=su.m, excluded=su.excluded)
-    iv, text = _fraction(su.surf[0.0].per_slice(unique_minimum), ctx, "unique at λ = 0 around the trained θ")
-    return Measured(iv, su.where, join(text, left_out_note(su.excluded)), match=su.m, excluded=su.excluded)
-
+    return _around_trained(ctx, lambda sl: _fraction(sl.per_slice(unique_minimum), ctx,
+                                                     "unique at λ = 0 around the trained θ"))
