@@ -45,11 +45,10 @@ def shape_text(by_seed: Mapping[int, list[pd.DataFrame]], seed: int, k: int) -> 
     uni = sum(unique_minimum(g) for g in parts)
     rad = [radial_slope(g) for g in parts]
     g = by_seed[seed][k]
-    text = (f"drawn: isotropy {quadratic_isotropy(g) or 0.0:.2f}, {'unique' if unique_minimum(g) else 'no unique'} "
+    text = (f"drawn: isotropy {quadratic_isotropy(g) or 0.0:.2f}, {'a unique' if unique_minimum(g) else 'no unique'} "
             f"min., q₁₀ {radial_slope(g):.2g}")
     if len(parts) > 1:
-        text += (f"\n{len(parts)} slices: isotropy {min(iso):.2f}–{max(iso):.2f} (mean {np.mean(iso):.2f}), "
-                 f"unique {uni}/{len(parts)}")
+        text += f"\n{len(parts)} slices: isotropy {min(iso):.2f}–{max(iso):.2f}, unique {uni}/{len(parts)}"
     return text
 
 
