@@ -156,14 +156,10 @@ def rays_center(params: Mapping) -> tuple[Run, int]:
     return Run(params["data"]["name"], "adamw", float(t["lambdas"][0]), int(t["seeds"][0])), int(t["steps"])
 
 
-#: ``landscape.centers``: the initialisation (the step-0 checkpoint, Fig 3's caption) or the
-#: last checkpoint (the trained θ).
-CENTRE_KINDS = ("init", "final")
-
-
 @dataclass(frozen=True)
 class LandscapeCentre:
-    """A point a landscape surface is centred on: ``kind`` (:data:`CENTRE_KINDS`), the run and its step."""
+    """A point a landscape surface is centred on: ``kind`` (a ``landscape.centers`` value: ``init``, the
+    step-0 checkpoint — Fig 3's caption; ``final``, the last — the trained θ), the run and its step."""
 
     kind: str
     run: Run
