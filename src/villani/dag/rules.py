@@ -15,12 +15,12 @@ from typing import Mapping
 from villani.dag import targets
 from villani.dag.targets import ROOT, job_log, job_outputs, job_step, pattern, per_run
 from villani.plan import layout
-from villani.plan.runs import Run, landscape_center, rays_center, runs
+from villani.plan.runs import Run, landscape_runs, rays_center, runs
 from villani.plan.schedule import measured_steps, segment_ends, segment_for
 from villani.plan.stages import Stage, stage
 
 # files a run writes per segment end; per measured checkpoint: the rest with {step}
-_PER_SEGMENT = (layout.SEGMENT, layout.SEGMENT_LOG, layout.CENTRE_SEGMENT)
+_PER_SEGMENT = (layout.SEGMENT, layout.SEGMENT_LOG, layout.CENTRE_SEGMENT, layout.CENTRE_SEEDS_SEGMENT)
 
 
 def _steps(params: Mapping, run: Run, file: str) -> list[int]:
@@ -38,16 +38,16 @@ def _run_files(params: Mapping, run: Run, file: str, step: int | None) -> list[s
     return [str(run.path(file, ROOT, step=s)) for s in _steps(params, run, file)]
 
 
-def _centre(params: Mapping, row: Stage, wc) -> Run:
-    run, _ = landscape_center(params, float(wc["lam"])) if row.per == "lam" else rays_center(params)
-    return run
+def _centres(params: Mapping, row: Stage, wc) -> list[Run]:
+    """The runs a stage is centred on: the landscape's every seed at its λ, the rays' one run."""
+    return landscape_runs(params, float(wc["lam"])) if row.per == "lam" else [rays_center(params)[0]]
 
 
 def _expand(params: Mapping, row: Stage, file: str, wc) -> list[str]:
     """The files of one input pattern of ``row`` for the job with wildcards ``wc``."""
     ds = params["data"]["name"]
     if "{centre_lam}" in file:
-        return _run_files(params, _centre(params, row, wc), layout.SEGMENT, None)
+        return [f for run in _centres(params, row, wc) for f in _run_files(params, run, layout.SEGMENT, None)]
     if "{variant}" in file:
         if row.per == "run":
             return _run_files(params, targets.job_run(params, wc), file, job_step(wc))

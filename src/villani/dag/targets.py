@@ -15,7 +15,7 @@ from typing import Mapping
 
 from villani.plan import layout
 from villani.plan.config import ParamsError, dataset_names, dataset_params
-from villani.plan.runs import Run, is_sweep_arm, landscape_center, rays_center, runs, variants
+from villani.plan.runs import Run, is_sweep_arm, rays_center, runs, variants
 from villani.plan.schedule import (
     job_steps,
     measured_steps,
@@ -235,11 +235,6 @@ def wildcard_regex(values) -> str:
 def rays_checkpoint(params: Mapping) -> list[str]:
     """The segment certifying the checkpoint a ray goes through (rays.through_checkpoint)."""
     return [_certifying_segment(params, *rays_center(params))] if params["rays"]["through_checkpoint"] else []
-
-
-def landscape_checkpoint(params: Mapping, wc) -> str:
-    """The segment certifying the checkpoint the λ surface is centred on."""
-    return _certifying_segment(params, *landscape_center(params, float(wc["lam"])))
 
 
 def _dataset_files(params: Mapping, patterns) -> list[str]:

@@ -254,10 +254,11 @@ def _cross_checks(p: dict, source: str) -> None:
         _fail(source, "rays.fit_points", r["fit_points"], f"≤ rays.points = {r['points']}")
     if len(set(la["lambdas"])) != len(la["lambdas"]):
         _fail(source, "landscape.lambdas", la["lambdas"], "no duplicates")
-    if la["center"] == "final":
+    if "final" in la["centers"]:
         for lam in la["lambdas"]:
             if lam not in t["lambdas"]:
-                _fail(source, "landscape.lambdas", la["lambdas"], f"with center `final`, values from train.lambdas = {t['lambdas']}")
+                _fail(source, "landscape.lambdas", la["lambdas"],
+                      f"with `final` in landscape.centers, values from train.lambdas = {t['lambdas']}")
 
 
 def resolve(doc: Mapping | None, *, source: str = "params") -> Params:
