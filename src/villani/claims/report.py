@@ -32,10 +32,17 @@ from villani.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED
 from villani.claims.wrong import WRONG_END, WRONG_START, wrong
 from villani.io import atomic
 from villani.io.records import check, check_sealed
+from villani.plan.writers import command
 
 __all__ = ["START", "END", "load", "report", "write_report", "treatment_text"]
 
 START, END = "<!-- claims-report:start -->", "<!-- claims-report:end -->"
+
+
+def _rewrite(path) -> str:
+    """How to write the ledger ``path`` again: its command where it lies in a results tree."""
+    cmd = command(path)
+    return f"rerun `{cmd}`" if cmd else "rerun `villani claims` with the parameters it was written under"
 
 
 def load(path: str | Path) -> dict:
@@ -44,9 +51,9 @@ def load(path: str | Path) -> dict:
     doc = check("claims", atomic.read_json(path, "claims ledger"), path)
     for key in ("claims", "counts_by_class", "findings", "scale", "multiplicity"):
         if key not in doc:
-            raise ValueError(f"{path}: {key}: missing (a ledger of `villani claims` at this version has it; rerun "
-                             "`villani claims`)")
-    check_sealed(doc, path, "claims ledger", "rerun `villani claims`")
+            raise ValueError(f"{path}: {key}: missing (a ledger of `villani claims` at this version has it; "
+                             f"{_rewrite(path)})")
+    check_sealed(doc, path, "claims ledger", _rewrite(path))
     doc["_path"] = str(path)
     return doc
 
