@@ -53,6 +53,7 @@ def cmd_validate(args) -> None:
     import json
 
     from villani.io.results import current_stats
+    from villani.model import check_architecture
     from villani.plan.config import ParamsError
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, segment_ends
@@ -64,6 +65,7 @@ def cmd_validate(args) -> None:
             raise ParamsError(f"measure.blocks: {p['measure']['blocks']} is invalid (≤ {blocks}, the blocks of the "
                               f"train split in {args.results}/data/{p['data']['name']}/stats.json)")
         _check_positions(p, args.results)
+        check_architecture(p)
         rs = list(runs(p))
         print(f"ok: {p['data']['name']}: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
               f"{len(checkpoint_steps(p['train']))} checkpoints per run")

@@ -306,14 +306,39 @@ def paper_outputs(doc: Mapping) -> list[str]:
     return [f for _, _, f in outputs(doc, ROOT)]
 
 
-def all_outputs(doc: Mapping) -> list[str]:
-    """Everything the workflow makes for a resolved document: per dataset its segments,
-    measurements, figures, tables, claims ledger and metrics (with the DVC plot data); then
-    the cross-dataset outputs."""
+def stage_outputs(params: Mapping, name: str) -> list[str]:
+    """Every file stage ``name`` declares for one dataset's parameters: its row's outputs
+    (:data:`villani.plan.stages.TABLE`) for every run and step, every landscape λ, every
+    figure and DVC plot."""
+    from villani.dag.rules import _run_files
     from villani.figures import figure_outputs
+    from villani.plan.stages import stage as row_of
+    from villani.tracking.dvc_plots import plot_outputs
+
+    row, ds = row_of(name), params["data"]["name"]
+    out = []
+    for file in row.outputs:
+        if "{figure}" in file:
+            out += [f for _, _, f in figure_outputs(params, ROOT)] if file == layout.FIGURE else []
+        elif "{plot}" in file:
+            out += plot_outputs(ROOT, ds)
+        elif row.per == "run":
+            out += [f for r in runs(params) for f in _run_files(params, r, file, None)]
+        elif row.per == "lam":
+            out += [str(layout.fmt(file, ROOT, dataset=ds, lam=lam)) for lam in params["landscape"]["lambdas"]]
+        else:
+            out.append(str(layout.fmt(file, ROOT, dataset=ds)))
+    return out
+
+
+def all_outputs(doc: Mapping) -> list[str]:
+    """Every declared output of every stage, per dataset, then the cross-dataset outputs —
+    the workflow's targets. Each is one: Snakemake builds its DAG from the targets and does
+    not rebuild a missing file that only an up-to-date job reads (a deleted measurement
+    Parquet beside its JSON), so a file the workflow makes is a file it makes again."""
+    from villani.plan.stages import TABLE
 
     out = []
     for p in per_dataset(doc):
-        out += (segments(p) + measurements(p) + [f for _, _, f in figure_outputs(p, ROOT)] + claims_outputs(p)
-                + [metrics_output(p)])
+        out += [f for row in TABLE if row.per != "datasets" for f in stage_outputs(p, row.name)]
     return out + paper_outputs(doc)

@@ -101,7 +101,7 @@ class _SegmentState:
         elif self.kind == "langevin":
             lv = self.t["langevin"]
             self.beta = langevin_beta(lv["beta"], self.lam, float(self.t["lr"]), float(lv["table1_std"]))
-        self.stepper = TrainStep(self, step_mode(self.t["compile"], device))
+        self.stepper = TrainStep(self, step_mode(self.t["compile"], device), fallback=self.t["compile"] == "auto")
 
     # ----------------------------------------------------------------- state
     def state(self) -> dict:
