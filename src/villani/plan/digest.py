@@ -64,13 +64,8 @@ def _get(p: Mapping, dotted: str):
 
 
 def stage_inputs(p: Mapping, stage: str, variant: str = "adamw") -> dict:
-    """``{key: value}`` of :func:`stage_keys` (λ, seed and step come from wildcards). A stage
-    that reads the whole ``train`` group (figures, claims, paper) reads it without the
-    execution and observation settings: those change no number, so they are in no digest."""
-    out = {k: _get(p, k) for k in stage_keys(p, stage, variant)}
-    if isinstance(out.get("train"), Mapping):
-        out["train"] = {k: v for k, v in out["train"].items() if k not in _OBSERVATION + _EXECUTION}
-    return out
+    """``{key: value}`` of :func:`stage_keys` (λ, seed and step come from wildcards)."""
+    return {k: _get(p, k) for k in stage_keys(p, stage, variant)}
 
 
 def stage_digest(p: Mapping, stage: str, variant: str = "adamw") -> str:
