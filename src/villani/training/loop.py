@@ -5,11 +5,12 @@ and RNG state) and runs to its end step, writing every checkpoint in between. In
 segment a work state is saved every ``train.save_every`` steps under ``work/`` — outside
 the declared outputs, so Snakemake's deletion of a failed job's outputs never removes it.
 A segment killed mid-way (SIGKILL) and started again resumes from that state and ends
-with bit-identical weights on CPU. On the CPU a segment trains on ``train.threads`` threads,
-never the shell's count (the thread count sets the reduction order of every kernel), so a
-segment retrained by hand writes the bytes the workflow wrote. SIGTERM and SIGUSR1 (a SLURM time limit, preemption,
-``scancel``; :mod:`villani.stop`) stop it at the next step boundary with a work state
-written at that step, so the resumed segment recomputes no step.
+with bit-identical weights on CPU. On the CPU a segment trains on ``train.threads``
+threads, never the shell's count (the thread count sets the reduction order of every
+kernel), so a segment retrained by hand writes the bytes the workflow wrote. SIGTERM and
+SIGUSR1 (a SLURM time limit, preemption, ``scancel``; :mod:`villani.stop`) stop it at the
+next step boundary with a work state written at that step, so the resumed segment
+recomputes no step.
 
 Update of one step t → t+1 on the batch B_t (see :mod:`villani.training.batches`), by
 variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.variant_params`):
@@ -342,14 +343,7 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
         atomic.remove_stale_temps(folder)
     resumed_from = None
     if start > 0:
-        _, state = load_checkpoint(root, step=start, model=run.model, with_state=True, **ident)
-        if state.get("digest") != run.digest:
-            raise ValueError(
-                f"{layout.fmt(layout.CKPT_STATE, root, step=start, **ident)}: written with other parameters "
-                f"(digest {state.get('digest')} ≠ {run.digest}); train the earlier segments again: "
-                f"`{command(layout.fmt(layout.CKPT_STATE, root, step=start, **ident))}`")
-        run.restore(state)
-        run.last_checkpoint = str(layout.fmt(layout.CKPT_DIR, root, step=start, **ident))
+        _continue_from(run, root, ident, start)
     work = _work_path(root, ident)
     step_log = StepLog(layout.fmt(layout.SEGMENT_LOG_PARTIAL, root, step=end, **ident),
                        layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident))
@@ -381,6 +375,29 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
             tb.close()
         step_log.close()
     return _finish(params, root, ident, end, step_log, work, resumed_from)
+
+
+def _continue_from(run: _SegmentState, root, ident: dict, start: int) -> None:
+    """Load the segment's start checkpoint (weights, optimizer, schedule, random streams),
+    written under the run's parameters; a warning names what the checkpoint records of
+    how it was trained that differs here (the device, the CPU threads, the precision: what
+    no parameter fixes), since this segment's weights then differ from a run trained in one
+    go within rounding."""
+    meta, state = load_checkpoint(root, step=start, model=run.model, with_state=True, **ident)
+    if state.get("digest") != run.digest:
+        raise ValueError(
+            f"{layout.fmt(layout.CKPT_STATE, root, step=start, **ident)}: written with other parameters "
+            f"(digest {state.get('digest')} ≠ {run.digest}); train the earlier segments again: "
+            f"`{command(layout.fmt(layout.CKPT_STATE, root, step=start, **ident))}`")
+    run.restore(state)
+    run.last_checkpoint = str(layout.fmt(layout.CKPT_DIR, root, step=start, **ident))
+    here = {"device": run.device.type, "precision": "bf16" if run.autocast._enabled else "fp32",
+            "cpu_threads": torch.get_num_threads() if run.device.type == "cpu" else meta.get("cpu_threads")}
+    differ = [f"{k} {meta[k]} there, {v} here" for k, v in here.items() if meta.get(k) not in (None, v)]
+    if differ:
+        log.warning(f"train {run.variant} λ={layout.format_lam(run.lam)} seed={run.seed}: continues from the "
+                    f"checkpoint at step {start} trained otherwise ({'; '.join(differ)}): from here on equal to "
+                    "a run trained in one go within rounding, not bit for bit")
 
 
 def _finish(params: Mapping, root, ident: dict, end: int, step_log: StepLog, work: Path, resumed_from) -> dict:
