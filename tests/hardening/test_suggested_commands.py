@@ -224,3 +224,20 @@ def test_other_parameters_name_the_command_that_retrains_under_them(work, measur
     _ok(work, cmd)
     assert _weights(work / "results") == measured[1]
     _ok(work, f"villani measure {OPTS} --step 24")
+
+
+def test_an_edited_ledger_is_written_again_by_the_message_of_claims_report(tree):
+    """`villani claims-report` of an edited ledger (the synthetic results tree, bounds and
+    ledger written): its line names the command that writes the ledger for that tree and
+    those parameters; run as printed, the report reads it."""
+    _, params, root = tree
+    ledger = layout.fmt(layout.CLAIMS_JSON, root, dataset="tiny")
+    doc = json.loads(ledger.read_text())
+    ledger.write_text(json.dumps(dict(doc, counts_by_class={}), indent=2))
+    report = f"villani claims-report --params {params} --results {root}"
+    err = _refused(root.parent, report)
+    assert "claims ledger was changed after it was written" in err
+    [cmd] = _suggested(err)
+    assert cmd == f"villani claims --params {params} --results {root} --dataset tiny", err
+    _ok(root.parent, cmd)
+    _ok(root.parent, report)

@@ -54,7 +54,9 @@ def cmd_validate(args) -> None:
 
     from villani.io.results import current_stats
     from villani.model import check_architecture
+    from villani.plan import layout
     from villani.plan.config import ParamsError
+    from villani.plan.writers import command
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, segment_ends
 
@@ -72,8 +74,9 @@ def cmd_validate(args) -> None:
         t = p["train"]
         print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
               f"of {blocks} train blocks (batch {t['batch_size']})" if blocks else
-              f"  the split sizes are not known ({stale}): `villani tokenize` writes them; measure.blocks is "
-              "checked against the train split then")
+              f"  the split sizes are not known ({stale}): "
+              f"`{command(layout.fmt(layout.DATA_STATS, args.results, dataset=p['data']['name']))}` writes them; "
+              "measure.blocks is checked against the train split then")
         if args.print:
             print(json.dumps(p, indent=2))
 
