@@ -131,10 +131,10 @@ def test_validate_builds_the_model_for_what_the_shape_rules_do_not_know(tmp_path
     """A refusal the rules do not model (here: the rules bypassed) still stops validate: the
     model is built on the meta device, one line naming model.config."""
     from tests.conftest import tiny_params
-    from villani.model import check_architecture
+    from villani.cli.commands import _check_architecture
 
     p = tiny_params().to_dict()
-    check_architecture(p)
+    _check_architecture(p)
     p["model"]["config"]["hidden_size"] = 17
     with pytest.raises(ValueError, match=r"^model.config: not a valid gpt_neo model \(.*divisible.*\)$"):
-        check_architecture(p)
+        _check_architecture(p)

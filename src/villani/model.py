@@ -153,29 +153,6 @@ def build_model(model_cfg: Mapping, vocab_size: int, seq_len: int, *, seed: int,
     return model.float()
 
 
-def check_architecture(params: Mapping) -> None:
-    """Build the model of ``params`` (``model.config``) on the meta device — no memory, no
-    weights — so that every check its config and model classes make at construction runs
-    before any job: a one-line ValueError naming ``model.config`` where one refuses it (the
-    parameter check names the key for the shapes it knows, :func:`villani.families.shape_problem`).
-    The vocabulary is the tokenizer's size asked for (any size builds the same shapes). A
-    named model (``model.name``) is checked when the pretrained stage reads its config."""
-    m = params["model"]
-    if m.get("name"):
-        return
-    _quiet_transformers()
-    from transformers import AutoModelForCausalLM
-
-    vocab = params["data"]["tokenizer"].get("vocab_size") or 256
-    config = model_config(m, int(vocab), int(params["data"]["seq_len"]))
-    try:
-        with torch.device("meta"):
-            AutoModelForCausalLM.from_config(config, attn_implementation=EAGER)
-    except (ValueError, TypeError, NotImplementedError, RuntimeError, AttributeError) as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise ValueError(f"model.config: not a valid {config.model_type} model ({first})") from None
-
-
 def load_causal_lm(name_or_path: str) -> torch.nn.Module:
     """A pretrained causal LM by hub name or local directory (``save_pretrained`` layout),
     in float32, eager attention, eval mode, remote code off. A directory or name that

@@ -252,7 +252,9 @@ def test_a_missing_file_says_which_command_writes_it(tmp_path):
     (villani.plan.writers; tests/hardening/test_suggested_commands.py runs such lines)."""
     from villani.data.blocks import load_blocks
     from villani.io.results import read_stats
+    from villani.plan.writers import use_params
 
+    use_params(None)  # as a library call sees it (a CLI run in this process set its own files)
     data = tmp_path / "results" / "data" / "tiny"
     with pytest.raises(ValueError, match=r"stats\.json: data stats not found; run `villani tokenize --results "
                                          r"\S+/results --dataset tiny` \(or the workflow\)$"):

@@ -55,6 +55,23 @@ def data_files(params: Mapping) -> dict[str, str]:
     return out
 
 
+# files a run writes per segment end; per measured checkpoint: the rest with {step}
+_PER_SEGMENT = (layout.SEGMENT, layout.SEGMENT_LOG, layout.CENTRE_SEGMENT)
+
+
+def run_files(params: Mapping, run: Run, file: str, step: int | None) -> list[str]:
+    """``file`` (a layout pattern) of ``run``: at a job's ``step`` (a segment file: the
+    segment certifying it), or with ``step`` None at every step of its kind (segment ends;
+    measured checkpoints)."""
+    if "{step}" not in file:
+        return [str(run.path(file, ROOT))]
+    if step is not None:
+        step = segment_for(params["train"], step) if file in _PER_SEGMENT else step
+        return [str(run.path(file, ROOT, step=step))]
+    steps = segment_ends(params["train"]) if file in _PER_SEGMENT else measured_steps(params, run.variant)
+    return [str(run.path(file, ROOT, step=s)) for s in steps]
+
+
 def job_run(params: Mapping, wc) -> Run:
     """The run of a job's wildcards."""
     return Run(params["data"]["name"], wc["variant"], float(wc["lam"]), int(wc["seed"]))
@@ -310,7 +327,6 @@ def stage_outputs(params: Mapping, name: str) -> list[str]:
     """Every file stage ``name`` declares for one dataset's parameters: its row's outputs
     (:data:`villani.plan.stages.TABLE`) for every run and step, every landscape λ, every
     figure and DVC plot."""
-    from villani.dag.rules import _run_files
     from villani.figures import figure_outputs
     from villani.plan.stages import stage as row_of
     from villani.tracking.dvc_plots import plot_outputs
@@ -323,7 +339,7 @@ def stage_outputs(params: Mapping, name: str) -> list[str]:
         elif "{plot}" in file:
             out += plot_outputs(ROOT, ds)
         elif row.per == "run":
-            out += [f for r in runs(params) for f in _run_files(params, r, file, None)]
+            out += [f for r in runs(params) for f in run_files(params, r, file, None)]
         elif row.per == "lam":
             out += [str(layout.fmt(file, ROOT, dataset=ds, lam=lam)) for lam in params["landscape"]["lambdas"]]
         else:
