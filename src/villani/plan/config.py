@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from villani.families import shape_problem
 from villani.plan.frozen import Params, freeze, thaw
 from villani.plan.layout import ACROSS
 from villani.plan.params_file import (  # noqa: F401 (the reader of parameter files is part of this module's API)
@@ -219,6 +220,9 @@ def _cross_checks(p: dict, source: str) -> None:
         _fail(source, "data.tokenizer.name", None, "kind `pretrained` needs a tokenizer name or path")
     if m["init"] == "pretrained" and not m["name"]:
         _fail(source, "model.name", None, "init `pretrained` needs a model name or path")
+    shape = None if m["name"] else shape_problem(m["config"], prefix="model.config.")
+    if shape is not None:
+        _fail(source, *shape)
     max_pos = m["config"].get("max_position_embeddings")
     if max_pos is not None and d["seq_len"] > max_pos:
         _fail(source, "data.seq_len", d["seq_len"], f"≤ model.config.max_position_embeddings = {max_pos}")
