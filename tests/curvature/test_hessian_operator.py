@@ -43,7 +43,8 @@ def single_process_group(tmp_path_factory):
 @pytest.mark.parametrize("cls", [ModelHessian, DataParallelHessian, FiniteDifferenceHessian])
 def test_classes_share_the_base_class_and_write_only_the_data_term(cls):
     assert issubclass(cls, HessianOperator)
-    assert len(METHODS) == 11 and {"dim", "names", "num_tokens", "lam"} <= set(ATTRIBUTES)
+    assert len(METHODS) == 13 and {"objective", "data_hessian"} <= set(METHODS)
+    assert {"dim", "names", "num_tokens", "lam"} <= set(ATTRIBUTES)
     written = {n for n, v in vars(cls).items() if inspect.isfunction(v) and n in set(METHODS) | HOOKS}
     assert {"_data_matmat", "_local_tensors", "data_loss", "data_grad"} <= written <= HOOKS, (cls, written)
     for name in METHODS:
@@ -66,12 +67,20 @@ def test_instances_satisfy_the_protocol_and_agree(single_process_group):
             assert hasattr(op, name), (type(op), name)
         assert (op.dim, op.names, op.num_tokens, op.lam) == (ops[0].dim, ops[0].names, ops[0].num_tokens, 0.3)
         assert op.loss() == pytest.approx(ops[0].loss(), rel=1e-10)
+        obj, ref_obj = op.objective(), ops[0].objective()  # F and ∇F written once: the same on every layout
+        assert obj.F == pytest.approx(op.loss(), rel=1e-12) and obj.lam == 0.3
+        assert obj.grad_F_sq == pytest.approx(ref_obj.grad_F_sq, rel=1e-10)
+        assert obj.theta_dot_grad_L == pytest.approx(ref_obj.theta_dot_grad_L, rel=1e-10)
         # exact products agree to round-off; central differences to O(h²)
         tol = 1e-10 if not isinstance(op, FiniteDifferenceHessian) else 1e-5
         hv, ref, applied = op.matvec(v), ops[0].matvec(v), op.products
         assert float(torch.linalg.vector_norm(hv - ref) / torch.linalg.vector_norm(ref)) < tol, type(op)
         assert hutchinson(op, 2, seed=0).num_probes == 2
         assert op.products == applied + 2  # the base class counts every row it applied
+        # ∇²L is the same operator less λI (all parameters decayed), its products counted with F's
+        assert float(torch.linalg.vector_norm(op.data_hessian().matvec(v) + 0.3 * v - hv)) <= 1e-12 * float(
+            torch.linalg.vector_norm(hv))
+        assert op.products == applied + 3
         assert torch.equal(op.decay_mask(), torch.ones(op.dim, dtype=op.dtype))
         assert op.theta_sq_norm() == ops[0].theta_sq_norm()  # one formula, one process: the same sum
         op.release()

@@ -10,7 +10,9 @@ by quantity.
 - :mod:`.probes` — the seeded Rademacher probes every estimator draws.
 
 The estimators need only ``dim`` and ``matvec``. :class:`ModelHessian`
-is the Hessian of a causal LM's regularised token loss. Across processes, with vectors
+is the Hessian of a causal LM's regularised token loss; its ``objective()`` (an
+:class:`Objective`) gives F and ∇F with its λ inside (:func:`regularised_loss`, the one
+formula of F), its ``data_hessian()`` ∇²L alone (:class:`DataHessian`). Across processes, with vectors
 sharded (:class:`ShardedVectors`): :class:`DataParallelHessian` (exact, model
 replicated) and :class:`FiniteDifferenceHessian` (central differences of FSDP2-sharded
 gradients; also on one process). Numerics: ``docs/curvature.md``.
@@ -30,6 +32,9 @@ HOMES = {
     "ShiftedOperator": ".operators.linear",
     "as_operator": ".operators.linear",
     "HessianOperator": ".operators.hessian",
+    "DataHessian": ".operators.hessian",
+    "Objective": ".operators.objective",
+    "regularised_loss": ".operators.objective",
     "ModelHessian": ".operators.model_hessian",
     "DataParallelHessian": ".operators.data_parallel_hessian",
     "FiniteDifferenceHessian": ".operators.finite_difference_hessian",

@@ -10,8 +10,11 @@ order), a data loss :math:`L` and the 0/1 weight-decay mask :math:`m`,
 
 Everything but :math:`L` is the same for every way of computing it, and is written here
 once: the flat layout (``dim``, ``param_blocks``, per-tensor views of flat vectors), the
-mask and the regulariser, the composition of :math:`F` and :math:`\nabla F`, the checks of
-a product's input, and the count of products. A subclass writes the data term only (the
+mask and the regulariser, the composition of :math:`F` and :math:`\nabla F`
+(:meth:`~HessianOperator.objective`, an :class:`~.objective.Objective`: λ is the
+operator's, callers never add λθ or λI themselves), the checks of a product's input, and
+the count of products. A number deliberately about L alone — tr ∇²L, whose λ part
+λ·Σm is exact — is taken on :meth:`~HessianOperator.data_hessian`, the view of ∇²L. A subclass writes the data term only (the
 curvlinops pattern: the subclass writes the batch product, the base class the rest):
 
 - ``_data_matmat(V)``: the rows :math:`\nabla^2L\,v_i` of a ``(k, local_dim)`` block
@@ -41,9 +44,10 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
+from .objective import Objective, regularised_loss
 from .vectors import LocalVectors
 
-__all__ = ["HessianOperator", "Decay", "decayed_names", "decay_runs"]
+__all__ = ["HessianOperator", "DataHessian", "Decay", "decayed_names", "decay_runs"]
 
 #: Which parameters λ applies to: all (None), their names, or a predicate (name, param) -> bool.
 Decay = Iterable[str] | Callable[[str, nn.Parameter], bool] | None
@@ -163,15 +167,30 @@ class HessianOperator:
         return mask
 
     def theta_sq_norm(self) -> float:
-        r""":math:`\|m\odot\theta\|^2` (global), summed in float64."""
-        parts = [t.detach().to(self.dtype).square().sum(dtype=torch.float64)
+        r""":math:`\|m\odot\theta\|^2` (global), in float64."""
+        parts = [t.detach().to(self.dtype).double().square().sum()
                  for t, m in zip(self._local_tensors(), self._decayed) if m]
         local = torch.stack(parts).sum() if parts else torch.zeros((), dtype=torch.float64, device=self.device)
         return float(self.vectors.sum(local))
 
     def loss(self) -> float:
-        r"""F(θ) = L(θ) + (λ/2)‖m⊙θ‖²."""
-        return self.data_loss() + 0.5 * self.lam * self.theta_sq_norm()
+        r"""F(θ) = L(θ) + (λ/2)‖m⊙θ‖² (:func:`~.objective.regularised_loss`)."""
+        return regularised_loss(self.data_loss(), self.theta_sq_norm(), self.lam)
+
+    def objective(self) -> Objective:
+        r"""F, ∇F and the L-quantities at θ, in float64, with this operator's λ and mask: L and
+        :math:`\nabla L` from the first-order pass, :math:`m\odot\theta` (:class:`~.objective.Objective`;
+        ``objective().at(λ')`` for another λ)."""
+        theta = self.flat_params().double()
+        decayed = torch.zeros_like(theta)
+        for sl in self._decay_runs:
+            decayed[sl] = theta[sl]
+        return Objective(lam=self.lam, loss_L=self.data_loss(), theta=decayed, grad_L=self.data_grad().double(),
+                         vectors=self.vectors)
+
+    def data_hessian(self) -> DataHessian:
+        r"""The operator :math:`\nabla^2L` alone (:class:`DataHessian`, a view of this one)."""
+        return DataHessian(self)
 
     def grad(self) -> Tensor:
         r""":math:`\nabla F(\theta) = \nabla L + \lambda\, m\odot\theta`, flat."""
@@ -181,23 +200,32 @@ class HessianOperator:
 
     def matvec(self, v: Tensor) -> Tensor:
         r""":math:`\nabla^2F\,v` for a flat ``v`` (this process's part: ``vectors.local_dim`` entries)."""
-        n = self.vectors.local_dim
-        if v.shape != (n,):
-            raise ValueError(f"expected a vector of shape ({n},), got {tuple(v.shape)}")
-        return self._products(v.to(device=self.device, dtype=self.dtype).unsqueeze(0))[0]
+        return self._products(self._as_row(v))[0]
 
     def matmat(self, V: Tensor) -> Tensor:
         r"""Rows :math:`\nabla^2F\,v_i` of a ``(k, local_dim)`` block."""
+        return self._products(self._as_block(V))
+
+    # ------------------------------------------------------------- helpers
+    def _as_row(self, v: Tensor) -> Tensor:
+        """A checked flat vector as a ``(1, local_dim)`` block on ``device`` in ``dtype``."""
+        n = self.vectors.local_dim
+        if v.shape != (n,):
+            raise ValueError(f"expected a vector of shape ({n},), got {tuple(v.shape)}")
+        return v.to(device=self.device, dtype=self.dtype).unsqueeze(0)
+
+    def _as_block(self, V: Tensor) -> Tensor:
+        """A checked ``(k, local_dim)`` block on ``device`` in ``dtype``."""
         n = self.vectors.local_dim
         if V.ndim != 2 or V.shape[1] != n:
             raise ValueError(f"expected a (k, {n}) block, got {tuple(V.shape)}")
-        return self._products(V.to(device=self.device, dtype=self.dtype))
+        return V.to(device=self.device, dtype=self.dtype)
 
-    # ------------------------------------------------------------- helpers
-    def _products(self, V: Tensor) -> Tensor:
+    def _products(self, V: Tensor, *, regularised: bool = True) -> Tensor:
         HV = self._data_matmat(V)
         self.products += V.shape[0]
-        self._add_regularizer(HV, V)
+        if regularised:
+            self._add_regularizer(HV, V)
         return HV
 
     def _add_regularizer(self, out: Tensor, V: Tensor) -> None:
@@ -215,3 +243,33 @@ class HessianOperator:
         """Per-tensor parts of a ``(k, ·)`` block, shaped ``(k, *shape)``."""
         sizes = [s.numel() for s in self._local_shapes]
         return [c.reshape(V.shape[0], *s) for c, s in zip(torch.split(V, sizes, dim=-1), self._local_shapes)]
+
+
+class DataHessian:
+    r""":math:`\nabla^2L` of a :class:`HessianOperator`: its products without the regulariser's
+    :math:`\lambda\,m\odot v`, for numbers deliberately about L alone (tr ∇²L; ΔF adds the
+    exact λ·Σm). A view, not a copy: the parameters, gradient graph, layout and count of
+    products are the operator's, and every attribute it does not define (``dim``,
+    ``vectors``, ``release``, ``builds``…) is read from it.
+
+    ``H.matvec(v) - H.data_hessian().matvec(v)`` is :math:`\lambda\,m\odot v` (tests/curvature/test_objective.py).
+    """
+
+    #: What belongs to F, not to ∇²L: read it from ``hessian``.
+    OF_F = ("lam", "loss", "grad", "objective", "data_hessian")
+
+    def __init__(self, hessian: HessianOperator):
+        self.hessian = hessian
+
+    def __getattr__(self, name: str):
+        if name == "hessian" or name in self.OF_F:
+            raise AttributeError(f"DataHessian (∇²L) has no {name!r}: it belongs to F, read it from .hessian")
+        return getattr(self.hessian, name)
+
+    def matvec(self, v: Tensor) -> Tensor:
+        r""":math:`\nabla^2L\,v` for a flat ``v``."""
+        return self.hessian._products(self.hessian._as_row(v), regularised=False)[0]
+
+    def matmat(self, V: Tensor) -> Tensor:
+        r"""Rows :math:`\nabla^2L\,v_i` of a ``(k, local_dim)`` block."""
+        return self.hessian._products(self.hessian._as_block(V), regularised=False)
