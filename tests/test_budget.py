@@ -12,10 +12,18 @@ import pytest
 from villani.dag import resources as R
 from villani.measure import cost_model as cm
 from villani.plan import budget as B
-from villani.plan.config import load_params
+from villani.plan.config import load_params, resolve
 from villani.plan.schedule import checkpoint_steps, spectrum_at
 
-ME = {"lanczos_steps": 60, "slq_steps": 80, "slq_probes": 5, "num_probes": 64}
+SETTINGS = {"lanczos_steps": 60, "slq_steps": 80, "slq_probes": 5, "num_probes": 64}
+
+
+def _measure(**kw):
+    """The typed ``measure`` section of these settings (the budget reads a resolved section)."""
+    return resolve({"measure": {**SETTINGS, **kw}}).measure
+
+
+ME = _measure()
 
 
 def test_the_formula_by_phase():
@@ -28,11 +36,11 @@ def test_the_formula_by_phase():
 
 def test_slq_starts_follow_the_tolerance_except_where_the_density_is_kept_whole():
     steps = [0, 10, 20]
-    me = {**ME, "slq_cdf_tol": 0.01, "full_density": "ends"}
+    me = _measure(slq_cdf_tol=0.01, full_density="ends")
     assert B.slq_starts(me, 1000, 10, steps) == (5, False)  # 20 starts asked at d = 1000, at most slq_probes
     assert B.slq_starts(me, 10**8, 10, steps) == (1, False)
     assert B.slq_starts(me, 10**8, 0, steps) == B.slq_starts(me, 10**8, 20, steps) == (5, True)
-    assert B.slq_starts({**me, "full_density": "never"}, 10**8, 0, steps) == (1, False)
+    assert B.slq_starts(_measure(slq_cdf_tol=0.01, full_density="never"), 10**8, 0, steps) == (1, False)
     assert B.slq_starts(ME, 10**8, 10, steps) == (5, True)  # no tolerance: every start
 
 
@@ -49,9 +57,9 @@ def test_the_cluster_request_and_the_cost_model_read_the_budget(preset):
     for step in steps:
         most = B.checkpoint_budget(me, R.D_125M, step, steps)
         assert R.max_hvps(me, step, steps) == most.total
-        spectrum = spectrum_at(int(me.get("spectrum_every", 1)), step, steps)
-        assert most.total == (most.spectrum if spectrum else 0) + int(me["num_probes"])
-        parts = cm.planned_parts(me, tokens=511, block_tokens=511, probes=int(me["num_probes"]),
+        spectrum = spectrum_at(me.spectrum_every, step, steps)
+        assert most.total == (most.spectrum if spectrum else 0) + me.num_probes
+        parts = cm.planned_parts(me, tokens=511, block_tokens=511, probes=me.num_probes,
                                  slq_starts=most.slq_starts, keeps_graph=True, spectrum=spectrum)
         assert sum(parts.values(), cm.Counts(0, 0, 0, 0)).products == most.total
 

@@ -97,3 +97,24 @@ def test_a_whole_float_where_the_schema_asks_an_integer_is_an_integer_with_the_s
     p = resolve(doc)
     assert type(p.train.steps) is int and p.train.steps == as_int.train.steps and p.measure.batch_size == 16
     assert stage_digest(p, "train") == stage_digest(as_int, "train")
+
+
+def test_an_integer_where_the_schema_asks_a_number_is_a_float_with_the_same_digest():
+    """Every number key reads as a float (``span: 1`` is 1.0; β may also be null or ``table1``),
+    every integer key as an int — so no reader casts; an integer λ is still refused (DVC
+    names a run's folder by the text of λ)."""
+    from villani.plan.config import ParamsError, resolve
+
+    doc = read_yaml(REPO / "params.yaml")
+    as_float = resolve(doc)
+    doc["landscape"]["span"], doc["measure"]["s_values"], doc["train"]["langevin"]["beta"] = 1, [1], 2
+    doc["rays"]["theta_sq_min"] = 100
+    p = resolve(doc)
+    assert (p.landscape.span, p.measure.s_values, p.train.langevin.beta, p.rays.theta_sq_min) == (1.0, [1.0], 2.0,
+                                                                                                  100.0)
+    assert all(type(x) is float for x in (p.landscape.span, p.measure.s_values[0], p.train.langevin.beta))
+    assert type(p.measure.num_probes) is int and type(p.train.seeds[0]) is int and p.train.langevin.beta != "table1"
+    assert stage_digest(p, "landscape") == stage_digest(as_float, "landscape")
+    doc["train"]["lambdas"] = [0, 0.1]
+    with pytest.raises(ParamsError, match=r"train.lambdas\[0\]: 0 is invalid \(write λ as a float, e.g. 0.0"):
+        resolve(doc)

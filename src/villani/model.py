@@ -125,7 +125,7 @@ def model_config(model_cfg: Mapping, vocab_size: int, seq_len: int, eos_token_id
         config = _config_from_params(kw)
     if seq_len > config.max_position_embeddings:
         raise ValueError(f"data.seq_len: {seq_len} > the model's max_position_embeddings {config.max_position_embeddings}")
-    _set_dropout(config, float(model_cfg.get("dropout", 0.0)))
+    _set_dropout(config, model_cfg.get("dropout", 0.0))
     return config
 
 

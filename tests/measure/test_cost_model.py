@@ -35,7 +35,7 @@ def test_counts_refuse_bad_values_and_records_without_counts():
     assert cm.counts_from_record(rec) == cm.Counts(2, 1, 20, 10, 0, 5)
 
 
-ME = {"lanczos_steps": 60, "slq_steps": 80}
+ME = resolve({"measure": {"lanczos_steps": 60, "slq_steps": 80}}).measure  # the typed section the plan reads
 
 
 def test_planned_counts_graph_kept_or_rebuilt():

@@ -173,7 +173,7 @@ def test_grad_noise_first_and_last_only(measured, micro):
     train, _ = _split(p, root)
     for step in (0, 12):
         model = load_micro_model(p, root, LAM, step)
-        ids = noise_batch_ids(p, train.shape[0])
+        ids = noise_batch_ids(p.measure, p.train, train.shape[0])
         assert ids.shape == (4, 8)
         gs = []
         for row in ids:

@@ -247,8 +247,7 @@ def bounds_rows(params: Mapping, root) -> tuple[list[dict], dict]:
     stats = data_stats(params, root)
     inputs = {
         "n_train_tokens": train_tokens(stats), "vocab_size": int(stats["vocab_size"]),
-        "delta": float(params["bounds"]["delta"]), "eps": float(params["bounds"]["epsilon"]),
-        "s_values": [float(s) for s in params["measure"]["s_values"]],
+        "delta": params.bounds.delta, "eps": params.bounds.epsilon, "s_values": list(params.measure.s_values),
         "f_star": F_STAR_LOWER, "f_star_method": F_STAR_METHOD, "eta": {}, "sigma_sq": {}, "measurements": {},
     }
     rows: list[dict] = []
@@ -256,7 +255,7 @@ def bounds_rows(params: Mapping, root) -> tuple[list[dict], dict]:
         inputs["measurements"].update({Path(m["_path"]).relative_to(Path(root)).as_posix(): m[RECORD_HASH]
                                        for m in measures})
         sigma_sq = run_sigma_sq(measures)
-        eta = float(variant_params(params, run.variant)["train"]["lr"])
+        eta = variant_params(params, run.variant).train.lr
         noise_beta = run_beta(params, run.variant, run.lam)
         key = f"{run.variant}/lam{layout.format_lam(run.lam)}/seed{run.seed}"
         inputs["sigma_sq"][key] = sigma_sq

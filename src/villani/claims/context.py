@@ -91,9 +91,9 @@ class Context:
 
     def __init__(self, params: Mapping, root):
         self.params, self.root = params, root
-        self.confidence = float(params["claims"]["confidence"])
-        self.dataset = params["data"]["name"]
-        self.s = float(params["measure"]["s_values"][0])
+        self.confidence = params.claims.confidence
+        self.dataset = params.data.name
+        self.s = params.measure.s_values[0]
         self.psi = psi_column(self.s)
         self._m: pd.DataFrame | None = None
         self._b: pd.DataFrame | None = None

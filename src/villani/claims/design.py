@@ -112,7 +112,7 @@ def _same_budget(p: Mapping, lam: float, q: Mapping, other: float) -> bool:
 
 
 def _lams(p: Mapping) -> list[float]:
-    return [float(x) for x in p["train"]["lambdas"]]
+    return list(p.train.lambdas)
 
 
 def _lam_text(p: Mapping, lams: Sequence[float]) -> str:
@@ -239,7 +239,7 @@ def design_doc(d: Design, root) -> dict:
     measured = [r for r in doc["claims"] if r["class"] == MEASURED]
     return {"name": d.name, "factor": d.factor, "change": d.change, "dataset": d.params["data"]["name"],
             "lambdas": _lams(d.params), "budgets": [_budget(d.params, x) for x in _lams(d.params)],
-            "seeds": list(t["seeds"]), "steps": int(t["steps"]), "variants": ["adamw", *_rules_left(d.params)],
+            "seeds": list(t.seeds), "steps": t.steps, "variants": ["adamw", *_rules_left(d.params)],
             "treatment": _treatments(ctx), "grid": _grid(ctx),
             "measured": {v: sum(r["verdict"] == v for r in measured) for v in ("supported", "refuted",
                                                                                "inconclusive")},

@@ -36,10 +36,10 @@ RAY_LAMBDA = ("λ is the paper's own: a random ray θ = r·u is not trained, so 
 
 def _units(ctx: Context, lam: float) -> tuple[list, pd.DataFrame, str]:
     """(per-ray slope intervals, the fits, where) of the random rays at λ."""
-    r = ctx.params["rays"]
-    where = ctx.where("random rays", [lam], extra=f", the {r['fit_points']} largest radii of each ray")
+    r = ctx.params.rays
+    where = ctx.where("random rays", [lam], extra=f", the {r.fit_points} largest radii of each ray")
     got = ctx.rays()
-    if got is None or lam not in [float(x) for x in r["lambdas"]]:
+    if got is None or lam not in r.lambdas:
         return [], pd.DataFrame(), where
     table, doc = got
     fits = pd.DataFrame([f for f in doc.get("fits", []) if float(f["s"]) == ctx.s and float(f["lam"]) == lam
@@ -48,7 +48,7 @@ def _units(ctx: Context, lam: float) -> tuple[list, pd.DataFrame, str]:
         return [], fits, where
     k = len(fits)
     conf = 1.0 - (1.0 - ctx.confidence) / k
-    ivs = ray_slope_intervals(table, fits, fit_points=int(r["fit_points"]), num_probes=int(r["num_probes"]),
+    ivs = ray_slope_intervals(table, fits, fit_points=r.fit_points, num_probes=r.num_probes,
                               confidence=conf)
     return [(f"ray {ray}", iv) for ray, iv in sorted(ivs.items())], fits, where + f", {k} rays, each at {conf:.4g}"
 

@@ -106,7 +106,7 @@ class Setup:
 def _learned_seeds(ctx: Context, lams) -> tuple[set[int], tuple[str, ...]]:
     """The seeds whose AdamW runs at every λ of ``lams`` beat the unigram model, and the runs left out."""
     rows, excluded = ctx.rows("adamw", lams)
-    seeds = set(int(s) for s in ctx.params["train"]["seeds"])
+    seeds = set(ctx.params.train.seeds)
     for lam in lams:
         seeds &= set(int(s) for s in rows[rows["lam"] == float(lam)]["seed"])
     return seeds, excluded

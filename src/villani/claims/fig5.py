@@ -50,7 +50,7 @@ def loss_times(ctx: Context) -> tuple[pd.DataFrame, tuple[str, ...]]:
     keys, excl = ctx.learned(pd.DataFrame([{"variant": "adamw", "lam": r.lam, "seed": r.seed} for r in rs]))
     kept = set(zip(keys["lam"], keys["seed"]))
     logs = {(r.lam, r.seed): training_log(ctx.params, r, ctx.root) for r in rs if (r.lam, r.seed) in kept}
-    rows = seed_times({k: (g["step"], g["loss"]) for k, g in logs.items()}, loss_window(int(ctx.params["train"]["steps"])))
+    rows = seed_times({k: (g["step"], g["loss"]) for k, g in logs.items()}, loss_window(ctx.params.train.steps))
     return pd.DataFrame(rows, columns=["lam", "seed", "target", "start", "lowest", "to_common", "to_own"]), excl
 
 
@@ -63,13 +63,13 @@ def _speed(ctx: Context, column: str, what: str) -> Measured:
         return none(join(f"needs three learned λ with a {what}", left_out_note(excl)), where, excluded=excl)
     iv = correlation_interval(df["lam"].rank(method="dense"), df[column], df["seed"].to_numpy(), kind="pearson",
                               confidence=ctx.confidence)
-    t = ctx.params["train"]
-    per_lam = "; ".join(f"λ = {lam:g} (paper {paper_equivalent(lam, lr=float(t['lr']), steps=int(t['steps']), paper_t=paper_steps(ctx.params)):.2g}): "
+    t = ctx.params.train
+    per_lam = "; ".join(f"λ = {lam:g} (paper {paper_equivalent(lam, lr=t.lr, steps=t.steps, paper_t=paper_steps(ctx.params)):.2g}): "
                         f"{g['to_common'].mean():.0f} to ℓ*, t₉₀ {g['to_own'].mean():.0f} to its own floor "
                         f"{g['lowest'].mean():.3f}" for lam, g in df.groupby("lam"))
     targets = ", ".join(f"seed {int(s)}: {v:.3f}" for s, v in df.groupby("seed")["target"].first().items())
     return Measured(iv, where, join(f"mean steps (training loss smoothed over "
-                                    f"{loss_window(int(t['steps']))} steps, nats/token; paper λ by λ·η·T) {per_lam}",
+                                    f"{loss_window(t.steps)} steps, nats/token; paper λ by λ·η·T) {per_lam}",
                                     f"common target ℓ* {targets}", left_out_note(excl)), excluded=excl)
 
 
@@ -155,7 +155,7 @@ def fig5_envelope_tight(ctx: Context) -> Measured:
 def theorem2_steps(ctx: Context) -> Measured:
     b = ctx.b[(ctx.b["status"] == "ok") & (ctx.b["theorem2_status"] == "ok")].dropna(subset=["steps_required"])
     b, excl = ctx.learned(b.reset_index(drop=True))
-    trained = int(ctx.params["train"]["steps"])
+    trained = ctx.params.train.steps
     where = ctx.where(", ".join(sorted(b["variant"].unique())) or "no run", sorted(b["lam"].unique()), b)
     if b.empty:
         return none(join("Theorem 2's hypotheses hold at no checkpoint of a learned run", left_out_note(excl)), where)
@@ -212,7 +212,7 @@ def fig5_langevin_learns(ctx: Context) -> Measured:
     prior on every coordinate, whatever λ, against a data term weighted 1/λ — at a
     transformer's d the prior wins unless L/λ is of order d. The note gives β·λ (1 at
     β = 1/λ) and the prior's standard deviation 1/√(βλ) per coordinate."""
-    lams = [float(x) for x in ctx.params["train"]["langevin"]["lambdas"]]
+    lams = list(ctx.params.train.langevin.lambdas)
     where = ctx.where("langevin", lams)
     if not lams:
         return none("no Langevin arm in this configuration (train.langevin.lambdas is empty)", where)
@@ -222,7 +222,7 @@ def fig5_langevin_learns(ctx: Context) -> Measured:
         return none("no measured Langevin checkpoint", where)
     learned = int(last["run_learned"].sum())
     iv = proportion_interval(learned, len(last), ctx.confidence)
-    lr = float(variant_params(ctx.params, "langevin")["train"]["lr"])
+    lr = variant_params(ctx.params, "langevin").train.lr
     betas = {lam: run_beta(ctx.params, "langevin", lam) for lam in sorted(last["lam"].unique())}
     temp = ", ".join(f"λ = {lam:g}: η = {lr:g}, β = {b:.3g}, βλ = {b * lam:.3g}, prior std 1/√(βλ) = "
                      f"{1 / np.sqrt(b * lam):.3g}" for lam, b in betas.items() if b)

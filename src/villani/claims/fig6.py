@@ -28,6 +28,7 @@ from villani.claims.context import Context, arithmetic
 from villani.claims.paper import PAPER_D, PAPER_LAMBDAS, PTB_TOKENS_TABLE2, init_loss
 from villani.claims.registry import ARITHMETIC, Measured, claim
 from villani.claims.verdict import Region
+from villani.curvature import regularised_loss
 from villani.stats import exact_value
 
 DELTA = 0.05
@@ -39,7 +40,7 @@ def eq52_argument(lam: float, d: float = PAPER_D, *, theta_sq: float | None = No
     """A(λ, d) of the module docstring: eq. (52)'s KL bound plus log(2√n/δ) (default: the generous model)."""
     loss = init_loss() if loss is None else loss
     theta_sq = d if theta_sq is None else theta_sq
-    return kl_upper(loss + 0.5 * lam * theta_sq, d, lam, form="eq52") + math.log(2 * math.sqrt(n) / delta)
+    return kl_upper(regularised_loss(loss, theta_sq, lam), d, lam, form="eq52") + math.log(2 * math.sqrt(n) / delta)
 
 
 def _no_bound(name: str) -> Measured:

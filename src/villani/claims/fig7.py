@@ -49,8 +49,8 @@ def _id_lam(lam: float) -> str:
 def _pooled(ctx: Context, variant: str, lam: float, squared: bool) -> Measured:
     m, excl = ctx.rows(variant, [lam])
     m = after_start(m.dropna(subset=[ctx.psi, "val_ppl"]))
-    t = variant_params(ctx.params, variant)["train"]
-    eq = paper_equivalent(lam, lr=float(t["lr"]), steps=int(t["steps"]), paper_t=paper_steps(ctx.params))
+    t = variant_params(ctx.params, variant).train
+    eq = paper_equivalent(lam, lr=t.lr, steps=t.steps, paper_t=paper_steps(ctx.params))
     where = ctx.where(variant, [lam], m, extra=f" after step 0 (paper-equivalent λ by λ·η·T: {eq:.2g})")
     if len(m) < 3:
         return none(join(f"too few checkpoints of learned runs after step 0 ({len(m)})", left_out_note(excl)), where,

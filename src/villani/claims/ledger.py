@@ -130,7 +130,7 @@ def ledger(params: Mapping, root=layout.RESULTS, ctx: Context | None = None) -> 
     rows, fams, premises = _rows(ctx)
     paper = [r for r in rows if r["table"] == PAPER]
     found = [r for r in rows if r["table"] == FINDINGS]
-    lams = [float(x) for x in params["train"]["lambdas"]]
+    lams = list(params.train.lambdas)
     return {"dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts(paper)["verdicts"],
             "counts_by_class": counts(paper)["by_class"], "counts_void": chain.void_counts(paper, CLASSES),
             "premises": premises, "roots": summary(paper), "multiplicity": fams[PAPER], "claims": paper,
@@ -152,7 +152,7 @@ def scale(ctx: Context) -> dict:
             "tokens_per_run": int(last["tokens_seen"].max()) if len(last) else None,
             "steps": t.steps, "seeds": list(t.seeds), "vocab": ctx.vocab,
             "unigram_val_ppl": ctx.baseline,
-            "lambdas": [float(x) for x in t["lambdas"]], "largest_budget": max(budgets),
+            "lambdas": list(t.lambdas), "largest_budget": max(budgets),
             "lambda_match": "; ".join(mt.text() for mt in (ctx.match(n) for n in PAPER_LAMBDAS)),
             "runs_deciding_nothing": collapsed}
 

@@ -44,7 +44,7 @@ def loss_fall(m: pd.DataFrame) -> pd.Series:
        "N(0, 0.05²)) / that of the AdamW run at the same λ, seed and batches; t interval of the log over seeds",
        Region.at_least(0.9))
 def sec6e_noise(ctx: Context) -> Measured:
-    lams = [float(x) for x in ctx.params["train"]["adamw_noise"]["lambdas"]]
+    lams = list(ctx.params.train.adamw_noise.lambdas)
     where = ctx.where("adamw_noise vs adamw", lams)
     if not lams:
         return none("no noise-injected arm in this configuration (train.adamw_noise.lambdas is empty)", where)
@@ -72,7 +72,7 @@ def sec6e_noise(ctx: Context) -> Measured:
 def noise_size(ctx: Context, m: pd.DataFrame) -> str:
     """The injected noise against the gradient: ‖ξ‖ ≈ σ√d here and at the paper's d, and the median
     ‖∇L‖ of the AdamW checkpoints after step 0 (Table I's σ is per coordinate, so ‖ξ‖ grows with √d)."""
-    std = float(ctx.params["train"]["adamw_noise"]["grad_std"])
+    std = ctx.params.train.adamw_noise.grad_std
     plain = m[(m["variant"] == "adamw") & (m["step"] > 0)]
     if plain.empty:
         return ""
@@ -89,7 +89,7 @@ def noise_size(ctx: Context, m: pd.DataFrame) -> str:
        "model, Clopper–Pearson over runs", Region.at_least(0.95), table=FINDINGS)
 def sec6e_noise_learns(ctx: Context) -> Measured:
     """The finding a noise arm that does not learn is: no claim of the paper is decided on it."""
-    lams = [float(x) for x in ctx.params["train"]["adamw_noise"]["lambdas"]]
+    lams = list(ctx.params.train.adamw_noise.lambdas)
     last = ctx.m[ctx.m["variant"] == "adamw_noise"].sort_values("step").groupby(["lam", "seed"]).tail(1)
     where = ctx.where("adamw_noise", lams, extra=f", {len(last)} runs (last checkpoint each)")
     if last.empty:

@@ -108,9 +108,9 @@ def _reason(points: pd.DataFrame, doc: dict, fit_points: int) -> str:
 
 def _rays(ctx: Context, what: str) -> tuple[pd.DataFrame, dict, Where] | Measured:
     """(the random rays' points, slopes.json, where) — or the row without a statistic, saying why."""
-    r = ctx.params["rays"]
-    where = Where(f"{ctx.dataset}, {r['count']} random radial rays (every coordinate of θ moves; {r['points']} radii, "
-                  f"‖θ‖² from {float(r['theta_sq_min']):.3g} to {float(r['theta_sq_max']):.3g}): {what}")
+    r = ctx.params.rays
+    where = Where(f"{ctx.dataset}, {r.count} random radial rays (every coordinate of θ moves; {r.points} radii, "
+                  f"‖θ‖² from {r.theta_sq_min:.3g} to {r.theta_sq_max:.3g}): {what}")
     try:
         table, doc = rays_table(ctx.params, ctx.root)
     except ValueError as e:
@@ -138,7 +138,7 @@ def eq17_grad_bounded(ctx: Context) -> Measured:
 
 
 def _loss_growth(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> Measured:
-    k = int(ctx.params["rays"]["fit_points"])
+    k = ctx.params.rays.fit_points
     exps = growth_exponents(pts, "loss", k)
     grads = growth_exponents(pts, "grad_L_sq", k, root=True)
     iv = seed_interval(list(exps.values()), ctx.confidence, unit="ray")
@@ -159,7 +159,7 @@ def _grad_over_c1(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where) -> M
         v = math.sqrt(float(g["grad_L_sq"].iloc[i])) / C1
         units.append((f"ray {ray}", exact_value(v, "‖∇L‖ on the measurement set, exact")))
         at.append(f"ray {ray} at ‖θ‖² = {g['theta_sq'].iloc[i]:.3g}")
-    reason = _reason(pts, doc, int(ctx.params["rays"]["fit_points"]))
+    reason = _reason(pts, doc, ctx.params.rays.fit_points)
     top = exact_value(max(iv.estimate for _, iv in units), "the largest over the random rays of each ray's largest "
                       "‖∇L‖ / C₁ (exact on the measurement set); the verdict is per ray")
     per_ray = ", ".join(f"{k}: {iv.estimate:.3g}" for k, iv in units)
@@ -207,7 +207,7 @@ def _laplacian_over_c2(ctx: Context, pts: pd.DataFrame, doc: dict, where: Where)
     rays = sorted(pts["ray"].unique())
     conf = 1.0 - (1.0 - ctx.confidence) / (len(rays) * pts.groupby("ray").size().max())
     c2 = paper_c2()
-    units = [(f"ray {ray}", laplacian_max_interval(g, int(ctx.params["rays"]["num_probes"]), conf, c2))
+    units = [(f"ray {ray}", laplacian_max_interval(g, ctx.params.rays.num_probes, conf, c2))
              for ray, g in pts.groupby("ray")]
     low = ", ".join(f"ray {ray}: {g['trace_L'].min() / c2:.3g}" for ray, g in pts.groupby("ray"))
     peak = ", ".join(f"ray {ray}: |ΔL| peaks at ‖θ‖² = {g['theta_sq'].iloc[int(g['trace_L'].abs().argmax())]:.3g}"

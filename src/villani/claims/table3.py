@@ -144,7 +144,7 @@ def _phase_end(ctx: Context, within: float, paper_step: int) -> Measured:
     fraction of training, at the λ matched to 10⁻³ (the paper's: ``paper_step``/69,297)."""
     mt = ctx.match("middle")
     m, excl = ctx.rows("adamw", [mt.ours])
-    steps = int(ctx.params["train"]["steps"])
+    steps = ctx.params.train.steps
     where = ctx.where("adamw", [mt.ours], m)
     if mt.ours is None:
         return none(mt.text(), where, match_=mt)

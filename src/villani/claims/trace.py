@@ -164,7 +164,7 @@ def fig8_var(ctx: Context) -> Measured:
     checkpoints after step 0 (step 0 is every λ's common initialisation), each run's means of
     log Var and log ‖θ‖² removed (:func:`villani.stats.within_slope`), so the λ between runs
     cannot carry the slope. The variance's λ² part is arithmetic (:func:`fig8_var_lam`)."""
-    lams = [x for x in ctx.params["train"]["lambdas"] if float(x) > 0]
+    lams = [x for x in ctx.params.train.lambdas if x > 0]
     m, excl = ctx.rows("adamw", lams)
     m = after_start(m).assign(var=lambda d: plain_variance(d))
     m = m[np.isfinite(m["var"]) & (m["var"] > 0)]

@@ -62,7 +62,7 @@ def cmd_validate(args) -> None:
     for p in _every_params(args):
         stats, stale = current_stats(p, args.results)
         blocks = None if stats is None else int(stats["splits"]["train"]["blocks"])
-        if blocks is not None and int(p["measure"]["blocks"]) > blocks:
+        if blocks is not None and p.measure.blocks > blocks:
             raise ParamsError(f"measure.blocks: {p['measure']['blocks']} is invalid (≤ {blocks}, the blocks of the "
                               f"train split in {args.results}/data/{p['data']['name']}/stats.json)")
         _check_positions(p, args.results)
@@ -112,10 +112,10 @@ def _check_architecture(p) -> None:
 
     if p["model"]["name"]:
         return
-    vocab = int(p["data"]["tokenizer"].get("vocab_size") or 256)  # any size builds the same shapes
+    vocab = p.data.tokenizer.vocab_size or 256  # any size builds the same shapes
     try:
         with torch.device("meta"):
-            build_model(p["model"], vocab, int(p["data"]["seq_len"]), seed=0)
+            build_model(p.model, vocab, p.data.seq_len, seed=0)
     except (ValueError, TypeError, NotImplementedError, RuntimeError, AttributeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         if first.startswith(("model.config", "data.seq_len")):  # the model's own one-line checks

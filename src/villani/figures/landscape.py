@@ -81,8 +81,8 @@ def _panels(fig, j: int, ncol: int, lam: float, df: pd.DataFrame, levels: int, t
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
-    la = params["landscape"]
-    lams = [float(x) for x in la["lambdas"]]
+    la = params.landscape
+    lams = list(la.lambdas)
     kind = kind_drawn(params)
     tables = {lam: landscape_surface(params, lam, root)[0] for lam in lams}
     by = {lam: seed_slices(t, kind) for lam, t in tables.items()}
@@ -93,7 +93,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     for j, lam in enumerate(lams):
         df = by[lam][seed][k]
         frames.append(df.assign(lam=lam))
-        ax2 = _panels(fig, j, len(lams), lam, df, int(la["levels"]), shape_text(by[lam], seed, k))
+        ax2 = _panels(fig, j, len(lams), lam, df, la.levels, shape_text(by[lam], seed, k))
     handles, labels = ax2.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2)
     at = "the initialisation θ₀ (step 0)" if kind == "init" else "the trained θ (last checkpoint)"

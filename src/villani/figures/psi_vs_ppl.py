@@ -42,12 +42,12 @@ def correlations(m: pd.DataFrame, col: str, params: Mapping, unigram: float | No
     the seeds (Fisher z, t) with its interval, the pooled Pearson r and r², and how many of its
     runs learned — final perplexity below ``unigram``, the corpus's unigram model's (``None``: not
     checked; the claims ledger decides nothing on a run that did not learn)."""
-    c = params["claims"]
+    c = params.claims
     rows = []
     for (variant, lam), d in m.groupby(["variant", "lam"], sort=False):
         x, y = d[col].to_numpy(float), d["val_ppl"].to_numpy(float)
         runs = pd.factorize(d["seed"])[0]
-        iv = correlation_interval(x, y, runs, kind="pearson", confidence=float(c["confidence"]))
+        iv = correlation_interval(x, y, runs, kind="pearson", confidence=c.confidence)
         r = pearson_r(x, y)
         last = d.sort_values("step").groupby("seed").tail(1)
         learned = len(last) if unigram is None else sum(bool(beats_baseline(p, unigram)) for p in last["val_ppl"])
@@ -132,7 +132,7 @@ def draw_group(ax, d: pd.DataFrame, row, col: str, steps: np.ndarray, span: floa
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     stats = data_stats(params, root)
-    col = psi_column(float(params["measure"]["s_values"][0]))
+    col = psi_column(params.measure.s_values[0])
     order = {v: i for i, v in enumerate(variants(params))}
     m = measurements(params, root, variants=None).dropna(subset=[col, "val_ppl"])
     m = after_start(m.sort_values(["variant", "lam"], key=lambda c: c.map(order) if c.name == "variant" else c))
@@ -160,7 +160,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
                + (f", not learned (no verdict) in {int((dirs == 'not learned').sum())}" if (dirs == "not learned").any()
                   else ""))
     fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s vs validation perplexity after step 0 — {summary} "
-                      f"({int(100 * float(params['claims']['confidence']))}% intervals); marker area grows with the "
+                      f"({int(100 * params.claims.confidence)}% intervals); marker area grows with the "
                       "step", DOUBLE))
     table = m[["variant", "lam", "seed", "step", col, "val_ppl", "val_loss", "laplacian_F", "lam_d",
                "grad_F_sq_norm"]].merge(corr, on=["variant", "lam"], how="left")

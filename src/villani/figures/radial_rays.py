@@ -76,10 +76,10 @@ def per_ray_intervals(slopes_json: Mapping, table: pd.DataFrame, s: float, param
         return {}
     fits = fits[fits["kind"] == "random"] if "kind" in fits else fits
     out = {}
-    alpha = 1.0 - float(params["claims"]["confidence"])
+    alpha = 1.0 - params.claims.confidence
     for lam, g in fits.groupby("lam"):
-        got = ray_slope_intervals(table, g, fit_points=int(params["rays"]["fit_points"]),
-                                  num_probes=int(params["rays"]["num_probes"]), confidence=1.0 - alpha / len(g))
+        got = ray_slope_intervals(table, g, fit_points=params.rays.fit_points, num_probes=params.rays.num_probes,
+                                  confidence=1.0 - alpha / len(g))
         out.update({(float(lam), ray): iv for ray, iv in got.items()})
     return out
 
@@ -171,7 +171,7 @@ def _legend(fig, d: pd.DataFrame, conf: float) -> None:
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
-    s = float(params["measure"]["s_values"][0])
+    s = params.measure.s_values[0]
     _require_psi_column(df, s)
     if "kind" not in df:
         df = df.assign(kind="random")
@@ -183,7 +183,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.7 * nrows + 1.1), squeeze=False)
     flat = axes.ravel()
-    conf = float(params["claims"]["confidence"])
+    conf = params.claims.confidence
     z = float(sps.norm.ppf(0.5 + conf / 2))
     for ax, lam in zip(flat, lams):
         segs = lines[(lines["lam"] == lam) & (lines["kind"] == "random")] if len(lines) else lines

@@ -51,11 +51,11 @@ def fit_label(label: str, fit, unit: str) -> str:
 
 
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
-    s = float(params["measure"]["s_values"][0])
+    s = params.measure.s_values[0]
     m = measurements(params, root)
     d_model = float(m["d"].iloc[0])
     cost = cost_table(params, root)
-    lams = [float(x) for x in params["train"]["lambdas"] if float(x) > 0]
+    lams = [x for x in params.train.lambdas if x > 0]
     fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(DOUBLE, 3.9))
     rows = []
 
@@ -72,8 +72,7 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
         a1.text(dv, 0.98, f" {label}", rotation=90, va="top", fontsize=7, transform=a1.get_xaxis_transform())
     a1.set(xscale="log", yscale="log", xlabel="model dimension d",
            ylabel=f"C_LS(F) ≤ (s/λ)(1 + d/(λs)), s = {s:g}",
-           title="log-Sobolev bound" + (" (λ = 0: undefined)" if 0.0 in [float(x) for x in params["train"]["lambdas"]]
-                                        else ""))
+           title="log-Sobolev bound" + (" (λ = 0: undefined)" if 0.0 in params.train.lambdas else ""))
 
     d = cost["d"].to_numpy(float)
     d_ext = np.geomspace(d.min(), max(TARGETS.values()) * 1.3, 80)

@@ -28,6 +28,7 @@ from villani.bounds.theory import guideline_checks
 from villani.convergence import first_reach
 from villani.families import config_value, family_of
 from villani.io.results import data_stats, measurements, run_records, train_tokens
+from villani.plan.frozen import Params
 from villani.plan.runs import variant_params
 from villani.plan.schedule import checkpoint_steps
 
@@ -44,7 +45,7 @@ def guideline_rows(params: Mapping, root) -> list[dict]:
     checkpoint, η the run's peak (or, for the Langevin arm, constant) learning rate."""
     out = []
     for run, recs in run_records(params, root).items():
-        eta = float(variant_params(params, run.variant)["train"]["lr"])
+        eta = variant_params(params, run.variant).train.lr
         first, last = recs[0], recs[-1]
         row = {"variant": run.variant, "lam": run.lam, "seed": run.seed, "eta": eta}
         for tag, rec in (("theta0", first), ("final", last)):
@@ -84,7 +85,7 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
     stats = data_stats(params, root)
     m = measurements(params, root)
     d = int(m["d"].iloc[0])
-    tokens_per_step = int(t["batch_size"]) * int(params["data"]["seq_len"])
+    tokens_per_step = t.batch_size * params.data.seq_len
     epochs = t["steps"] * tokens_per_step / max(train_tokens(stats), 1)
 
     def eta_check(lam, rs):
@@ -111,7 +112,7 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
         {"parameter": "learning rate η (peak)", "value": f"{t['lr']:g}",
          "guideline": "η ≲ λ/(4σ²)  (Theorem 2: η ≤ min(1, λ/(4σ²)))",
          "measured": _check_text(_per_lam(g, "eta_limit_theta0"), eta_check) + " (σ² at step 0, mean over seeds)"},
-        {"parameter": "weight decay λ", "value": ", ".join(f"{float(x):g}" for x in t["lambdas"]),
+        {"parameter": "weight decay λ", "value": ", ".join(f"{x:g}" for x in t.lambdas),
          "guideline": "pick λ so that λ‖θ₀‖² ≈ 10·L(θ₀)",
          "measured": _check_text(_per_lam(g, "lam_theta0_ratio"), lam_check) + " (λ‖θ₀‖² / 10·L(θ₀))"},
         {"parameter": "decay mode / decayed tensors", "value": f"{t['decay_mode']} / {t['decay_params']}",
@@ -136,7 +137,7 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
         {"parameter": "curvature measurement",
          "value": f"{_trace_text(me)}, top-{me['top_k']} by {_lanczos_text(me)} Lanczos steps, "
                   f"SLQ {_slq_text(me)}×{me['slq_steps']}, {me['blocks']} blocks, s = "
-                  f"{', '.join(f'{float(x):g}' for x in me['s_values'])}",
+                  f"{', '.join(f'{x:g}' for x in me.s_values)}",
          "guideline": "paper: M = 64, top-20", "measured": ""},
     ]
 
@@ -144,7 +145,7 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
 def _arms_text(params: Mapping) -> str:
     """The other update rules of the params, in words."""
     t = params["train"]
-    lams = lambda xs: "{" + ", ".join(f"{float(x):g}" for x in xs) + "}"  # noqa: E731
+    lams = lambda xs: "{" + ", ".join(f"{x:g}" for x in xs) + "}"  # noqa: E731
     parts = []
     if t["adamw_noise"]["lambdas"]:
         parts.append(f"noisy AdamW at λ ∈ {lams(t['adamw_noise']['lambdas'])}, ξ ~ N(0, {t['adamw_noise']['grad_std']:g}²)")
@@ -177,26 +178,24 @@ def _langevin_rows(params: Mapping, rows: list[dict]) -> list[dict]:
              "measured": "; ".join(check(r) for r in rows) + " (σ² at the first and last checkpoint, the larger)"}]
 
 
-def _trace_text(me: Mapping) -> str:
-    """How tr ∇²L was estimated, from the measure params (absent keys: the plain estimator)."""
-    est = "deflated Hutchinson (exact on the Lanczos basis)" if me.get("trace_estimator") == "deflated" \
-        else "Hutchinson"
-    targets = [f"{k.split('_')[0]} CI ±{100 * float(me[k]):g}%" for k in ("trace_rel_ci", "psi_rel_ci")
-               if me.get(k) is not None]
-    probes = (f"M ≤ {me['num_probes']} Rademacher probes (Stein two-stage, {', '.join(targets)})" if targets
-              else f"M = {me['num_probes']} Rademacher probes")
+def _trace_text(me: Params) -> str:
+    """How tr ∇²L was estimated, from the ``measure`` section."""
+    est = "deflated Hutchinson (exact on the Lanczos basis)" if me.trace_estimator == "deflated" else "Hutchinson"
+    targets = [f"{k.split('_')[0]} CI ±{100 * me[k]:g}%" for k in ("trace_rel_ci", "psi_rel_ci") if me[k] is not None]
+    probes = (f"M ≤ {me.num_probes} Rademacher probes (Stein two-stage, {', '.join(targets)})" if targets
+              else f"M = {me.num_probes} Rademacher probes")
     return f"{est}, {probes}"
 
 
-def _lanczos_text(me: Mapping) -> str:
-    return (f"≤ {me['lanczos_steps']} (relative residual ≤ {float(me['lanczos_tol']):g})"
-            if me.get("lanczos_tol") is not None else str(me["lanczos_steps"]))
+def _lanczos_text(me: Params) -> str:
+    return (f"≤ {me.lanczos_steps} (relative residual ≤ {me.lanczos_tol:g})" if me.lanczos_tol is not None
+            else str(me.lanczos_steps))
 
 
-def _slq_text(me: Mapping) -> str:
-    if me.get("slq_cdf_tol") is None:
-        return str(me["slq_probes"])
-    return f"(≤ {me['slq_probes']}: CDF tol {float(me['slq_cdf_tol']):g}, full at {me.get('full_density', 'every')})"
+def _slq_text(me: Params) -> str:
+    if me.slq_cdf_tol is None:
+        return str(me.slq_probes)
+    return f"(≤ {me.slq_probes}: CDF tol {me.slq_cdf_tol:g}, full at {me.full_density})"
 
 
 def render_hyperparameters(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
@@ -260,7 +259,7 @@ def efficiency(params: Mapping, root) -> pd.DataFrame:
     training wall-clock, steps and tokens up to it (mean ± s.e.m. over the seeds that reach
     it). Resolution is the checkpoint spacing: val perplexity exists only at checkpoints."""
     m = measurements(params, root)
-    target = params["figures"].get("target_ppl")
+    target = params.figures.target_ppl
     source = "figures.target_ppl"
     if target is None:
         target, source = default_target(m), "default: largest final validation perplexity"
@@ -275,7 +274,7 @@ def efficiency(params: Mapping, root) -> pd.DataFrame:
         secs = np.array([float(h["wall_clock_s"]) for h in hits])
         last = d[d["step"] == d["step"].max()]
         rows.append({
-            "dataset": params["data"]["name"], "lam": float(lam), "target_ppl": float(target), "target_source": source,
+            "dataset": params["data"]["name"], "lam": float(lam), "target_ppl": target, "target_source": source,
             "n_seeds": int(d["seed"].nunique()), "n_reached": len(hits),
             "wall_clock_s_mean": float(secs.mean()) if len(secs) else None,
             "wall_clock_s_sem": float(secs.std(ddof=1) / math.sqrt(len(secs))) if len(secs) > 1 else None,

@@ -42,11 +42,11 @@ def chosen_runs(params: Mapping) -> list[Run]:
     """The AdamW run at our λ matched to the paper's 10⁻³ by λ·η·T — the λ of the ledger's Fig 8
     rows (:func:`villani.plan.paper_lambda.match`) — or, unmatched, the middle positive λ; and the
     first Langevin run; first seed."""
-    ds, seed = params["data"]["name"], int(params["train"]["seeds"][0])
+    ds, t = params.data.name, params.train
     mt = match(params, "middle")
-    out = [Run(ds, "adamw", mt.ours if mt.ours is not None else middle_lam(params["train"]["lambdas"]), seed)]
-    if params["train"]["langevin"]["lambdas"]:
-        out.append(Run(ds, "langevin", float(params["train"]["langevin"]["lambdas"][0]), seed))
+    out = [Run(ds, "adamw", mt.ours if mt.ours is not None else middle_lam(t.lambdas), t.seeds[0])]
+    if t.langevin.lambdas:
+        out.append(Run(ds, "langevin", t.langevin.lambdas[0], t.seeds[0]))
     return out
 
 

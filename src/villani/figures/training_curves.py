@@ -49,7 +49,7 @@ def run_logs(params: Mapping, root, variants=None) -> dict:
 
 def curves(params: Mapping, root, logs: Mapping | None = None) -> pd.DataFrame:
     """Long table: variant, lam, step, loss_mean, loss_sem, theta_sq_mean, theta_sq_sem, n_seeds."""
-    window = loss_window(int(params["train"]["steps"]))
+    window = loss_window(params.train.steps)
     per_run = [log.assign(loss_smooth=moving_average(log["loss"], window), variant=r.variant, lam=r.lam, seed=r.seed)
                for r, log in (run_logs(params, root) if logs is None else logs).items()]
     df = pd.concat(per_run, ignore_index=True)
@@ -75,7 +75,7 @@ def speed(params: Mapping, logs: Mapping, learned: set) -> pd.DataFrame:
     drop (:func:`villani.convergence.seed_times` on the raw per-step loss)."""
     curves_ = {(r.lam, r.seed): (log["step"], log["loss"]) for r, log in logs.items()
                if r.variant == "adamw" and (r.variant, float(r.lam), int(r.seed)) in learned}
-    rows = seed_times(curves_, loss_window(int(params["train"]["steps"])))
+    rows = seed_times(curves_, loss_window(params.train.steps))
     return pd.DataFrame(rows, columns=["lam", "seed", "target", "start", "lowest", "to_common", "to_own"])
 
 
@@ -114,7 +114,7 @@ def envelopes(params: Mapping, root, learned: set, num: int = 121) -> tuple[pd.D
                              "n_applicable": g["applicable"].sum(), "n_learned": g["learned"].sum(),
                              "n_holds": g["envelope_check"].agg(lambda c: int((c == "holds").sum())),
                              "status": g["envelope_status"].first()}).reset_index()
-    grid = np.linspace(0.0, float(params["train"]["steps"]), num)
+    grid = np.linspace(0.0, params.train.steps, num)
     env_rows = []
     for (variant, lam, seed), r in b.groupby(["variant", "lam", "seed"], sort=False):
         r0 = r.iloc[0]

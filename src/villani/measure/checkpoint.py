@@ -4,8 +4,11 @@ At θ of checkpoint (variant, λ, seed, step), in eval mode and float32, on the 
 measurement set (:mod:`villani.measure.measurement_set`):
 
 - exact: ‖θ‖², L, F = L + (λ/2)‖θ‖², ∇L (accumulated over micro-batches),
-  ‖∇L‖², ∇F = ∇L + λθ, ‖∇F‖², and the validation loss over the *whole* validation split;
-- the spectrum of ∇²F = ∇²L + λI (:class:`~villani.curvature.ShiftedOperator`): the
+  ‖∇L‖², ∇F = ∇L + λθ, ‖∇F‖² — all from the operator's objective
+  (:meth:`~villani.curvature.HessianOperator.objective`: the operator is
+  :class:`~villani.curvature.ModelHessian` at the run's λ, every parameter decayed, SPEC §1) —
+  and the validation loss over the *whole* validation split;
+- the spectrum of ∇²F = ∇²L + λI (that operator): the
   top-k Ritz values with residuals from one Lanczos run of ``measure.lanczos_steps`` from
   probe 0 (:func:`~villani.curvature.top_eigenvalues`; with ``measure.lanczos_tol`` it
   stops once the top-k relative residuals are under it), which is also the first start
@@ -14,7 +17,8 @@ measurement set (:mod:`villani.measure.measurement_set`):
   fewest that ``measure.slq_cdf_tol`` needs, :func:`~villani.curvature.slq_num_starts`);
   λ_median with its interval, λ_max/λ_median;
 - tr ∇²L, ΔF's only stochastic part (ΔF = tr ∇²L + λd with λd exact; for Rademacher v
-  vᵀ∇²F v = vᵀ∇²L v + λd, so the trace statistics are those of ∇²L): with
+  vᵀ∇²F v = vᵀ∇²L v + λd, so the trace statistics are those of ∇²L, and its products are
+  those of :meth:`~villani.curvature.HessianOperator.data_hessian`): with
   ``measure.trace_estimator: deflated`` tr(QᵀHQ) exactly from that Lanczos run's basis Q
   (no further product) plus Hutchinson on the remainder with probes 1, 2, … of
   ``measure.probe_seed`` (probe 0 built Q); with ``hutchinson`` plain probes 0, 1, ….
@@ -54,13 +58,13 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from villani.curvature import ModelHessian
+from villani.curvature import ModelHessian, Objective
 from villani.data import load_split
 from villani.io import atomic
 from villani.io.finite import check_finite
@@ -80,6 +84,7 @@ from villani.model import num_params
 from villani.plan import layout
 from villani.plan.budget import budget
 from villani.plan.digest import stage_digest, stage_inputs
+from villani.plan.frozen import Params
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
 from villani.progress import Progress
@@ -170,9 +175,10 @@ def _samples_frame(est, gs, gnames, top, density, lam_d: float, noise: dict | No
     return df
 
 
-def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root="results",
+def measure_checkpoint(params: Params, *, variant: str, lam: float, seed: int, step: int, root="results",
                        device: str | None = None) -> str:
-    """Measure one checkpoint; write its Parquet then its JSON; return the JSON path.
+    """Measure checkpoint ``step`` of run (``params.data.name``, variant, λ, seed); write its
+    Parquet then its JSON; return the JSON path.
 
     Progress lines (:class:`villani.progress.Progress`, unit HVP): the phase, HVPs done of
     the most the job can take (:func:`villani.plan.budget.budget` with a spectrum and every
@@ -180,29 +186,26 @@ def measure_checkpoint(params: Mapping, *, variant: str, lam: float, seed: int, 
     checkpoint's budget, the Lanczos steps taken, the probes Stein's rule asked for), seconds per HVP, the running trace estimate and its CI (Hutchinson) or
     largest Ritz value (Lanczos), and the ETA.
     """
-    me = params.measure
-    what = f"measure {params.data.name} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
+    me, run = params.measure, Run(params.data.name, variant, lam, seed)
+    what = f"measure {run.dataset} {variant} λ={layout.format_lam(lam)} seed={seed} step={step}"
     hvps = budget(me, spectrum=True, slq_starts=me.slq_probes).total
-    ident = dict(dataset=params.data.name, variant=variant, lam=lam, seed=seed)
-    out = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
-    with one_writer(layout.fmt(layout.MEASURE_LOCK, root, step=int(step), **ident), f"the measurement {out}",
-                    writes=str(out)):
-        _refuse_while_trained(root, ident, int(step))
+    out = run.path(layout.MEASURE_JSON, root, step=step)
+    with one_writer(run.path(layout.MEASURE_LOCK, root, step=step), f"the measurement {out}", writes=str(out)):
+        _refuse_while_trained(root, run, step)
         with Progress(what, hvps, unit="HVP", logger=log) as bar:
-            return _measure(params, variant=variant, lam=lam, seed=seed, step=step, root=root, device=device,
-                            bar=bar)
+            return _measure(params, run=run, step=step, root=root, device=device, bar=bar)
 
 
-def _refuse_while_trained(root, ident: Mapping, step: int) -> None:
+def _refuse_while_trained(root, run: Run, step: int) -> None:
     """One line when a live ``villani train`` of the run is rewriting checkpoint ``step``."""
-    info = holder(layout.fmt(layout.TRAIN_LOCK, root, **ident))
+    info = holder(run.path(layout.TRAIN_LOCK, root))
     steps = (info or {}).get("steps")
     if info is not None and (not isinstance(steps, list) or steps[0] <= step <= steps[-1]):
-        raise WriterBusy(f"{layout.fmt(layout.CKPT_DIR, root, step=step, **ident)}: being written by another process "
+        raise WriterBusy(f"{run.path(layout.CKPT_DIR, root, step=step)}: being written by another process "
                          f"({describe(info)}); measure it once that training ends")
 
 
-def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> dict:
+def _load(params: Params, run: Run, step: int, root, device, clock: Clock) -> dict:
     """Model, measurement batches and the validation loss of one checkpoint."""
     me = params.measure
     clock.start("load")
@@ -220,23 +223,23 @@ def _load(params: Mapping, run: Run, step: int, root, device, clock: Clock) -> d
                 val_loss=val_loss, val_tokens=int(val_tokens), root=root)
 
 
-def _first_order(H: ModelHessian, lam: float, where: str) -> tuple[float, dict]:
-    """‖θ‖² and the exact first-order quantities (loss, ‖∇L‖², ‖∇F‖², θ·∇L), in float64."""
-    theta = H.flat_params().double()
-    loss = H.data_loss()
-    check_finite(loss, where, "loss")
-    gL = H.data_grad().double()
-    gF = gL + lam * theta
-    first = {"loss": loss, "grad_L_sq_norm": float(gL.square().sum()), "grad_F_sq_norm": float(gF.square().sum()),
-             "theta_dot_grad_L": float(theta @ gL)}
-    check_finite(first, where)
-    return float(theta.square().sum()), first
+def _first_order(H: ModelHessian, where: str) -> Objective:
+    """F, ∇F and the L-quantities at θ from the operator's objective (its λ), checked finite."""
+    obj = H.objective()
+    check_finite(obj.loss_L, where, "loss")
+    check_finite(_first_fields(obj), where)
+    return obj
 
 
-def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int, root, device, bar: Progress) -> str:
+def _first_fields(obj: Objective) -> dict:
+    """The record's exact first-order fields (all float64 sums)."""
+    return {"theta_sq_norm": obj.theta_sq, "loss": obj.loss_L, "F": obj.F, "grad_L_sq_norm": obj.grad_L_sq,
+            "grad_F_sq_norm": obj.grad_F_sq, "theta_dot_grad_L": obj.theta_dot_grad_L}
+
+
+def _measure(params: Params, *, run: Run, step: int, root, device, bar: Progress) -> str:
     clock = Clock(bar)
-    ds, lam, seed, step = params.data.name, float(lam), int(seed), int(step)
-    run, steps = Run(ds, variant, lam, seed), checkpoint_steps(params["train"])
+    steps = checkpoint_steps(params.train)
     if step not in steps:
         raise ValueError(f"--step: {step} is not a checkpoint step of this run ({steps})")
     ckpt = run.path(layout.CKPT_DIR, root, step=step)
@@ -244,24 +247,26 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     job = _load(params, run, step, root, device, clock)
     check_finite(job["val_loss"], where, "val_loss")
     clock.start("gradient")
-    method = params.measure.hvp_method
-    H = ModelHessian(job["model"], job["batches"], lam=0.0, method=method)
-    theta_sq, first = _first_order(H, lam, where)
+    me, model, batches = params.measure, job["model"], job["batches"]
+    H = ModelHessian(model, batches, lam=run.lam, method=me.hvp_method)  # ∇²F at the run's λ
+    obj = _first_order(H, where)
     clock.lap("gradient")
-    make_op = lambda prec: ModelHessian(job["model"], job["batches"], lam=0.0, method=method,  # noqa: E731
-                                        reuse_graph=H.graph_kept, precision=prec)
-    rows, bs = torch.cat(job["batches"]), params.measure.batch_size
-    sub_op = lambda idx, prec: ModelHessian(job["model"], list(rows[idx].split(bs)), lam=0.0,  # noqa: E731
-                                            method=method, reuse_graph=H.graph_kept, precision=prec)
-    cur = curvature(params.measure, H, lam, step, steps, first["grad_F_sq_norm"], clock, where, make_op,
-                     job["model"].config.model_type, sub_op, int(rows.shape[0]))
+    # the trace is of ∇²L (ΔF = tr ∇²L + λd, λd exact): cheaper-precision and block operators of it
+    hessian_L_at = lambda prec: ModelHessian(model, batches, lam=run.lam, method=me.hvp_method,  # noqa: E731
+                                             reuse_graph=H.graph_kept, precision=prec).data_hessian()
+    rows = torch.cat(batches)
+    blocks_hessian_L = lambda idx, prec: ModelHessian(  # noqa: E731
+        model, list(rows[idx].split(me.batch_size)), lam=run.lam, method=me.hvp_method, reuse_graph=H.graph_kept,
+        precision=prec).data_hessian()
+    cur = curvature(me, H, step, steps, obj.grad_F_sq, clock, where, hessian_L_at, model.config.model_type,
+                    blocks_hessian_L, int(rows.shape[0]))
     noise = None
     if step in (steps[0], steps[-1]):
         clock.start("grad_noise")
-        noise = gradient_noise(job["model"], job["train"], params, job["dev"])
+        noise = gradient_noise(model, job["train"], params, job["dev"])
         clock.lap("grad_noise")
-    rec = _record(params, run, step, str(ckpt), job, H, theta_sq, first, cur, noise)
-    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(cur["est"], H.names, job["model"].config.model_type)
+    rec = _record(params, run, step, str(ckpt), job, H, obj, cur, noise)
+    tensor_tr, group_tr, group_err, gs, gnames = _trace_block(cur["est"], H.names, model.config.model_type)
     rec.update(block_traces=group_tr, block_traces_stderr=group_err, tensor_traces=tensor_tr)
     frame = _samples_frame(cur["est"], gs, gnames, cur["top"], cur["density"], rec["lam_d"], noise, cur.get("ds"))
     check_finite(rec, where)
@@ -269,15 +274,14 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     rec["seconds"] = clock.total()
     # forward + first backward of every graph build, inside the phases above
     rec["seconds_breakdown"] = {**clock.laps, "of_which_hvp_graph_build": round(cur["build_seconds"], 4)}
-    ident = dict(dataset=ds, variant=variant, lam=lam, seed=seed)
-    out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
-    out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
+    out_json = run.path(layout.MEASURE_JSON, root, step=step)
+    out_pq = run.path(layout.MEASURE_PARQUET, root, step=step)
     atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
     write_sealed(out_json, rec, "measure")
     return str(out_json)
 
 
-def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
+def _trace_fields(me: Params, cur: dict, st, ci) -> dict:
     """The ``trace_L`` object: the estimate of tr ∇²L, its CI, and how it was made."""
     est, deflate, ds = cur["est"], cur["deflate"], cur.get("ds")
     out = {
@@ -290,7 +294,7 @@ def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
         "deflation_rank": est.deflation_rank, "exact_part": est.exact_part,
         "remainder_frob_sq": est.remainder_frob_sq, "remainder_diag_sq": est.remainder_diag_sq,
         "max_probes": est.max_probes,
-        "min_probes": int(me.get("min_probes", 8)) if est.target_half_width is not None else None,
+        "min_probes": me.min_probes if est.target_half_width is not None else None,
         "target_half_width": est.target_half_width,
         "ci_rule": "t" if est.target_half_width is None else "stein two-stage",
         "doubly_stochastic": None,
@@ -308,7 +312,7 @@ def _trace_fields(me: Mapping, cur: dict, st, ci) -> dict:
     return out
 
 
-def _spectrum_fields(me: Mapping, cur: dict) -> dict:
+def _spectrum_fields(me: Params, cur: dict) -> dict:
     """Top-k Ritz values and residuals, λ_median with its interval, the Lanczos and SLQ settings
     (all null at a checkpoint without a spectrum)."""
     top, density = cur["top"], cur["density"]
@@ -326,26 +330,25 @@ def _spectrum_fields(me: Mapping, cur: dict) -> dict:
         "lambda_median_ci95": [_finite_or_none(med_lo), _finite_or_none(med_hi)],
         "spectral_ratio": lam_max / lam_med if lam_med > 0 else None,
         "lanczos": {"steps": int(top.lanczos.num_steps), "max_steps": me.lanczos_steps,
-                    "tol": me.get("lanczos_tol"),
+                    "tol": me.lanczos_tol,
                     "max_rel_residual": float(np.max(top.residuals / np.maximum(np.abs(top.values), 1e-300)))},
         "slq": {"num_probes": int(density.num_probes), "max_probes": me.slq_probes,
-                "cdf_tol": me.get("slq_cdf_tol"), "full_density": cur["full_density"],
+                "cdf_tol": me.slq_cdf_tol, "full_density": cur["full_density"],
                 "steps_first": int(top.lanczos.num_steps), "steps": me.slq_steps,
                 "trace_F_samples": density.trace_samples.tolist(), "breakdown": bool(density.breakdown)},
     }
 
 
-def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: ModelHessian, theta_sq: float,
-            first: dict, cur: dict, noise: dict | None) -> dict[str, Any]:
+def _record(params: Params, run: Run, step: int, ckpt: str, job: dict, H: ModelHessian, obj: Objective, cur: dict,
+            noise: dict | None) -> dict[str, Any]:
     """The measure JSON (keys: docs/measurements.md), without the per-block traces and timings."""
     me, meta, est = params.measure, job["meta"], cur["est"]
-    lam, d = run.lam, int(H.dim)
+    lam, d = run.lam, H.dim
     st = sample_stats(est.samples)
     ci = est.ci95 if est.num_probes >= 2 else None  # t-based, or Stein's with a CI target
-    lam_d, gF_sq = lam * d, first["grad_F_sq_norm"]
+    lam_d, gF_sq = lam * d, obj.grad_F_sq
     products = cur["products"]
-    noise_tokens = 0 if noise is None else int(noise["num_batches"]) * int(noise["batch_size"]) * (
-        int(job["batches"][0].shape[1]) - 1)
+    noise_tokens = 0 if noise is None else noise["num_batches"] * noise["batch_size"] * (job["batches"][0].shape[1] - 1)
     return {
         "schema": SCHEMA_VERSION,
         "dataset": run.dataset, "variant": run.variant, "lam": lam, "seed": run.seed, "step": step,
@@ -359,18 +362,16 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
         "d": d, "d_check": int(num_params(job["model"])), "vocab_size": vocabulary(data_stats(params, job["root"]))[0],
         "measurement_set": {"blocks": len(job["ids"]), "set_seed": me.set_seed, "num_tokens": int(H.num_tokens),
                             "batch_size": me.batch_size, "ids": job["ids"].tolist()},
-        "theta_sq_norm": theta_sq,
-        "loss": first["loss"], "F": first["loss"] + 0.5 * lam * theta_sq,
+        **_first_fields(obj),
         "val_loss": job["val_loss"], "val_ppl": math.exp(job["val_loss"]), "val_tokens": job["val_tokens"],
-        **{k: first[k] for k in ("grad_L_sq_norm", "grad_F_sq_norm", "theta_dot_grad_L")},
-        "s_values": [float(s) for s in me["s_values"]],
+        "s_values": list(me.s_values),
         "trace_L": _trace_fields(me, cur, st, ci),
         "lam_d": lam_d,
         "laplacian_F": st.mean + lam_d,
         "laplacian_F_ci95": None if ci is None else [ci[0] + lam_d, ci[1] + lam_d],
-        "psi_s": {psi_key(s): psi_s(st.mean, gF_sq, lam, d, s) for s in me["s_values"]},
+        "psi_s": {psi_key(s): psi_s(st.mean, gF_sq, lam, d, s) for s in me.s_values},
         "psi_s_ci95": None if ci is None else {
-            psi_key(s): psi_s_interval(ci, gF_sq, lam, d, s) for s in me["s_values"]},
+            psi_key(s): psi_s_interval(ci, gF_sq, lam, d, s) for s in me.s_values},
         "predicted_cv": _predicted_cv(est, st.mean),
         "predicted_cv_plain": None if est.frob_sq is None else predicted_cv(
             est.frob_sq, st.mean, est.num_probes, None if est.diag_sq is None else max(float(est.diag_sq), 0.0)),
@@ -381,7 +382,7 @@ def _record(params: Mapping, run: Run, step: int, ckpt: str, job: dict, H: Model
                             val_tokens=job["val_tokens"], hutchinson_products=cur["hutchinson_products"],
                             hutchinson_calls=cur["hutchinson_calls"], kept_builds=cur["kept_builds"],
                             subset=cur.get("subset")),
-        "hvp_method": me["hvp_method"],
+        "hvp_method": me.hvp_method,
         "precision": cur["precision_audit"]["used"],
         "precision_audit": cur["precision_audit"],
         "grad_noise_sigma_sq": None if noise is None else noise["sigma_sq"],

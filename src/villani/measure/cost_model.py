@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from villani.plan.budget import budget, checkpoint_budget, ds_groups
+from villani.plan.frozen import Params, freeze
 from villani.plan.schedule import spectrum_at
 
 __all__ = [
@@ -204,23 +205,22 @@ class Schedule:
     ds_probes: int = 1
 
     @classmethod
-    def of(cls, me: Mapping) -> "Schedule":
+    def of(cls, me: Params) -> "Schedule":
         """The schedule a preset's ``measure`` settings ask for: ``spectrum_every``,
         ``probe_block`` (probes per build, and per doubly stochastic group), ``ds_blocks``."""
-        k = int(me.get("probe_block", 1))
-        return cls(spectrum_every=int(me.get("spectrum_every", 1)), block=k, ds_blocks=int(me.get("ds_blocks") or 0),
-                   ds_probes=k)
+        k = me.probe_block
+        return cls(spectrum_every=me.spectrum_every, block=k, ds_blocks=me.ds_blocks or 0, ds_probes=k)
 
 
 TODAY = Schedule()
 
 
-def planned_counts(me: Mapping, **kw) -> Counts:
+def planned_counts(me: Params, **kw) -> Counts:
     """All the counts of one measure job, whatever their precision (:func:`planned_parts`)."""
     return sum(planned_parts(me, **kw).values(), Counts(0, 0, 0, 0))
 
 
-def planned_parts(me: Mapping, *, tokens: int, block_tokens: int, probes: int, slq_starts: int, keeps_graph: bool,
+def planned_parts(me: Params, *, tokens: int, block_tokens: int, probes: int, slq_starts: int, keeps_graph: bool,
                   spectrum: bool = True, schedule: Schedule = TODAY, noise_tokens: int = 0, val_tokens: int = 0,
                   precision: str = "highest", audit: int = 0) -> dict[str, Counts]:
     """The counts of one measure job of ``measure`` settings ``me`` on ``tokens`` measurement
@@ -280,7 +280,7 @@ def preset_ratio(jobs: list[tuple[int, "Counts | Mapping[str, Counts]"]], train_
     return sum(n * job_equivalents(c, k, peaks) for n, c in jobs) / train_tokens
 
 
-def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,
+def preset_plan(params: Params, *, probes: int, memory_bytes: float, schedule: Schedule = TODAY,
                 trace_probes: int | None = None, d: int = 125_198_592, val_tokens: int = 0,
                 sweep_at_ends: bool | None = None, precision: str | None = None) -> dict:
     """Every measure job of a preset (every run × checkpoint) as (count, its counts by
@@ -296,16 +296,16 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, measured_steps
 
-    t, me, T = params["train"], params["measure"], int(params["data"]["seq_len"])
-    precision = precision or me.get("precision", "highest")
+    t, me, T = params.train, params.measure, params.data.seq_len
+    precision = precision or me.precision
     if sweep_at_ends is not None:  # the plan's own choice, else the preset's measure.sweep_arms
-        params = {**params, "measure": {**me, "sweep_arms": "ends" if sweep_at_ends else "every"}}
+        params = freeze({**params, "measure": {**me, "sweep_arms": "ends" if sweep_at_ends else "every"}})
     measured = [set(measured_steps(params, r.variant)) for r in runs(params)]
     n_runs, steps = len(measured), checkpoint_steps(t)
     block_tokens = T - 1
-    tokens = int(me["blocks"]) * block_tokens
+    tokens = me.blocks * block_tokens
     keeps = graph_fits(tokens, memory_bytes)
-    noise = int(me["noise_sigma_batches"]) * int(t["batch_size"]) * block_tokens
+    noise = me.noise_sigma_batches * t.batch_size * block_tokens
     jobs = []
     for step in steps:
         spectrum = spectrum_at(schedule.spectrum_every, step, steps)
@@ -317,4 +317,4 @@ def preset_plan(params: Mapping, *, probes: int, memory_bytes: float, schedule: 
                           val_tokens=val_tokens, precision=precision, audit=AUDIT_PRODUCTS)
         jobs.append((sum(step in m for m in measured), c))
     return {"runs": n_runs, "steps": steps, "jobs": jobs, "keeps_graph": keeps, "tokens_per_product": tokens,
-            "train_tokens": n_runs * int(t["steps"]) * int(t["batch_size"]) * T, "precision": precision}
+            "train_tokens": n_runs * t.steps * t.batch_size * T, "precision": precision}

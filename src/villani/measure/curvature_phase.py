@@ -1,7 +1,8 @@
 r"""The curvature part of one checkpoint's measurement (:mod:`villani.measure.checkpoint`).
 
-:func:`curvature`: the top-k Lanczos run of ∇²F, the (deflated) Hutchinson trace of ∇²L
-and the SLQ density, or at a checkpoint without a spectrum (``measure.spectrum_every``)
+:func:`curvature`: the top-k Lanczos run of ∇²F (the operator at the run's λ), the
+(deflated) Hutchinson trace of ∇²L (its :meth:`~villani.curvature.HessianOperator.data_hessian`:
+ΔF = tr ∇²L + λd with λd exact) and the SLQ density, or at a checkpoint without a spectrum (``measure.spectrum_every``)
 the trace only — plain Hutchinson on the whole measurement set, or with
 ``measure.ds_blocks`` the doubly stochastic trace (:func:`ds_curvature`). The trace
 products run at ``measure.precision`` and are audited
@@ -15,14 +16,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from typing import Mapping
-
 import numpy as np
 
 from villani.curvature import (
     CITarget,
     ModelHessian,
-    ShiftedOperator,
     deflation_from_lanczos,
     hutchinson,
     slq,
@@ -33,21 +31,24 @@ from villani.curvature.probes import ProbeStream
 from villani.io.finite import check_finite
 from villani.measure.precision_audit import AUDIT_PRODUCTS, TracePrecision
 from villani.plan.budget import checkpoint_budget, ds_group_cap
+from villani.plan.frozen import Params
 from villani.plan.schedule import spectrum_at
 from villani.progress import Progress, running_top_eigenvalue, running_trace
+from villani.psi import psi_s
 
 __all__ = ["Clock", "ci_target", "curvature", "ds_curvature"]
 
 
-def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
+def ci_target(me: Params, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
     """The CI target of ``measure.trace_rel_ci`` (relative to ``|tr ∇²L|``) and
-    ``measure.psi_rel_ci`` (relative to ``|Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)|`` for every s), or None."""
+    ``measure.psi_rel_ci`` (relative to ``|Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)|`` for every s:
+    ‖∇F‖²/s − λd is Ψ_s at a zero trace), or None."""
     bounds = []
-    if me.get("trace_rel_ci") is not None:
-        bounds.append((float(me["trace_rel_ci"]), 0.0))
-    if me.get("psi_rel_ci") is not None:
-        bounds += [(float(me["psi_rel_ci"]), grad_F_sq / float(s) - lam * d) for s in me["s_values"]]
-    return CITarget(tuple(bounds), min_probes=int(me.get("min_probes", 8))) if bounds else None
+    if me.trace_rel_ci is not None:
+        bounds.append((me.trace_rel_ci, 0.0))
+    if me.psi_rel_ci is not None:
+        bounds += [(me.psi_rel_ci, psi_s(0.0, grad_F_sq, lam, d, s)) for s in me.s_values]
+    return CITarget(tuple(bounds), min_probes=me.min_probes) if bounds else None
 
 
 class Clock:
@@ -70,29 +71,29 @@ class Clock:
         return self.laps["total_before_write"]
 
 
-def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[int], grad_F_sq: float,
-               clock: Clock, where: str, make_op, model_type: str, sub_op, n_blocks: int) -> dict:
-    """The top-k Lanczos run, the (deflated) Hutchinson trace and the SLQ density of ∇²F; at a
-    checkpoint without a spectrum (``measure.spectrum_every``) the trace only: plain
-    Hutchinson, or with ``measure.ds_blocks`` doubly stochastic (:func:`ds_curvature`). The
-    trace products at ``measure.precision``, audited (:mod:`villani.measure.precision_audit`);
-    everything else on ``H``, at ``highest``."""
-    bar, spectrum = clock.bar, spectrum_at(int(me.get("spectrum_every", 1)), step, steps)
-    if not spectrum and me.get("ds_blocks") is not None:
-        return ds_curvature(me, H, lam, grad_F_sq, clock, where, sub_op, n_blocks, model_type)
-    seed_p = int(me["probe_seed"])
-    deflate = spectrum and me.get("trace_estimator", "hutchinson") == "deflated"
-    hessian_F, d = ShiftedOperator(H, lam), H.dim
+def curvature(me: Params, H: ModelHessian, step: int, steps: list[int], grad_F_sq: float, clock: Clock, where: str,
+              hessian_L_at, model_type: str, blocks_hessian_L, n_blocks: int) -> dict:
+    """The top-k Lanczos run and the SLQ density of ∇²F (``H``, at the run's λ) and the
+    (deflated) Hutchinson trace of ∇²L; at a checkpoint without a spectrum
+    (``measure.spectrum_every``) the trace only: plain Hutchinson, or with
+    ``measure.ds_blocks`` doubly stochastic (:func:`ds_curvature`). The trace products at
+    ``measure.precision`` (``hessian_L_at(precision)``: ∇²L's operator there), audited
+    (:mod:`villani.measure.precision_audit`); everything else on ``H``, at ``highest``."""
+    bar, spectrum = clock.bar, spectrum_at(me.spectrum_every, step, steps)
+    if not spectrum and me.ds_blocks is not None:
+        return ds_curvature(me, H, grad_F_sq, clock, where, blocks_hessian_L, n_blocks, model_type)
+    seed_p, lam, d = me.probe_seed, H.lam, H.dim
+    deflate = spectrum and me.trace_estimator == "deflated"
     most = checkpoint_budget(me, d, step, steps)
     m_max = most.trace
     top = density = None
     if spectrum:
         clock.start("lanczos", total=most.total)
-        top = top_eigenvalues(hessian_F, int(me["top_k"]), num_steps=int(me["lanczos_steps"]), seed=seed_p,
-                              keep_basis=deflate, tol=me.get("lanczos_tol"),
-                              callback=bar.counter(0, running_top_eigenvalue))
+        top = top_eigenvalues(H, me.top_k, num_steps=me.lanczos_steps, seed=seed_p, keep_basis=deflate,
+                              tol=me.lanczos_tol, callback=bar.counter(0, running_top_eigenvalue))
         clock.lap("lanczos")
     done = top.num_matvecs if spectrum else 0
+    # the basis of ∇²F = ∇²L + λI deflates ∇²L: its Ritz values less λ
     deflation = deflation_from_lanczos(top.lanczos, shift=lam) if deflate else None
     clock.start("hutchinson", total=done + m_max + most.slq)
     calls, progress = [0], bar.counter(done, running_trace)
@@ -103,18 +104,18 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
 
     def trace(op):
         est = hutchinson(op, m_max, seed=seed_p, first_probe=1 if deflate else 0, blocks=H.param_blocks(),
-                         batch_size=int(me.get("probe_block", 1)), deflation=deflation,
+                         batch_size=me.probe_block, deflation=deflation,
                          target=ci_target(me, grad_F_sq, lam, d), callback=counted)
         check_finite(est.samples, where, "trace_L samples")
         return est
 
-    prec = TracePrecision(me.get("precision", "highest"), H, make_op)
+    prec = TracePrecision(me.precision, H.data_hessian(), hessian_L_at)
     est = trace(prec.recording)
     prec.trace_done()
     clock.lap("hutchinson")
     if spectrum:
         clock.start("slq", total=done + est.num_matvecs + most.slq)
-        density = slq(hessian_F, most.slq_starts, int(me["slq_steps"]), seed=seed_p, first=top.lanczos,
+        density = slq(H, most.slq_starts, me.slq_steps, seed=seed_p, first=top.lanczos,
                       callback=bar.counter(done + est.num_matvecs))
         clock.lap("slq")
     clock.start("precision_audit")
@@ -133,8 +134,8 @@ def curvature(me: Mapping, H: ModelHessian, lam: float, step: int, steps: list[i
                 build_seconds=sum(op.build_seconds for op in prec.ops), precision_audit=audit)
 
 
-def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clock: Clock, where: str, sub_op,
-                  n_blocks: int, model_type: str) -> dict:
+def ds_curvature(me: Params, H: ModelHessian, grad_F_sq: float, clock: Clock, where: str, blocks_hessian_L,
+                 n_blocks: int, model_type: str) -> dict:
     r"""tr ∇²L at a checkpoint without a spectrum by the doubly stochastic estimator
     (:mod:`villani.curvature.trace.doubly_stochastic`): J groups of k = ``measure.probe_block``
     probes, group j on its own uniform sample of b = ``measure.ds_blocks`` of the n
@@ -143,26 +144,26 @@ def ds_curvature(me: Mapping, H: ModelHessian, lam: float, grad_F_sq: float, clo
     :func:`~villani.plan.budget.ds_group_cap`), or with a CI target Stein's rule over the group means
     after a pilot of ⌈min_probes/k⌉ (≥ 2) groups. The estimate and its t (Stein) interval
     are over the J i.i.d. group means, so the between-block variance is inside the CI.
-    ``sub_op(indices, precision)`` is the Hessian of those blocks. The precision audit runs
+    ``blocks_hessian_L(indices, precision)`` is ∇²L of those blocks. The precision audit runs
     on group 0's blocks (the same vectors at the other precision); a failed audit below
     ``highest`` recomputes every group there (with k below the audit's 3 vectors, Rademacher
     vectors of a seed of their own top them up on group 0's blocks). ∇L was made on the whole
     set (``H``), whose graph is released first."""
-    seed_p, b, k = int(me["probe_seed"]), int(me["ds_blocks"]), int(me.get("probe_block", 1))
-    groups = ds_group_cap(int(me["num_probes"]), n_blocks, b, k)
-    target = ci_target(me, grad_F_sq, lam, H.dim)
+    seed_p, b, k = me.probe_seed, me.ds_blocks, me.probe_block
+    groups = ds_group_cap(me.num_probes, n_blocks, b, k)
+    target = ci_target(me, grad_F_sq, H.lam, H.dim)
     if target is not None:
         target = replace(target, min_probes=max(2, math.ceil(target.min_probes / k)))
     kept = H.graph_kept
     H.release()
-    ops: list[ModelHessian] = []
+    ops: list = []  # ∇²L of measurement blocks (DataHessian views)
 
-    def make(idx, precision: str) -> ModelHessian:
-        ops.append(sub_op(idx, precision))
+    def make(idx, precision: str):
+        ops.append(blocks_hessian_L(idx, precision))
         return ops[-1]
 
     idx0 = [int(i) for i in group_blocks(n_blocks, b, seed_p, 0)]
-    prec = TracePrecision(me.get("precision", "highest"), make(idx0, "highest"), lambda p: make(idx0, p))
+    prec = TracePrecision(me.precision, make(idx0, "highest"), lambda p: make(idx0, p))
     clock.start("hutchinson", total=groups * k)
     progress, latest = clock.bar.counter(0, running_trace), {}
 

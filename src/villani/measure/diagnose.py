@@ -31,8 +31,9 @@ roots' 95% intervals are :math:`[r_+(t_{lo}), r_+(t_{hi})]` and
 when at that trace the root is not real or falls below 0: the data are then consistent
 with no such sign change on λ ≥ 0.
 
-**Measurement** (:func:`measure_parts`): L, ∇L and θ from the operator's first-order
-pass; tr ∇²L by Hutchinson (``probes`` Rademacher probes of ``probe_seed``); the top-k
+**Measurement** (:func:`measure_parts`), on the Hessian of L (the operator at λ = 0: λ
+enters in closed form): L, ∇L and θ from the operator's first-order pass
+(:meth:`~villani.curvature.HessianOperator.objective`, its L-quantities); tr ∇²L by Hutchinson (``probes`` Rademacher probes of ``probe_seed``); the top-k
 eigenvalues of ∇²L with Ritz residuals (Lanczos from probe 0; those of ∇²F(λ) are the
 same plus λ). The operator is :class:`~villani.curvature.ModelHessian` on one process, or
 with ``torchrun`` (``--sharded``) :class:`~villani.curvature.DataParallelHessian` (exact,
@@ -237,9 +238,9 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
                   basis_device: str | None = None, progress=None) -> dict[str, Any]:
     """The quantities of :class:`PsiParts` and the spectrum of ∇²L at the operator's θ.
 
-    ``op``: a Hessian of L (λ = 0) with ``data_loss``, ``data_grad``, ``flat_params``,
-    ``theta_sq_norm``, ``dim`` — ``ModelHessian``, ``DataParallelHessian`` or
-    ``FiniteDifferenceHessian``; inner products of sharded vectors go through
+    ``op``: a Hessian of L (λ = 0), a :class:`~villani.curvature.HessianOperator` —
+    ``ModelHessian``, ``DataParallelHessian`` or ``FiniteDifferenceHessian``; its
+    :meth:`~villani.curvature.HessianOperator.objective` sums sharded vectors through
     ``op.vectors``. Returns ``parts``, ``loss``, the ``trace`` estimate, ``top``
     (eigenvalues of ∇²L with residuals) and ``hvp_count``. ``basis_device``: where the
     Lanczos basis (``lanczos_steps`` × d/R numbers) is kept (default: the operator's device;
@@ -249,14 +250,10 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     from villani.progress import running_top_eigenvalue, running_trace
 
     from villani.curvature import hutchinson, top_eigenvalues
-    from villani.curvature.operators.vectors import operator_vectors
 
     if getattr(op, "lam", 0.0):
         raise ValueError("measure_parts needs the Hessian of L (lam = 0); λ enters in closed form")
-    vectors = operator_vectors(op)
-    loss = float(op.data_loss())
-    g = op.data_grad().double()
-    theta = op.flat_params().double()
+    first = op.objective()  # at λ = 0: L, ∇L and θ
     count = (lambda offset, show: progress.counter(offset, show)) if progress is not None else (lambda *_: None)
     if progress is not None:
         progress.phase("hutchinson", total=int(probes) + int(lanczos_steps))
@@ -266,9 +263,9 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     top = top_eigenvalues(op, int(top_k), num_steps=int(lanczos_steps), seed=int(probe_seed),
                           basis_device=basis_device, callback=count(est.num_matvecs, running_top_eigenvalue))
     parts = PsiParts(trace_L=float(est.mean), trace_L_ci95=None if est.ci95 is None else tuple(map(float, est.ci95)),
-                     grad_L_sq=float(vectors.dot(g, g)), theta_dot_grad_L=float(vectors.dot(theta, g)),
-                     theta_sq=float(op.theta_sq_norm()), d=int(op.dim))
-    return {"parts": parts, "loss": loss, "trace": est, "top": top,
+                     grad_L_sq=first.grad_L_sq, theta_dot_grad_L=first.theta_dot_grad_L, theta_sq=first.theta_sq,
+                     d=int(op.dim))
+    return {"parts": parts, "loss": first.loss_L, "trace": est, "top": top,
             "hvp_count": int(est.num_matvecs + top.num_matvecs)}
 
 
@@ -327,7 +324,7 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
     if sharded != "fsdp":  # fully_shard moves each unit's shards to the device itself
         model = model.to(dev)
     t1 = time.perf_counter()
-    op, world = _operator(model, batches, sharded, dev)
+    op, world = _hessian_of_L(model, batches, sharded, dev)
     with Progress(f"diagnose {Path(str(model_ref).rstrip('/')).name}", int(probes) + lanczos_steps, unit="HVP",
                   logger=log) as bar:
         m = measure_parts(op, probes=probes, probe_seed=probe_seed, top_k=top_k, lanczos_steps=lanczos_steps,
@@ -385,13 +382,14 @@ def _trace_record(est, parts: PsiParts) -> dict:
             "estimator": "hutchinson (Rademacher)"}
 
 
-def _operator(model, batches, sharded: str | None, dev: torch.device):
-    """(Hessian operator of L, number of processes): ``ModelHessian`` on one process, else
-    :func:`_sharded_operator` under the initialised process group."""
+def _hessian_of_L(model, batches, sharded: str | None, dev: torch.device):
+    """(the Hessian operator of L — λ = 0, every λ in closed form —, number of processes):
+    ``ModelHessian`` on one process, else :func:`_sharded_operator` under the initialised
+    process group."""
     from villani.curvature import ModelHessian
 
     if sharded is None:
-        return ModelHessian(model, batches), 1
+        return ModelHessian(model, batches, lam=0.0), 1
     import torch.distributed as dist
 
     world = dist.get_world_size()

@@ -21,20 +21,21 @@ is unbiased. Gradients accumulate in float64.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 import numpy as np
 import torch
+
+from villani.plan.frozen import Params
 
 __all__ = ["noise_batch_ids", "gradient_noise"]
 
 
-def noise_batch_ids(params: Mapping, n_train: int) -> np.ndarray:
-    """``(K, train.batch_size)`` train block ids of the K = ``measure.noise_sigma_batches`` minibatches."""
-    k, b = int(params["measure"]["noise_sigma_batches"]), int(params["train"]["batch_size"])
+def noise_batch_ids(measure: Params, train: Params, n_train: int) -> np.ndarray:
+    """``(K, train.batch_size)`` train block ids of the K = ``measure.noise_sigma_batches`` minibatches
+    (``measure``, ``train``: those sections of the parameters)."""
+    k, b = measure.noise_sigma_batches, train.batch_size
     if b > n_train:
         raise ValueError(f"train.batch_size: {b} > {n_train} train blocks")
-    rng = np.random.default_rng([int(params["measure"]["set_seed"]), 2])
+    rng = np.random.default_rng([measure.set_seed, 2])
     return np.stack([rng.choice(n_train, size=b, replace=False) for _ in range(k)])
 
 
@@ -48,18 +49,19 @@ def _flat_grad(model: torch.nn.Module, params: list[torch.nn.Parameter], x: torc
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1).double() for g, p in zip(grads, params)])
 
 
-def gradient_noise(model: torch.nn.Module, train: torch.Tensor, params: Mapping, device) -> dict:
-    r"""σ² (total minibatch gradient variance) at the model's θ, and each batch's ‖g_k‖².
+def gradient_noise(model: torch.nn.Module, blocks: torch.Tensor, params: Params, device) -> dict:
+    r"""σ² (total minibatch gradient variance) at the model's θ, and each batch's ‖g_k‖²
+    (``blocks``: the train split's token blocks).
 
     Streams the batches (one float64 running sum of size d, never K gradients at once):
     :math:`\sum_k\|g_k-\bar g\|^2 = \sum_k\|g_k\|^2 - K\|\bar g\|^2`.
     """
     model.eval()
     ps = [p for p in model.parameters() if p.requires_grad]
-    ids = noise_batch_ids(params, train.shape[0])
+    ids = noise_batch_ids(params.measure, params.train, blocks.shape[0])
     total, sq_norms = None, []
     for row in ids:
-        g = _flat_grad(model, ps, train[torch.from_numpy(row)].to(device))
+        g = _flat_grad(model, ps, blocks[torch.from_numpy(row)].to(device))
         sq_norms.append(float(g.square().sum()))
         total = g if total is None else total + g
     k = len(ids)

@@ -146,8 +146,8 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
     from villani.model import build_model, describe_model, num_params
 
     model_cfg = sized_config(params["model"], hidden_size)
-    seq_len = int(params["data"]["seq_len"])
-    batch_size = int(params["measure"]["batch_size"])
+    seq_len = params.data.seq_len
+    batch_size = params.measure.batch_size
     lam = 1.0  # ∇²F·v = ∇²L·v + λv: any λ > 0 costs the same (one added axpy)
     gen = torch.Generator().manual_seed(int(hidden_size))
     batch = torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen)
@@ -198,11 +198,11 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
 def run_hvp_cost(params: Mapping, root=layout.RESULTS, device: str | None = None) -> str:
     """Run the sweep over ``figures.model_sizes`` (smallest first); write the CSV; return its path."""
     dev = pick_device(device)
-    sizes = sorted({int(h) for h in params["figures"]["model_sizes"]})
+    sizes = sorted(set(params.figures.model_sizes))
     if not sizes:
         raise ValueError("figures.model_sizes is empty: nothing to sweep")
     vocab = int(data_stats(params, root)["vocab_size"])
-    repeats = int(params["figures"].get("cost_repeats", 3))
+    repeats = params.figures.cost_repeats
     # one untimed pass first: lazy imports, the autograd engine and the allocator's first
     # arenas would otherwise be charged to the smallest size's time and memory
     measure_size(params, sizes[0], vocab, dev, 1)

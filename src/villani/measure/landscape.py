@@ -3,7 +3,8 @@ r"""2-D loss surfaces around checkpoints (Fig 3): ``results/landscape/{dataset}/
 F(θ₀ + a·δ₁ + b·δ₂) = L + (λ/2)‖θ₀ + a·δ₁ + b·δ₂‖² for a, b ∈ linspace(−span, span, grid),
 L on the fixed measurement set (:mod:`villani.measure.measurement_set`), evaluated with
 ``torch.func.functional_call`` — the model's own weights are never modified, so there is
-no drift from repeated in-place updates — without gradients; ‖θ‖² in float64. λ is the
+no drift from repeated in-place updates — without gradients; ‖θ‖² in float64 and F from
+them by the engine's :func:`~villani.curvature.operators.objective.regularised_loss`. λ is the
 job's, a ``landscape.lambdas`` value: the paper's 0 and our λ matched to its 10⁻³ by
 λ·η·T (:func:`villani.plan.paper_lambda.match`) — the penalty at the λ the runs trained with.
 
@@ -44,11 +45,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from villani.curvature import regularised_loss
 from villani.io import atomic, records
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
 from villani.model import pick_device
 from villani.plan import layout
+from villani.plan.frozen import Params
 from villani.plan.runs import LandscapeCentre, landscape_centres
 from villani.progress import Progress
 from villani.training.checkpoint import load_run_model
@@ -104,7 +107,8 @@ def surface(model: torch.nn.Module, batches, theta0: Mapping[str, torch.Tensor],
             state = {k: theta0[k] + float(a) * d1[k] + float(b) * d2[k] for k in theta0}
             loss, _ = mean_token_loss(model, batches, state)
             tsq = float(sum(v.double().square().sum() for v in state.values()))
-            rows.append({"a": float(a), "b": float(b), "loss": loss, "F": loss + 0.5 * lam * tsq, "theta_sq": tsq})
+            rows.append({"a": float(a), "b": float(b), "loss": loss, "F": regularised_loss(loss, tsq, lam),
+                         "theta_sq": tsq})
             if progress is not None:
                 progress.update(advance=1, F=rows[-1]["F"])
     return pd.DataFrame(rows)
@@ -124,19 +128,19 @@ def _slice(model, batches, theta0, gen, units, axis, lam, bar) -> tuple[pd.DataF
 
 def direction_seed(landscape_seed: int, run_seed: int) -> int:
     """The seed of the generator a centre's directions are drawn from: ``landscape.seed``·1,000,003 + s."""
-    return int(landscape_seed) * 1_000_003 + int(run_seed)
+    return landscape_seed * 1_000_003 + run_seed
 
 
-def _centre_surfaces(params: Mapping, root, centre: LandscapeCentre, lam: float, device, batches, axis,
+def _centre_surfaces(params: Params, root, centre: LandscapeCentre, lam: float, device, batches, axis,
                      bar) -> tuple[pd.DataFrame, dict, int]:
     """The ``landscape.slices`` slices around one centre: (their table, the centre's record, d)."""
-    run, la = centre.run, params["landscape"]
+    run, la = centre.run, params.landscape
     model, meta = load_run_model(params, root, run, centre.step, device)
     theta0 = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    seed = direction_seed(la["seed"], run.seed)
+    seed = direction_seed(la.seed, run.seed)
     gen, units = torch.Generator().manual_seed(seed), output_unit_dims(model)
     tables, per_slice = [], []
-    for k in range(int(la["slices"])):
+    for k in range(la.slices):
         table, rec = _slice(model, batches, theta0, gen, units, axis, lam, bar)
         tables.append(table.assign(center=centre.kind, seed=run.seed, slice=k))
         per_slice.append(rec)
@@ -144,23 +148,23 @@ def _centre_surfaces(params: Mapping, root, centre: LandscapeCentre, lam: float,
     tsq0 = float(sum(v.double().square().sum() for v in theta0.values()))
     record = {"kind": centre.kind, "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": centre.step,
               "weights_sha256": meta["weights_sha256"], "checkpoint": str(run.path(layout.CKPT_DIR, root, step=centre.step)),
-              "theta0_sq_norm": tsq0, "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,
+              "theta0_sq_norm": tsq0, "loss_center": loss0, "F_center": regularised_loss(loss0, tsq0, lam),
               "direction_seed": seed, "per_slice": per_slice}
     return pd.concat(tables, ignore_index=True), record, int(sum(v.numel() for v in theta0.values()))
 
 
-def run_landscape(params: Mapping, lam: float, root="results", device: str | None = None) -> str:
+def run_landscape(params: Params, lam: float, root="results", device: str | None = None) -> str:
     """Compute the surfaces of F for λ = ``lam`` around every centre (:func:`landscape_centres`),
     ``landscape.slices`` each; write surface.csv (columns center, seed, slice, a, b, loss, F,
     theta_sq) then surface.json (each centre's record under ``centres``, in the same order);
     return the folder."""
     t0 = time.perf_counter()
-    la, me, ds = params["landscape"], params["measure"], params["data"]["name"]
-    lam, centres = float(lam), landscape_centres(params, float(lam))
+    la, me, ds = params.landscape, params.measure, params.data.name
+    centres = landscape_centres(params, lam)
     dev = pick_device(device)
     ids, batches = measurement_batches(params, root, dev)
-    axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
-    evaluations = len(centres) * int(la["slices"]) * len(axis) ** 2
+    axis = np.linspace(-la.span, la.span, la.grid)
+    evaluations = len(centres) * la.slices * len(axis) ** 2
     tables, records_, d = [], [], 0
     with Progress(f"landscape {ds} λ={layout.format_lam(lam)}", evaluations, unit="point", logger=log) as bar:
         for centre in centres:
@@ -175,10 +179,10 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
         "directions": {"kind": "filter-normalised Gaussian (Li et al. 2018): output-unit slices of ≥2-D tensors "
                                "rescaled to θ₀'s slice norms, 1-D tensors zero; a centre's slice k draws δ₁, δ₂ after "
                                "slice k − 1 from a generator seeded landscape.seed·1,000,003 + its run's seed",
-                       "seed": int(la["seed"])},
-        "grid": int(la["grid"]), "span": float(la["span"]), "levels": int(la["levels"]), "axis": axis.tolist(),
-        "slices": int(la["slices"]), "evaluations": evaluations,
-        "measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist()},
+                       "seed": la.seed},
+        "grid": la.grid, "span": la.span, "levels": la.levels, "axis": axis.tolist(),
+        "slices": la.slices, "evaluations": evaluations,
+        "measurement_set": {"blocks": len(ids), "set_seed": me.set_seed, "ids": ids.tolist()},
         "seconds": round(time.perf_counter() - t0, 3),
     }
     check_finite(info, where)

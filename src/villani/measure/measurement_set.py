@@ -18,6 +18,7 @@ import torch
 
 from villani.plan import layout
 from villani.plan.config import ParamsError
+from villani.plan.frozen import Params
 
 __all__ = [
     "measurement_block_ids",
@@ -28,19 +29,19 @@ __all__ = [
 ]
 
 
-def measurement_block_ids(params: Mapping, n_train: int) -> np.ndarray:
+def measurement_block_ids(params: Params, n_train: int) -> np.ndarray:
     """Sorted ids of the ``measure.blocks`` train blocks of the measurement set.
 
     A set larger than the train split is a one-line :class:`ParamsError` naming
     ``measure.blocks`` and both numbers.
     """
-    me = params["measure"]
-    k, n = int(me["blocks"]), int(n_train)
+    me = params.measure
+    k, n = me.blocks, n_train
     if k > n:
         raise ParamsError(
-            f"measure.blocks: {k} > {n}, the number of train blocks of dataset {params['data']['name']!r} "
+            f"measure.blocks: {k} > {n}, the number of train blocks of dataset {params.data.name!r} "
             f"(lower measure.blocks or use more data)")
-    return sample_block_ids(n, k, int(me["set_seed"]))
+    return sample_block_ids(n, k, me.set_seed)
 
 
 def sample_block_ids(n_blocks: int, k: int, seed: int) -> np.ndarray:
@@ -50,24 +51,24 @@ def sample_block_ids(n_blocks: int, k: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(int(n_blocks), size=int(k), replace=False)).astype(np.int64)
 
 
-def train_blocks(params: Mapping, root) -> torch.Tensor:
+def train_blocks(params: Params, root) -> torch.Tensor:
     from villani.data import load_split
 
     return load_split(params, root, "train")
 
 
-def measurement_blocks(params: Mapping, root, train: torch.Tensor | None = None) -> tuple[np.ndarray, torch.Tensor]:
+def measurement_blocks(params: Params, root, train: torch.Tensor | None = None) -> tuple[np.ndarray, torch.Tensor]:
     """(ids, blocks ``(measure.blocks, seq_len)``) of the measurement set."""
     train = train_blocks(params, root) if train is None else train
     ids = measurement_block_ids(params, train.shape[0])
     return ids, train[torch.from_numpy(ids)]
 
 
-def measurement_batches(params: Mapping, root, device="cpu", train: torch.Tensor | None = None
+def measurement_batches(params: Params, root, device="cpu", train: torch.Tensor | None = None
                         ) -> tuple[np.ndarray, list[torch.Tensor]]:
     """(ids, micro-batches of ``measure.batch_size`` blocks on ``device``)."""
     ids, blocks = measurement_blocks(params, root, train)
-    return ids, [b.to(device) for b in blocks.split(int(params["measure"]["batch_size"]))]
+    return ids, [b.to(device) for b in blocks.split(params.measure.batch_size)]
 
 
 def mean_token_loss(model: torch.nn.Module, batches: Iterable[torch.Tensor],

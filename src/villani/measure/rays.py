@@ -9,7 +9,9 @@ grid of ``rays.points`` values in [``theta_sq_min``, ``theta_sq_max``]. Model: t
 architecture of the runs (its weights are overwritten by r·u); data: the fixed
 measurement set of :mod:`villani.measure.measurement_set`.
 
-At every point the L-quantities are computed once — L, ∇L, θ·∇L, ‖∇_g L‖² per parameter
+At every point the L-quantities are computed once, on the Hessian of L (the operator at λ
+= 0, whose :meth:`~villani.curvature.HessianOperator.objective` gives every λ's F and ∇F
+by :meth:`~villani.curvature.operators.objective.Objective.at`) — L, ∇L, θ·∇L, ‖∇_g L‖² per parameter
 group g of :mod:`villani.measure.parameter_groups` (``grad_L_sq:<group>``: which groups make
 ‖∇L‖ grow along a ray, eq. 17's premise; they sum to ``grad_L_sq``), and tr ∇²L by
 Hutchinson with ``rays.num_probes`` Rademacher probes of ``rays.seed`` (the same probes at
@@ -59,8 +61,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Mapping
-
 import numpy as np
 import pandas as pd
 import torch
@@ -72,6 +72,7 @@ from villani.measure.measurement_set import measurement_batches
 from villani.measure.parameter_groups import parameter_group
 from villani.model import describe_model, model_for_run, pick_device
 from villani.plan import layout
+from villani.plan.frozen import Params
 from villani.plan.runs import rays_center
 from villani.progress import Progress
 from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
@@ -112,17 +113,17 @@ def _group_grad_sq(grad: torch.Tensor, groups: Mapping[str, list[slice]]) -> dic
     return {group_grad_column(g): float(sum(grad[sl].square().sum() for sl in sls)) for g, sls in groups.items()}
 
 
-def ray_directions(params: Mapping, root, model: torch.nn.Module) -> tuple[list[dict], dict | None]:
+def ray_directions(params: Params, root, model: torch.nn.Module) -> tuple[list[dict], dict | None]:
     """[{ray, kind, u}] (u float64, unit norm) and the checkpoint description (or None)."""
-    r = params["rays"]
+    r = params.rays
     d = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    gen = torch.Generator().manual_seed(int(r["seed"]))
+    gen = torch.Generator().manual_seed(r.seed)
     out = []
-    for i in range(int(r["count"])):
+    for i in range(r.count):
         u = torch.randn(d, generator=gen, dtype=torch.float64)
         out.append({"ray": i, "kind": "random", "u": u / u.norm()})
     ckpt = None
-    if r["through_checkpoint"]:
+    if r.through_checkpoint:
         run, step = rays_center(params)
         m, meta = load_run_model(params, root, run, step, device="cpu")
         theta = _flat(m)
@@ -144,29 +145,28 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
         for k, tsq in enumerate(theta_sq):
             with torch.no_grad():
                 torch.nn.utils.vector_to_parameters((math.sqrt(float(tsq)) * dr["u"]).to(ps[0].dtype), ps)
-            H = ModelHessian(model, batches, lam=0.0, method=method)
-            theta = H.flat_params().double()
-            gL = H.data_grad().double()
+            hessian_L = ModelHessian(model, batches, lam=0.0, method=method)  # every λ from one pass: F at λ below
+            first = hessian_L.objective()
             if deflation_steps:
-                basis_run = lanczos(H, deflation_steps, seed=probe_seed, keep_basis=True)
-                est = hutchinson(H, num_probes, seed=probe_seed, first_probe=1,
+                basis_run = lanczos(hessian_L, deflation_steps, seed=probe_seed, keep_basis=True)
+                est = hutchinson(hessian_L, num_probes, seed=probe_seed, first_probe=1,
                                  deflation=deflation_from_lanczos(basis_run))
             else:
-                est = hutchinson(H, num_probes, seed=probe_seed)
-            H.release()
-            by_group = _group_grad_sq(gL, gradient_groups(H.names, H.param_blocks(), model.config.model_type))
+                est = hutchinson(hessian_L, num_probes, seed=probe_seed)
+            hessian_L.release()
+            by_group = _group_grad_sq(first.grad_L, gradient_groups(hessian_L.names, hessian_L.param_blocks(),
+                                                                    model.config.model_type))
             group_cols = list(by_group)
-            base = {"ray": dr["ray"], "kind": dr["kind"], "point": k, "theta_sq": float(theta.square().sum()),
-                    "loss": H.data_loss(), "grad_L_sq": float(gL.square().sum()), "theta_dot_grad_L": float(theta @ gL),
+            base = {"ray": dr["ray"], "kind": dr["kind"], "point": k, "theta_sq": first.theta_sq,
+                    "loss": first.loss_L, "grad_L_sq": first.grad_L_sq, "theta_dot_grad_L": first.theta_dot_grad_L,
                     "trace_L": est.mean, "trace_L_stderr": est.stderr,
                     **{probe_column(j): float(v) for j, v in enumerate(est.samples)}, **by_group}
             check_finite(base, f"ray {dr['ray']} ({dr['kind']}) at ‖θ‖² = {tsq:g}")
             for lam in lambdas:
-                lam = float(lam)
-                gF_sq = float((gL + lam * theta).square().sum())
-                row = dict(base, lam=lam, F=base["loss"] + 0.5 * lam * base["theta_sq"], lam_d=lam * H.dim,
-                           laplacian_F=laplacian_F(est.mean, lam, H.dim), grad_F_sq=gF_sq)
-                row.update({psi_column(s): psi_s(est.mean, gF_sq, lam, H.dim, s) for s in s_values})
+                at, d = first.at(lam), hessian_L.dim
+                row = dict(base, lam=at.lam, F=at.F, lam_d=at.lam * d, laplacian_F=laplacian_F(est.mean, at.lam, d),
+                           grad_F_sq=at.grad_F_sq)
+                row.update({psi_column(s): psi_s(est.mean, at.grad_F_sq, at.lam, d, s) for s in s_values})
                 rows.append(row)
             if progress is not None:
                 progress.update(advance=1, ray=f"{dr['ray']} ({dr['kind']})", theta_sq=base["theta_sq"],
@@ -189,7 +189,6 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
         x = g["theta_sq"].to_numpy()
         sel = g.tail(fit_points)
         for s in s_values:
-            s = float(s)
             y = g[psi_column(s)].to_numpy()
             f = fit_slope(x, y, largest=fit_points)
             ref = psi_slope_reference(lam, s)
@@ -247,42 +246,39 @@ def fit_slopes(table: pd.DataFrame, s_values, fit_points: int) -> tuple[list[dic
     return fits, summary
 
 
-def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
+def run_rays(params: Params, root="results", device: str | None = None) -> str:
     """Compute every ray, write rays.csv then slopes.json; return the directory."""
     t0 = time.perf_counter()
-    r, me, ds = params["rays"], params["measure"], params["data"]["name"]
+    r, me, ds = params.rays, params.measure, params.data.name
     dev = pick_device(device)
-    seed0 = int(params["train"]["seeds"][0])
-    model = model_for_run(params, root, seed0)
+    model = model_for_run(params, root, params.train.seeds[0])
     directions, ckpt = ray_directions(params, root, model)
     model = model.float().to(dev).eval()
     for dr in directions:
         dr["u"] = dr["u"].to(dev)
     ids, batches = measurement_batches(params, root, dev)
-    theta_sq = np.geomspace(float(r["theta_sq_min"]), float(r["theta_sq_max"]), int(r["points"]))
-    s_values = [float(s) for s in me["s_values"]]
+    theta_sq = np.geomspace(r.theta_sq_min, r.theta_sq_max, r.points)
     with Progress(f"rays {ds}", len(directions) * len(theta_sq), unit="point", logger=log) as bar:
-        table = ray_table(model, batches, directions, theta_sq, lambdas=r["lambdas"], s_values=s_values,
-                          num_probes=int(r["num_probes"]), probe_seed=int(r["seed"]), method=me["hvp_method"],
-                          deflation_steps=int(r.get("deflation_steps", 0)), progress=bar)
-    fits, summary = fit_slopes(table, s_values, int(r["fit_points"]))
+        table = ray_table(model, batches, directions, theta_sq, lambdas=r.lambdas, s_values=me.s_values,
+                          num_probes=r.num_probes, probe_seed=r.seed, method=me.hvp_method,
+                          deflation_steps=r.deflation_steps, progress=bar)
+    fits, summary = fit_slopes(table, me.s_values, r.fit_points)
     out_dir = layout.fmt(layout.RAYS_DIR, root, dataset=ds)
     meta = {
         "dataset": ds,
-        "model": {**describe_model(model), "init": params["model"]["init"], "name": params["model"].get("name"),
+        "model": {**describe_model(model), "init": params.model.init, "name": params.model.name,
                   "note": "weights replaced by r·u at every point; every trainable parameter moves"},
-        "data": {"measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist(),
+        "data": {"measurement_set": {"blocks": len(ids), "set_seed": me.set_seed, "ids": ids.tolist(),
                                      "num_tokens": int(sum(b.shape[0] * (b.shape[1] - 1) for b in batches))}},
-        "grid": {"theta_sq_min": float(r["theta_sq_min"]), "theta_sq_max": float(r["theta_sq_max"]),
-                 "points": int(r["points"]), "theta_sq": theta_sq.tolist()},
-        "lambdas": [float(x) for x in r["lambdas"]], "s_values": s_values, "num_probes": int(r["num_probes"]),
-        "deflation_steps": int(r.get("deflation_steps", 0)),
-        "seed": int(r["seed"]), "fit_points": int(r["fit_points"]), "fit_space": "linear",
+        "grid": {"theta_sq_min": r.theta_sq_min, "theta_sq_max": r.theta_sq_max, "points": r.points,
+                 "theta_sq": theta_sq.tolist()},
+        "lambdas": list(r.lambdas), "s_values": list(me.s_values), "num_probes": r.num_probes,
+        "deflation_steps": r.deflation_steps, "seed": r.seed, "fit_points": r.fit_points, "fit_space": "linear",
         "checkpoint_ray": ckpt,
         "gradient_groups": group_sizes(model),
         "fits": fits,
         "summary": summary,
-        "hvp_count": int(len(directions) * len(theta_sq) * (int(r["num_probes"]) + int(r.get("deflation_steps", 0)))),
+        "hvp_count": len(directions) * len(theta_sq) * (r.num_probes + r.deflation_steps),
         "seconds": round(time.perf_counter() - t0, 3),
     }
     samples, slopes = (layout.fmt(f, root, dataset=ds) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
 
 from villani.curvature.spectrum.density import slq_num_starts
+from villani.plan.frozen import Params
 from villani.plan.schedule import spectrum_at
 
 __all__ = ["Budget", "budget", "checkpoint_budget", "slq_starts", "ds_groups", "ds_group_cap"]
@@ -66,34 +66,34 @@ class Budget:
         return self.spectrum + self.trace
 
 
-def budget(me: Mapping, *, spectrum: bool, slq_starts: int, full_density: bool = True,
+def budget(me: Params, *, spectrum: bool, slq_starts: int, full_density: bool = True,
            trace: int | None = None) -> Budget:
     r"""The :class:`Budget` of ``measure`` settings ``me`` with ``slq_starts`` SLQ starts, at a
     checkpoint with (``spectrum``) or without the top-k run and the density:
     :math:`K = [\text{spectrum}](\ell + (p-1)s) + M`, M = ``trace`` (default
     ``measure.num_probes``; a plan may count fewer, the probes Stein's rule is expected to take)."""
-    lanczos = int(me["lanczos_steps"]) if spectrum else 0
-    slq = (int(slq_starts) - 1) * int(me["slq_steps"]) if spectrum else 0
-    trace = int(me["num_probes"]) if trace is None else int(trace)
-    return Budget(lanczos, slq, trace, int(slq_starts), bool(full_density))
+    lanczos = me.lanczos_steps if spectrum else 0
+    slq = (slq_starts - 1) * me.slq_steps if spectrum else 0
+    trace = me.num_probes if trace is None else trace
+    return Budget(lanczos, slq, trace, slq_starts, full_density)
 
 
-def slq_starts(me: Mapping, d: int, step: int, steps: list[int]) -> tuple[int, bool]:
+def slq_starts(me: Params, d: int, step: int, steps: list[int]) -> tuple[int, bool]:
     """(SLQ starts at checkpoint ``step`` of a model of ``d`` parameters, whether it is a
     full-density checkpoint): ``measure.slq_probes``, or with ``measure.slq_cdf_tol`` the
     fewest starts it needs (at most ``slq_probes``) except where ``measure.full_density``
     (``every``, ``ends``: the first and last checkpoint, ``never``) keeps them all."""
-    full = {"every": True, "ends": step in (steps[0], steps[-1]), "never": False}[me.get("full_density", "every")]
-    if me.get("slq_cdf_tol") is None or full:
-        return int(me["slq_probes"]), True
-    return min(int(me["slq_probes"]), slq_num_starts(d, float(me["slq_cdf_tol"]))), False
+    full = {"every": True, "ends": step in (steps[0], steps[-1]), "never": False}[me.full_density]
+    if me.slq_cdf_tol is None or full:
+        return me.slq_probes, True
+    return min(me.slq_probes, slq_num_starts(d, me.slq_cdf_tol)), False
 
 
-def checkpoint_budget(me: Mapping, d: int, step: int, steps: list[int]) -> Budget:
+def checkpoint_budget(me: Params, d: int, step: int, steps: list[int]) -> Budget:
     """The :class:`Budget` of the measure job of checkpoint ``step`` of ``steps`` for a model
     of ``d`` parameters: its spectrum (``measure.spectrum_every``) and SLQ starts (:func:`slq_starts`)."""
     starts, full = slq_starts(me, d, step, steps)
-    return budget(me, spectrum=spectrum_at(int(me.get("spectrum_every", 1)), step, steps), slq_starts=starts,
+    return budget(me, spectrum=spectrum_at(me.spectrum_every, step, steps), slq_starts=starts,
                   full_density=full)
 
 
@@ -107,4 +107,4 @@ def ds_group_cap(num_probes: int, n_blocks: int, blocks: int, per_group: int) ->
     products, and a group of ``per_group`` products on ``blocks`` of the ``n_blocks`` blocks
     costs ``per_group·blocks/n_blocks`` of them — so ⌈num_probes·n/(b·k)⌉ groups (≥ 2), the
     same tokens as num_probes products on the whole set."""
-    return max(2, math.ceil(int(num_probes) * int(n_blocks) / (int(blocks) * max(1, int(per_group)))))
+    return max(2, math.ceil(num_probes * n_blocks / (blocks * max(1, per_group))))

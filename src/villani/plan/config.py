@@ -117,8 +117,9 @@ def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> A
     """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)
     or an integer (Snakemake reads nested ``--config`` values, ``train={steps: 20}``, as text:
     "20" becomes 20, "2.5" stays text and is refused as not an integer), and a whole float
-    into an int where it asks for an integer (JSON Schema's integer admits 16.0): every
-    number then has the schema's type, so no reader casts it."""
+    into an int where it asks for an integer (JSON Schema's integer admits 16.0); after the
+    checks :func:`_as_floats` makes every number where the schema asks for a number a float:
+    every number then has the schema's type, so no reader casts it."""
     root = schema if root is None else root
     schema = _deref(schema, root)
     types = schema.get("type")
@@ -137,6 +138,30 @@ def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> A
                 doc[key] = _coerce_numbers(doc[key], sub, root)
     if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
         return [_coerce_numbers(x, schema["items"], root) for x in doc]
+    return doc
+
+
+def _as_floats(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
+    """``doc`` with every int where the schema asks for a number (and not an integer) made a
+    float (``span: 1`` is 1.0), so a reader of a number key gets a float and casts nothing.
+    Run after the checks: the one that refuses an integer λ (DVC names folders by its text)
+    reads the document as written."""
+    root = schema if root is None else root
+    schema = _deref(schema, root)
+    types = []
+    for alt in [schema, *(_deref(a, root) for a in schema.get("anyOf", ()))]:
+        t = alt.get("type")
+        types += [t] if isinstance(t, str) else (t or [])
+    if isinstance(doc, int) and not isinstance(doc, bool) and "number" in types and "integer" not in types:
+        return float(doc)
+    if isinstance(doc, dict):
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        for key in doc:
+            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
+            if sub is not None:
+                doc[key] = _as_floats(doc[key], sub, root)
+    if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
+        return [_as_floats(x, schema["items"], root) for x in doc]
     return doc
 
 
@@ -284,7 +309,7 @@ def resolve(doc: Mapping | None, *, source: str = "params") -> Params:
             dataset_params(p, name, source=source)
     else:
         _cross_checks(p, source)
-    return freeze(p)
+    return freeze(_as_floats(p, schema))
 
 
 def resolve_workflow(config: Mapping, files: Iterable[str | Path], overrides: Mapping | None) -> dict:
@@ -340,7 +365,7 @@ def dataset_params(p: Mapping, name: str, *, source: str = "params") -> Params:
     _schema_errors(merged, schema, where)
     _cross_checks(merged, where)
     merged["datasets"] = None
-    return freeze(merged)
+    return freeze(_as_floats(merged, schema))
 
 
 def _without_defaults(schema: Any) -> Any:

@@ -111,8 +111,8 @@ class LambdaMatch:
 
 
 def _lr_steps(params: Mapping, variant: str) -> tuple[float, int]:
-    t = variant_params(params, variant)["train"]
-    return float(t["lr"]), int(t["steps"])
+    t = variant_params(params, variant).train
+    return t.lr, t.steps
 
 
 def match(params: Mapping, name: str, variant: str = "adamw") -> LambdaMatch:

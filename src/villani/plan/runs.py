@@ -87,15 +87,14 @@ def sweep_variants(params: Mapping) -> list[str]:
     """``adamw_lr<η>`` for ``train.sweep.lr`` and ``adamw_wu<w>`` for ``train.sweep.warmup_steps``."""
     sw = params["train"]["sweep"]
     return ([f"adamw_lr{layout.format_lam(x)}" for x in sw["lr"]]
-            + [f"adamw_wu{int(w)}" for w in sw["warmup_steps"]])
+            + [f"adamw_wu{w}" for w in sw["warmup_steps"]])
 
 
 def variant_lambdas(params: Mapping, variant: str) -> list[float]:
     """The λ values a variant runs at."""
     t = params["train"]
     kind = variant_kind(variant)
-    lams = t["lambdas"] if kind == "adamw" else t[kind]["lambdas"]
-    return [float(x) for x in lams]
+    return list(t["lambdas"] if kind == "adamw" else t[kind]["lambdas"])
 
 
 def variants(params: Mapping) -> list[str]:
@@ -133,7 +132,7 @@ def variant_params(params: Mapping, variant: str) -> Params:
     elif kind == "adam_l2":
         t["decay_mode"] = "coupled"
     elif kind == "langevin":
-        t.update(lr=float(t["langevin"]["lr"]), warmup_steps=0, grad_clip=None, decay_mode="coupled")
+        t.update(lr=t["langevin"]["lr"], warmup_steps=0, grad_clip=None, decay_mode="coupled")
     return freeze(p)
 
 
@@ -146,14 +145,14 @@ def runs(params: Mapping, variants_: tuple[str, ...] | list[str] | None = None) 
             continue
         for lam in variant_lambdas(params, v):
             for seed in seeds:
-                yield Run(ds, v, float(lam), int(seed))
+                yield Run(ds, v, lam, seed)
 
 
 def rays_center(params: Mapping) -> tuple[Run, int]:
     """The run and step the checkpoint ray goes through (``rays.through_checkpoint``): the
     last checkpoint of (adamw, ``train.lambdas[0]``, ``train.seeds[0]``)."""
     t = params["train"]
-    return Run(params["data"]["name"], "adamw", float(t["lambdas"][0]), int(t["seeds"][0])), int(t["steps"])
+    return Run(params["data"]["name"], "adamw", t["lambdas"][0], t["seeds"][0]), t["steps"]
 
 
 @dataclass(frozen=True)
@@ -170,14 +169,14 @@ def landscape_runs(params: Mapping, lam: float) -> list[Run]:
     """The runs the λ surface is centred on: (adamw, λ if λ ∈ ``train.lambdas`` else
     ``train.lambdas[0]``, s) for every s of ``train.seeds``."""
     t = params["train"]
-    run_lam = float(lam) if float(lam) in [float(x) for x in t["lambdas"]] else float(t["lambdas"][0])
-    return [Run(params["data"]["name"], "adamw", run_lam, int(s)) for s in t["seeds"]]
+    run_lam = next((x for x in t["lambdas"] if x == lam), t["lambdas"][0])
+    return [Run(params["data"]["name"], "adamw", run_lam, s) for s in t["seeds"]]
 
 
 def landscape_centres(params: Mapping, lam: float) -> list[LandscapeCentre]:
     """Every centre of the λ surface, ``landscape.centers`` outer, :func:`landscape_runs`
     inner: ``init`` at step 0, ``final`` at ``train.steps``."""
-    steps = {"init": 0, "final": int(params["train"]["steps"])}
+    steps = {"init": 0, "final": params["train"]["steps"]}
     return [LandscapeCentre(kind, run, steps[kind]) for kind in params["landscape"]["centers"]
             for run in landscape_runs(params, lam)]
 
@@ -191,7 +190,7 @@ def langevin_beta(spec, lam: float, lr: float, std: float) -> float | None:
     if spec == "table1":
         return 2.0 / (lr * std**2) if std > 0 else None
     if spec:
-        return float(spec)
+        return spec
     return 1.0 / lam if lam > 0 else None
 
 
@@ -201,8 +200,7 @@ def run_beta(params: Mapping, variant: str, lam: float) -> float | None:
     kind = variant_kind(variant)
     t = variant_params(params, variant)["train"]
     if kind == "langevin":
-        return langevin_beta(t["langevin"]["beta"], float(lam), float(t["lr"]), float(t["langevin"]["table1_std"]))
+        return langevin_beta(t["langevin"]["beta"], lam, t["lr"], t["langevin"]["table1_std"])
     if kind == "adamw_noise":
-        return langevin_beta(t["adamw_noise"]["langevin_beta"], float(lam), float(t["lr"]),
-                             float(t["adamw_noise"]["grad_std"]))
+        return langevin_beta(t["adamw_noise"]["langevin_beta"], lam, t["lr"], t["adamw_noise"]["grad_std"])
     return None

@@ -21,15 +21,15 @@ from villani.plan.runs import is_sweep_arm
 
 def checkpoint_steps(train: Mapping) -> list[int]:
     """Sorted checkpoint steps including 0 and ``train['steps']``."""
-    total = int(train["steps"])
+    total = train["steps"]
     ck = train["checkpoints"]
-    if ck.get("steps"):
-        steps = {int(s) for s in ck["steps"]}
-    elif ck.get("spacing", "linear") == "log":
-        steps = {int(round(x)) for x in np.geomspace(1, total, int(ck["count"]))}
+    if ck["steps"]:
+        steps = set(ck["steps"])
+    elif ck["spacing"] == "log":
+        steps = {int(round(x)) for x in np.geomspace(1, total, ck["count"])}
     else:
-        count = int(ck["count"])
-        steps = {int(round(k * total / count)) for k in range(1, count + 1)}
+        count = ck["count"]
+        steps = {round(k * total / count) for k in range(1, count + 1)}
     steps.add(total)
     return [0] + sorted(s for s in steps if s > 0)
 
@@ -37,7 +37,7 @@ def checkpoint_steps(train: Mapping) -> list[int]:
 def segment_ends(train: Mapping) -> list[int]:
     """The step at which each training segment ends, ascending; the last is ``train['steps']``."""
     after0 = checkpoint_steps(train)[1:]
-    n = min(int(train["segments"]), len(after0))
+    n = min(train["segments"], len(after0))
     sizes = [len(after0) // n + (1 if i < len(after0) % n else 0) for i in range(n)]
     ends, i = [], 0
     for size in sizes:
@@ -73,7 +73,7 @@ def measured_steps(params: Mapping, variant: str) -> list[int]:
     warm-up sweep arm (``adamw_lr…``, ``adamw_wu…``) with ``measure.sweep_arms: ends`` — the
     first and the last."""
     steps = checkpoint_steps(params["train"])
-    if params["measure"].get("sweep_arms", "every") == "ends" and is_sweep_arm(variant):
+    if params["measure"]["sweep_arms"] == "ends" and is_sweep_arm(variant):
         return [steps[0], steps[-1]]
     return steps
 
@@ -87,7 +87,7 @@ def job_steps(rule: str, train: Mapping) -> list[int]:
 def spectrum_at(every: int, step: int, steps: list[int]) -> bool:
     """Whether checkpoint ``step`` of ``steps`` gets the top-k run and the density: every
     ``every``-th checkpoint counted from the first, and the last."""
-    if int(every) < 1:
+    if every < 1:
         raise ValueError(f"measure.spectrum_every: {every!r} is invalid (expected an integer ≥ 1)")
     i = steps.index(step)
-    return i % int(every) == 0 or i == len(steps) - 1
+    return i % every == 0 or i == len(steps) - 1

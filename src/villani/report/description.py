@@ -74,7 +74,7 @@ def schedule_text(p: Mapping) -> str:
     """What ``measure.spectrum_every``, ``ds_blocks`` and ``sweep_arms`` leave out ("" when nothing)."""
     m, steps = p["measure"], checkpoint_steps(p["train"])
     parts = []
-    every = int(m.get("spectrum_every", 1))
+    every = m["spectrum_every"]
     if every > 1:
         n = sum(spectrum_at(every, s, steps) for s in steps)
         elsewhere = (f"doubly stochastic Hutchinson, {m['probe_block']} probe(s) per group on {m['ds_blocks']} fresh "

@@ -78,7 +78,7 @@ class _SegmentState:
 
         self.params, self.root, self.dataset, self.variant = params, root, dataset, variant
         self.lam, self.seed, self.device = float(lam), int(seed), device
-        self.t = variant_params(params, variant)["train"]
+        self.t = variant_params(params, variant).train
         self.kind = variant_kind(variant)
         self.ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
         self.digest = run_digest(params, variant, lam, seed)
@@ -94,14 +94,13 @@ class _SegmentState:
         self.ckpt_losses: list[float] = []
         use_bf16 = self.t["precision"] == "bf16" or (self.t["precision"] == "auto" and device.type == "cuda")
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16 and device.type == "cuda")
-        self.grad_std = float(self.t["adamw_noise"]["grad_std"]) if self.kind == "adamw_noise" else 0.0
+        self.grad_std = self.t.adamw_noise.grad_std if self.kind == "adamw_noise" else 0.0
         self.beta = None
         if self.kind == "adamw_noise":
-            self.beta = langevin_beta(self.t["adamw_noise"]["langevin_beta"], self.lam, float(self.t["lr"]),
-                                      self.grad_std)
+            self.beta = langevin_beta(self.t.adamw_noise.langevin_beta, self.lam, self.t.lr, self.grad_std)
         elif self.kind == "langevin":
-            lv = self.t["langevin"]
-            self.beta = langevin_beta(lv["beta"], self.lam, float(self.t["lr"]), float(lv["table1_std"]))
+            lv = self.t.langevin
+            self.beta = langevin_beta(lv.beta, self.lam, self.t.lr, lv.table1_std)
         self.stepper = TrainStep(self, step_mode(self.t["compile"], device), fallback=self.t["compile"] == "auto")
 
     # ----------------------------------------------------------------- state
@@ -130,7 +129,7 @@ class _SegmentState:
 
     # ----------------------------------------------------------------- one step
     def batch(self, step: int) -> torch.Tensor:
-        idx = batch_indices(len(self.blocks), int(self.t["batch_size"]), self.seed, step)
+        idx = batch_indices(len(self.blocks), self.t.batch_size, self.seed, step)
         if self.device.type == "cuda":  # from pinned memory, without waiting for the copy
             return self.blocks[idx].pin_memory().to(self.device, non_blocking=True)
         return self.blocks[idx].to(self.device)
@@ -160,7 +159,7 @@ class _SegmentState:
             **self.ident, "lam": self.lam, "tokens_seen": self.tokens,
             "wall_clock_s": self.wall, "train_loss": train_loss, "theta_sq_norm": theta_sq_norm(self.model),
             "d": num_params(self.model), "decay_mode": self.t["decay_mode"], "decay_params": self.t["decay_params"],
-            "update_rule": self.kind, "lr_peak": float(self.t["lr"]), "langevin_beta": self.beta,
+            "update_rule": self.kind, "lr_peak": self.t.lr, "langevin_beta": self.beta,
             "decayed_params": sorted(self.decayed),
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
             "digest": self.digest, "train_params": trained_params(self.params, self.variant),
@@ -332,7 +331,7 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
         return done
     device = pick_device(device)
     if device.type == "cpu":  # the reduction order of every CPU kernel: the parameters', never the shell's
-        torch.set_num_threads(int(t["threads"]))
+        torch.set_num_threads(t.threads)
     run = _SegmentState(params, root, **ident, device=device, initial=start == 0)
     # this job is the one writer of its run's training folders (the training lock) — the
     # checkpoint folders of this segment, segments/, logs/, work/; a killed predecessor's

@@ -12,10 +12,11 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
 
 import torch
 from transformers import get_constant_schedule
+
+from villani.plan.frozen import Params
 
 
 def norm_parameter_names(model: torch.nn.Module) -> set[str]:
@@ -43,22 +44,20 @@ def decayed_parameter_names(model: torch.nn.Module, which: str) -> list[str]:
     return names
 
 
-def make_optimizer(model: torch.nn.Module, train: Mapping, lam: float, kind: str = "adamw") -> torch.optim.Optimizer:
+def make_optimizer(model: torch.nn.Module, train: Params, lam: float, kind: str = "adamw") -> torch.optim.Optimizer:
     """AdamW (``decay_mode`` decoupled: weight decay λ on the decayed group; coupled: none),
     or for ``kind="sgd"`` plain SGD at ``train.lr``."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if kind == "sgd":
-        return torch.optim.SGD([p for _, p in params], lr=float(train["lr"]), momentum=0.0, weight_decay=0.0,
-                               foreach=False)
-    decayed = set(decayed_parameter_names(model, train["decay_params"]))
-    wd = float(lam) if train["decay_mode"] == "decoupled" else 0.0
+        return torch.optim.SGD([p for _, p in params], lr=train.lr, momentum=0.0, weight_decay=0.0, foreach=False)
+    decayed = set(decayed_parameter_names(model, train.decay_params))
+    wd = lam if train.decay_mode == "decoupled" else 0.0
     groups = [
         {"params": [p for n, p in params if n in decayed], "weight_decay": wd},
         {"params": [p for n, p in params if n not in decayed], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(
-        [g for g in groups if g["params"]], lr=float(train["lr"]), betas=tuple(train["betas"]),
-        eps=float(train["eps"]), foreach=False,
+        [g for g in groups if g["params"]], lr=train.lr, betas=tuple(train.betas), eps=train.eps, foreach=False,
     )
 
 
@@ -81,17 +80,17 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def make_scheduler(opt: torch.optim.Optimizer, train: Mapping, *, constant: bool = False
+def make_scheduler(opt: torch.optim.Optimizer, train: Params, *, constant: bool = False
                    ) -> torch.optim.lr_scheduler.LambdaLR:
     """Warm-up + cosine (:func:`lr_factor`), or a constant factor 1 (``constant``:
     ``transformers.get_constant_schedule``)."""
     if constant:
         return get_constant_schedule(opt)
-    w, total = int(train["warmup_steps"]), int(train["steps"])
+    w, total = train.warmup_steps, train.steps
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, w, total))
 
 
-def l2_penalty(model: torch.nn.Module, names: set[str], lam: float) -> torch.Tensor:
-    """(λ/2)·Σ_{decayed} ‖θ‖² — the coupled regulariser."""
-    terms = [p.pow(2).sum() for n, p in model.named_parameters() if n in names]
-    return 0.5 * float(lam) * torch.stack(terms).sum()
+def decayed_sq_norm(model: torch.nn.Module, names: set[str]) -> torch.Tensor:
+    """Σ_{decayed} ‖θ‖², differentiable: the coupled regulariser is (λ/2) times it
+    (:func:`villani.curvature.operators.objective.regularised_loss`)."""
+    return torch.stack([p.pow(2).sum() for n, p in model.named_parameters() if n in names]).sum()

@@ -63,8 +63,9 @@ from typing import Iterator, NamedTuple
 
 import torch
 
+from villani.curvature import regularised_loss
 from villani.model import theta_sq_tensor
-from villani.training.optim import l2_penalty
+from villani.training.optim import decayed_sq_norm
 
 __all__ = ["STEP_MODES", "ROWS_PER_SYNC", "SYNC_EVERY_S", "TRIAL_STEPS", "step_mode", "TrainStep", "PendingRows",
            "CompileFailed"]
@@ -142,7 +143,7 @@ class TrainStep:
         """The loss whose gradient is taken: L_B, + (λ/2)‖θ_dec‖² in ``coupled`` mode."""
         run = self.run
         if run.t["decay_mode"] == "coupled" and run.lam > 0:
-            return ce + l2_penalty(run.model, run.decayed, run.lam)
+            return regularised_loss(ce, decayed_sq_norm(run.model, run.decayed), run.lam)
         return ce
 
     def skips(self, ce: torch.Tensor) -> bool:
