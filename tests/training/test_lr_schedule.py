@@ -10,6 +10,7 @@ import pytest
 import torch
 from transformers import get_constant_schedule, get_cosine_schedule_with_warmup
 
+from villani.plan.frozen import freeze
 from villani.training.optim import lr_factor, make_scheduler
 
 
@@ -26,7 +27,7 @@ def _factors(sched_of, steps: int) -> list[float]:
 
 
 def _ours(warmup: int, total: int, constant: bool = False):
-    return functools.partial(make_scheduler, train={"warmup_steps": warmup, "steps": total}, constant=constant)
+    return functools.partial(make_scheduler, train=freeze({"warmup_steps": warmup, "steps": total}), constant=constant)
 
 
 def test_constant_mode_is_transformers_constant_schedule_bit_for_bit():

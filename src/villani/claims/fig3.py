@@ -46,6 +46,7 @@ from scipy import stats as _sps
 from villani.claims.context import Context, Where, arithmetic, fmt, join, left_out_note, none
 from villani.claims.registry import ARITHMETIC, FINDINGS, Measured, claim
 from villani.claims.verdict import Region
+from villani.curvature import regularised_loss
 from villani.io.results import landscape_surface
 from villani.measure.landscape_shape import (quadratic_hessian, quadratic_isotropy, radial_slope, seed_slices,
                                              unique_minimum)
@@ -246,8 +247,8 @@ def fig3_multiple_minima_at_zero(ctx: Context) -> Measured:
 
 
 def _penalty_surface(g: pd.DataFrame, lam: float) -> pd.DataFrame:
-    """The penalty (λ/2)‖θ‖² on the slice's grid, from its ``theta_sq`` column."""
-    return g.assign(F=0.5 * lam * g["theta_sq"])
+    """The penalty (λ/2)‖θ‖² on the slice's grid, from its ``theta_sq`` column: F of a zero loss."""
+    return g.assign(F=regularised_loss(0.0, g["theta_sq"], lam))
 
 
 @claim("fig3_radial_gradients", "Fig 3 caption, Sec. VI-B",

@@ -263,7 +263,7 @@ def _measure(params: Params, *, run: Run, step: int, root, device, bar: Progress
     noise = None
     if step in (steps[0], steps[-1]):
         clock.start("grad_noise")
-        noise = gradient_noise(model, job["train"], params, job["dev"])
+        noise = gradient_noise(model, job["train"], me, params.train, job["dev"])
         clock.lap("grad_noise")
     rec = _record(params, run, step, str(ckpt), job, H, obj, cur, noise)
     tensor_tr, group_tr, group_err, gs, gnames = _trace_block(cur["est"], H.names, model.config.model_type)

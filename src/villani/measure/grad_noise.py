@@ -49,16 +49,16 @@ def _flat_grad(model: torch.nn.Module, params: list[torch.nn.Parameter], x: torc
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1).double() for g, p in zip(grads, params)])
 
 
-def gradient_noise(model: torch.nn.Module, blocks: torch.Tensor, params: Params, device) -> dict:
+def gradient_noise(model: torch.nn.Module, blocks: torch.Tensor, measure: Params, train: Params, device) -> dict:
     r"""σ² (total minibatch gradient variance) at the model's θ, and each batch's ‖g_k‖²
-    (``blocks``: the train split's token blocks).
+    (``blocks``: the train split's token blocks; ``measure``, ``train``: those sections).
 
     Streams the batches (one float64 running sum of size d, never K gradients at once):
     :math:`\sum_k\|g_k-\bar g\|^2 = \sum_k\|g_k\|^2 - K\|\bar g\|^2`.
     """
     model.eval()
     ps = [p for p in model.parameters() if p.requires_grad]
-    ids = noise_batch_ids(params.measure, params.train, blocks.shape[0])
+    ids = noise_batch_ids(measure, train, blocks.shape[0])
     total, sq_norms = None, []
     for row in ids:
         g = _flat_grad(model, ps, blocks[torch.from_numpy(row)].to(device))

@@ -35,7 +35,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import jsonschema
 
@@ -113,56 +113,65 @@ def _fill_defaults(doc: Any, schema: Mapping) -> Any:
     return doc
 
 
-def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
+def _by_schema(doc: Any, schema: Mapping, root: Mapping, convert: Callable[[Any, Mapping, Mapping], Any]) -> Any:
+    """``doc`` (its mappings changed in place) with ``convert(value, subschema, root)`` applied
+    to every value the schema describes, a mapping's or list's before its items."""
+    schema = _deref(schema, root)
+    doc = convert(doc, schema, root)
+    if isinstance(doc, dict):
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        for key in doc:
+            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
+            if sub is not None:
+                doc[key] = _by_schema(doc[key], sub, root, convert)
+    if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
+        return [_by_schema(x, schema["items"], root, convert) for x in doc]
+    return doc
+
+
+def _types(schema: Mapping, root: Mapping, alternatives: bool = False) -> list[str]:
+    """The JSON types a (dereferenced) subschema allows; with ``alternatives`` its ``anyOf``'s too."""
+    out = []
+    for alt in [schema, *((_deref(a, root) for a in schema.get("anyOf", ())) if alternatives else ())]:
+        t = alt.get("type")
+        out += [t] if isinstance(t, str) else (t or [])
+    return out
+
+
+def _coerce_numbers(doc: Any, schema: Mapping) -> Any:
     """Turn numeric strings into numbers where the schema asks for a number (PyYAML's 1e-3)
     or an integer (Snakemake reads nested ``--config`` values, ``train={steps: 20}``, as text:
     "20" becomes 20, "2.5" stays text and is refused as not an integer), and a whole float
     into an int where it asks for an integer (JSON Schema's integer admits 16.0); after the
     checks :func:`_as_floats` makes every number where the schema asks for a number a float:
     every number then has the schema's type, so no reader casts it."""
-    root = schema if root is None else root
-    schema = _deref(schema, root)
-    types = schema.get("type")
-    types = [types] if isinstance(types, str) else (types or [])
-    if isinstance(doc, str) and "number" in types and _NUMBER_RE.match(doc.strip()):
-        return float(doc)
-    if isinstance(doc, str) and "integer" in types and re.fullmatch(r"[+-]?\d+", doc.strip()):
-        return int(doc)
-    if isinstance(doc, float) and "integer" in types and "number" not in types and doc.is_integer():
-        return int(doc)
-    if isinstance(doc, dict):
-        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
-        for key in doc:
-            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
-            if sub is not None:
-                doc[key] = _coerce_numbers(doc[key], sub, root)
-    if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
-        return [_coerce_numbers(x, schema["items"], root) for x in doc]
-    return doc
+    return _by_schema(doc, schema, schema, _coerced)
 
 
-def _as_floats(doc: Any, schema: Mapping, root: Mapping | None = None) -> Any:
+def _coerced(value: Any, schema: Mapping, root: Mapping) -> Any:
+    types = _types(schema, root)
+    if isinstance(value, str) and "number" in types and _NUMBER_RE.match(value.strip()):
+        return float(value)
+    if isinstance(value, str) and "integer" in types and re.fullmatch(r"[+-]?\d+", value.strip()):
+        return int(value)
+    if isinstance(value, float) and "integer" in types and "number" not in types and value.is_integer():
+        return int(value)
+    return value
+
+
+def _as_floats(doc: Any, schema: Mapping) -> Any:
     """``doc`` with every int where the schema asks for a number (and not an integer) made a
     float (``span: 1`` is 1.0), so a reader of a number key gets a float and casts nothing.
     Run after the checks: the one that refuses an integer λ (DVC names folders by its text)
     reads the document as written."""
-    root = schema if root is None else root
-    schema = _deref(schema, root)
-    types = []
-    for alt in [schema, *(_deref(a, root) for a in schema.get("anyOf", ()))]:
-        t = alt.get("type")
-        types += [t] if isinstance(t, str) else (t or [])
-    if isinstance(doc, int) and not isinstance(doc, bool) and "number" in types and "integer" not in types:
-        return float(doc)
-    if isinstance(doc, dict):
-        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
-        for key in doc:
-            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
-            if sub is not None:
-                doc[key] = _as_floats(doc[key], sub, root)
-    if isinstance(doc, list) and isinstance(schema.get("items"), Mapping):
-        return [_as_floats(x, schema["items"], root) for x in doc]
-    return doc
+    return _by_schema(doc, schema, schema, _floated)
+
+
+def _floated(value: Any, schema: Mapping, root: Mapping) -> Any:
+    types = _types(schema, root, alternatives=True)
+    if isinstance(value, int) and not isinstance(value, bool) and "number" in types and "integer" not in types:
+        return float(value)
+    return value
 
 
 def describe(s: Mapping) -> str:
