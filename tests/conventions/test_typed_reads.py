@@ -11,7 +11,8 @@ read of a key of ``params.schema.yaml`` (``x["k"]``, ``x.get("k", …)``, ``x.k`
 parameter value — a name ``params``/``p``, an argument annotated ``Params``, a
 section argument annotated ``Params``/``Mapping`` under a section's name (``me``, ``la``…),
 ``….params``, what ``variant_params``/``dataset_params``/``resolve`` return, a name or
-``self.name`` assigned from one of those, or an element of a parameter list it iterates.
+``self.name`` assigned from one of those (and ``x.name`` of the same module), or an element
+of a parameter list it iterates.
 A cast of such a read, or of a name bound to one, is reported; :data:`NOT_PARAMETERS`
 names each remaining match that is not one, and why.
 """
@@ -109,9 +110,8 @@ class _Function:
             return node.id in self.names or node.id in ROOTS
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PARAM_CALLS:
             return True
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
-                and node.attr in self.attrs:
-            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in self.attrs:
+            return True  # self.t, or run.t of the same class
         if isinstance(node, ast.Attribute) and node.attr == "params":
             return True
         read = _read(node)

@@ -79,14 +79,14 @@ def _check_text(values: dict[float, list], fmt: Callable) -> str:
 
 
 def hyperparameter_rows(params: Mapping, root) -> list[dict]:
-    t, me, mo = params["train"], params["measure"], params["model"]
+    t, me, mo = params.train, params.measure, params.model
     everything = guideline_rows(params, root)
     g = [r for r in everything if r["variant"] == "adamw"]
     stats = data_stats(params, root)
     m = measurements(params, root)
     d = int(m["d"].iloc[0])
     tokens_per_step = t.batch_size * params.data.seq_len
-    epochs = t["steps"] * tokens_per_step / max(train_tokens(stats), 1)
+    epochs = t.steps * tokens_per_step / max(train_tokens(stats), 1)
 
     def eta_check(lam, rs):
         lim = [r for r in rs if r is not None]
@@ -95,7 +95,7 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
         if not lim:
             return "σ² not measured"
         limit = float(np.mean(lim))
-        return f"λ/(4σ²) = {limit:.3g} → {'met' if t['lr'] <= min(1.0, limit) else 'violated'}"
+        return f"λ/(4σ²) = {limit:.3g} → {'met' if t.lr <= min(1.0, limit) else 'violated'}"
 
     def lam_check(lam, rs):
         return f"ratio {np.mean(rs):.3g} → {'met' if np.mean(rs) >= 1 else 'not met'}"
@@ -103,26 +103,26 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
     sig = _per_lam(g, "sigma_sq_theta0")
     sig_last = _per_lam(g, "sigma_sq_final")
     if mo.get("name"):
-        model = f"{mo['name']} ({mo['init']})"
+        model = f"{mo.name} ({mo.init})"
     else:
-        c = mo["config"]
+        c = mo.config
         model = (f"{family_of(c)} from scratch: {config_value(c, 'layers')} layers, "
                  f"hidden {config_value(c, 'hidden')}, {config_value(c, 'heads')} heads, MLP {config_value(c, 'mlp')}")
     return [
-        {"parameter": "learning rate η (peak)", "value": f"{t['lr']:g}",
+        {"parameter": "learning rate η (peak)", "value": f"{t.lr:g}",
          "guideline": "η ≲ λ/(4σ²)  (Theorem 2: η ≤ min(1, λ/(4σ²)))",
          "measured": _check_text(_per_lam(g, "eta_limit_theta0"), eta_check) + " (σ² at step 0, mean over seeds)"},
         {"parameter": "weight decay λ", "value": ", ".join(f"{x:g}" for x in t.lambdas),
          "guideline": "pick λ so that λ‖θ₀‖² ≈ 10·L(θ₀)",
          "measured": _check_text(_per_lam(g, "lam_theta0_ratio"), lam_check) + " (λ‖θ₀‖² / 10·L(θ₀))"},
-        {"parameter": "decay mode / decayed tensors", "value": f"{t['decay_mode']} / {t['decay_params']}",
+        {"parameter": "decay mode / decayed tensors", "value": f"{t.decay_mode} / {t.decay_params}",
          "guideline": "θ is every trainable parameter (SPEC §1)", "measured": ""},
-        {"parameter": "batch size", "value": f"{t['batch_size']} blocks × {params['data']['seq_len']} tokens "
+        {"parameter": "batch size", "value": f"{t.batch_size} blocks × {params.data.seq_len} tokens "
                                              f"= {tokens_per_step} tokens", "guideline": "—", "measured": ""},
-        {"parameter": "AdamW β", "value": f"({t['betas'][0]:g}, {t['betas'][1]:g})", "guideline": "—",
+        {"parameter": "AdamW β", "value": f"({t.betas[0]:g}, {t.betas[1]:g})", "guideline": "—",
          "measured": ""},
-        {"parameter": "schedule", "value": f"linear warm-up {t['warmup_steps']} steps, cosine to 0 at "
-                                          f"{t['steps']} steps ({epochs:.2g} epochs of {train_tokens(stats)} "
+        {"parameter": "schedule", "value": f"linear warm-up {t.warmup_steps} steps, cosine to 0 at "
+                                          f"{t.steps} steps ({epochs:.2g} epochs of {train_tokens(stats)} "
                                           "train tokens)", "guideline": "—", "measured": ""},
         {"parameter": "gradient noise σ² (measured, Tr Σ)",
          "value": _check_text(sig, lambda lam, rs: "/".join(format_value(x, "{:.3g}") for x in rs))
@@ -132,11 +132,11 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
          "guideline": "β⁻¹ = ησ²/(2d), match with λ",
          "measured": _arms_text(params)},
         *_langevin_rows(params, [r for r in everything if r["variant"] == "langevin"]),
-        {"parameter": "seeds", "value": ", ".join(map(str, t["seeds"])), "guideline": "—", "measured": ""},
+        {"parameter": "seeds", "value": ", ".join(map(str, t.seeds)), "guideline": "—", "measured": ""},
         {"parameter": "model", "value": f"{model}; d = {d} parameters", "guideline": "—", "measured": ""},
         {"parameter": "curvature measurement",
-         "value": f"{_trace_text(me)}, top-{me['top_k']} by {_lanczos_text(me)} Lanczos steps, "
-                  f"SLQ {_slq_text(me)}×{me['slq_steps']}, {me['blocks']} blocks, s = "
+         "value": f"{_trace_text(me)}, top-{me.top_k} by {_lanczos_text(me)} Lanczos steps, "
+                  f"SLQ {_slq_text(me)}×{me.slq_steps}, {me.blocks} blocks, s = "
                   f"{', '.join(f'{x:g}' for x in me.s_values)}",
          "guideline": "paper: M = 64, top-20", "measured": ""},
     ]
@@ -144,22 +144,22 @@ def hyperparameter_rows(params: Mapping, root) -> list[dict]:
 
 def _arms_text(params: Mapping) -> str:
     """The other update rules of the params, in words."""
-    t = params["train"]
+    t = params.train
     lams = lambda xs: "{" + ", ".join(f"{x:g}" for x in xs) + "}"  # noqa: E731
     parts = []
-    if t["adamw_noise"]["lambdas"]:
-        parts.append(f"noisy AdamW at λ ∈ {lams(t['adamw_noise']['lambdas'])}, ξ ~ N(0, {t['adamw_noise']['grad_std']:g}²)")
-    if t["adam_l2"]["lambdas"]:
-        parts.append(f"Adam on F (coupled L2) at λ ∈ {lams(t['adam_l2']['lambdas'])}")
-    if t["langevin"]["lambdas"]:
-        lv = t["langevin"]
-        beta = ("2/(η·σ²), σ = " + f"{lv['table1_std']:g}" if lv["beta"] == "table1"
-                else "1/λ" if lv["beta"] is None else f"{lv['beta']:g}")
-        parts.append(f"Langevin SGD on F (eq. 36) at λ ∈ {lams(lv['lambdas'])}, η = {lv['lr']:g}, β = {beta}")
-    sw = t["sweep"]
-    if sw["lr"] or sw["warmup_steps"]:
-        parts.append("AdamW sweep arms: " + ", ".join([f"η = {x:g}" for x in sw["lr"]]
-                                                      + [f"warm-up {w}" for w in sw["warmup_steps"]]))
+    if t.adamw_noise.lambdas:
+        parts.append(f"noisy AdamW at λ ∈ {lams(t.adamw_noise.lambdas)}, ξ ~ N(0, {t.adamw_noise.grad_std:g}²)")
+    if t.adam_l2.lambdas:
+        parts.append(f"Adam on F (coupled L2) at λ ∈ {lams(t.adam_l2.lambdas)}")
+    if t.langevin.lambdas:
+        lv = t.langevin
+        beta = ("2/(η·σ²), σ = " + f"{lv.table1_std:g}" if lv.beta == "table1"
+                else "1/λ" if lv.beta is None else f"{lv.beta:g}")
+        parts.append(f"Langevin SGD on F (eq. 36) at λ ∈ {lams(lv.lambdas)}, η = {lv.lr:g}, β = {beta}")
+    sw = t.sweep
+    if sw.lr or sw.warmup_steps:
+        parts.append("AdamW sweep arms: " + ", ".join([f"η = {x:g}" for x in sw.lr]
+                                                      + [f"warm-up {w}" for w in sw.warmup_steps]))
     return "; ".join(parts) or "AdamW only"
 
 
@@ -173,7 +173,7 @@ def _langevin_rows(params: Mapping, rows: list[dict]) -> list[dict]:
         limits = [x for x in (r["eta_limit_theta0"], r["eta_limit_final"]) if x is not None]
         ok = all(r["eta"] <= min(1.0, x) for x in limits)
         return (f"λ={r['lam']:g} seed {r['seed']}: λ/(4σ²) = {min(limits):.3g} → {'met' if ok else 'violated'}")
-    return [{"parameter": "Langevin step η (eq. 36, constant)", "value": f"{params['train']['langevin']['lr']:g}",
+    return [{"parameter": "Langevin step η (eq. 36, constant)", "value": f"{params.train.langevin.lr:g}",
              "guideline": "η ≤ min(1, λ/(4σ²)) (Theorem 2)",
              "measured": "; ".join(check(r) for r in rows) + " (σ² at the first and last checkpoint, the larger)"}]
 
@@ -216,13 +216,13 @@ def trace_stats(params: Mapping, root) -> pd.DataFrame:
       (λd + the interval of tr∇²L); ``final_*`` the same at the last checkpoint (seed mean).
     """
     m = measurements(params, root)
-    last = checkpoint_steps(params["train"])[-1]
+    last = checkpoint_steps(params.train)[-1]
     rows = []
     for lam, d in m.groupby("lam"):
         tf = d["laplacian_F"]
         fin = d[d["step"] == last]
         rows.append({
-            "dataset": params["data"]["name"], "lam": float(lam), "num_probes": int(d["trace_L_num_probes"].max()),
+            "dataset": params.data.name, "lam": float(lam), "num_probes": int(d["trace_L_num_probes"].max()),
             "n_checkpoints": int(d["step"].nunique()), "n_seeds": int(d["seed"].nunique()),
             "trace_F_mean": float(tf.mean()), "lam_d": float(d["lam_d"].mean()),
             "trace_L_mean": float(d["trace_L_mean"].mean()),
@@ -274,7 +274,7 @@ def efficiency(params: Mapping, root) -> pd.DataFrame:
         secs = np.array([float(h["wall_clock_s"]) for h in hits])
         last = d[d["step"] == d["step"].max()]
         rows.append({
-            "dataset": params["data"]["name"], "lam": float(lam), "target_ppl": target, "target_source": source,
+            "dataset": params.data.name, "lam": float(lam), "target_ppl": target, "target_source": source,
             "n_seeds": int(d["seed"].nunique()), "n_reached": len(hits),
             "wall_clock_s_mean": float(secs.mean()) if len(secs) else None,
             "wall_clock_s_sem": float(secs.std(ddof=1) / math.sqrt(len(secs))) if len(secs) > 1 else None,

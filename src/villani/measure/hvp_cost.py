@@ -145,13 +145,13 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
     from villani.curvature import ModelHessian, causal_lm_token_loss
     from villani.model import build_model, describe_model, num_params
 
-    model_cfg = sized_config(params["model"], hidden_size)
+    model_cfg = sized_config(params.model, hidden_size)
     seq_len = params.data.seq_len
     batch_size = params.measure.batch_size
     lam = 1.0  # ∇²F·v = ∇²L·v + λv: any λ > 0 costs the same (one added axpy)
     gen = torch.Generator().manual_seed(int(hidden_size))
     batch = torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen)
-    method = params["measure"]["hvp_method"]
+    method = params.measure.hvp_method
 
     def setup():
         model = build_model(model_cfg, vocab_size, seq_len, seed=0).to(device)
@@ -190,7 +190,7 @@ def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: tor
         "num_heads": int(arch["num_attention_heads"]), "intermediate_size": int(4 * hidden_size), "d": int(d),
         "tokens": batch_size * seq_len, "seconds_hvp": seconds_hvp, "seconds_hvp_fresh": seconds_fresh,
         "seconds_grad": seconds_grad, "peak_memory_bytes": int(peak), "memory_source": mem.source,
-        "device": device.type, "method": params["measure"]["hvp_method"], "repeats": int(repeats),
+        "device": device.type, "method": params.measure.hvp_method, "repeats": int(repeats),
         "torch": torch.__version__,
     }
 
@@ -209,6 +209,6 @@ def run_hvp_cost(params: Mapping, root=layout.RESULTS, device: str | None = None
     rows = [measure_size(params, h, vocab, dev, repeats) for h in sizes]
     if any(not math.isfinite(r["seconds_hvp"]) for r in rows):
         raise ValueError("HVP timing is not finite")
-    path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
+    path = layout.fmt(layout.COST_CSV, root, dataset=params.data.name)
     atomic.write_text(path, pd.DataFrame(rows).to_csv(index=False))
     return str(path)

@@ -84,7 +84,7 @@ class _SegmentState:
         self.digest = run_digest(params, variant, lam, seed)
         self.blocks = load_split(params, root, "train")
         self.model = model_for_run(params, root, seed, initial=initial).to(device)
-        self.decayed = set(decayed_parameter_names(self.model, self.t["decay_params"]))
+        self.decayed = set(decayed_parameter_names(self.model, self.t.decay_params))
         self.opt = make_optimizer(self.model, self.t, self.lam, "sgd" if self.kind == "langevin" else "adamw")
         self.sched = make_scheduler(self.opt, self.t, constant=self.kind == "langevin")
         gen_device = device if device.type == "cuda" else "cpu"
@@ -92,7 +92,7 @@ class _SegmentState:
         torch.manual_seed(self.seed + 1)  # dropout stream, independent of the init stream
         self.step, self.tokens, self.wall = 0, 0, 0.0
         self.ckpt_losses: list[float] = []
-        use_bf16 = self.t["precision"] == "bf16" or (self.t["precision"] == "auto" and device.type == "cuda")
+        use_bf16 = self.t.precision == "bf16" or (self.t.precision == "auto" and device.type == "cuda")
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16 and device.type == "cuda")
         self.grad_std = self.t.adamw_noise.grad_std if self.kind == "adamw_noise" else 0.0
         self.beta = None
@@ -101,7 +101,7 @@ class _SegmentState:
         elif self.kind == "langevin":
             lv = self.t.langevin
             self.beta = langevin_beta(lv.beta, self.lam, self.t.lr, lv.table1_std)
-        self.stepper = TrainStep(self, step_mode(self.t["compile"], device), fallback=self.t["compile"] == "auto")
+        self.stepper = TrainStep(self, step_mode(self.t.compile, device), fallback=self.t.compile == "auto")
 
     # ----------------------------------------------------------------- state
     def state(self) -> dict:
@@ -144,7 +144,7 @@ class _SegmentState:
 
     def nonfinite(self, value: float, step: int) -> None:
         """A non-finite loss at ``step``: :class:`TrainingDiverged` unless ``train.nonfinite: skip``."""
-        if self.t["nonfinite"] == "skip":
+        if self.t.nonfinite == "skip":
             return
         good = self.last_checkpoint
         raise TrainingDiverged(
@@ -158,7 +158,7 @@ class _SegmentState:
         meta = {
             **self.ident, "lam": self.lam, "tokens_seen": self.tokens,
             "wall_clock_s": self.wall, "train_loss": train_loss, "theta_sq_norm": theta_sq_norm(self.model),
-            "d": num_params(self.model), "decay_mode": self.t["decay_mode"], "decay_params": self.t["decay_params"],
+            "d": num_params(self.model), "decay_mode": self.t.decay_mode, "decay_params": self.t.decay_params,
             "update_rule": self.kind, "lr_peak": self.t.lr, "langevin_beta": self.beta,
             "decayed_params": sorted(self.decayed),
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
@@ -234,7 +234,7 @@ def _train_steps(run: _SegmentState, *, end: int, wanted, work: Path, step_log: 
     at that step and :class:`villani.stop.Stopped` raised, so a resumed segment recomputes
     no step. Returns the checkpoints written."""
     written = []
-    every, keep_all = int(run.t["save_every"]), run.t["keep_state"] == "all"
+    every, keep_all = run.t.save_every, run.t.keep_state == "all"
     tokens0, wall0 = run.tokens, run.wall
     pending = PendingRows(run)
     with stop.deferred() as stop_flag, Progress(what, end, unit="step", done=run.step, logger=log,
@@ -286,8 +286,8 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     True, or None and stderr is a terminal. The per-step CSV grows in ``work/`` while the
     segment trains (:mod:`villani.training.step_log`).
     """
-    ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
-    start = segment_start(params["train"], end)
+    ident = dict(dataset=params.data.name, variant=variant, lam=lam, seed=seed)
+    start = segment_start(params.train, end)
     with training_lock(root, ident, start + (start > 0), end):
         return _train_segment(params, ident, end, root, device, progress)
 
@@ -301,10 +301,10 @@ def train_run(params: Mapping, *, variant: str, lam: float, seed: int, root="res
     for a segment that was done) per segment."""
     from villani.plan.schedule import segment_ends
 
-    ident = dict(dataset=params["data"]["name"], variant=variant, lam=lam, seed=seed)
+    ident = dict(dataset=params.data.name, variant=variant, lam=lam, seed=seed)
     out = []
     with training_lock(root, ident, 0, params.train.steps):
-        for end in segment_ends(params["train"]):
+        for end in segment_ends(params.train):
             why = segment_status(params, root, ident, end)
             if why is None:
                 out.append((json.loads(layout.fmt(layout.SEGMENT, root, step=end, **ident).read_text()), None))
@@ -318,7 +318,7 @@ def train_run(params: Mapping, *, variant: str, lam: float, seed: int, root="res
 
 
 def _train_segment(params: Mapping, ident: dict, end: int, root, device, progress) -> dict:
-    t = params["train"]
+    t = params.train
     start = segment_start(t, end)
     wanted = checkpoints_in_segment(t, end)
     # the segment's start checkpoint is verified too: a damaged input is refused, never skipped
@@ -361,7 +361,7 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
     # fails while it prepares (unreadable data, a damaged start checkpoint) leaves the
     # manifest vouching for the checkpoints it still describes
     layout.fmt(layout.SEGMENT, root, step=end, **ident).unlink(missing_ok=True)
-    tb = tensorboard_writer(layout.fmt(layout.TENSORBOARD_DIR, root, **ident), run.step) if t["tensorboard"] else None
+    tb = tensorboard_writer(layout.fmt(layout.TENSORBOARD_DIR, root, **ident), run.step) if t.tensorboard else None
     if start == 0 and resumed_from is None:
         run.model.eval()
         with torch.no_grad():
@@ -402,7 +402,7 @@ def _continue_from(run: _SegmentState, root, ident: dict, start: int) -> None:
 def _finish(params: Mapping, root, ident: dict, end: int, step_log: StepLog, work: Path, resumed_from) -> dict:
     """Check the step log, publish it, write the manifest (the segment is done) and its
     copies; a damaged log is set aside with the work state, and the segment is not done."""
-    start = segment_start(params["train"], end)
+    start = segment_start(params.train, end)
     try:
         check_step_log(step_log.partial, start, end)
     except ValueError as e:
