@@ -145,7 +145,7 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
         for k, tsq in enumerate(theta_sq):
             with torch.no_grad():
                 torch.nn.utils.vector_to_parameters((math.sqrt(float(tsq)) * dr["u"]).to(ps[0].dtype), ps)
-            hessian_L = ModelHessian(model, batches, lam=0.0, method=method)  # every λ from one pass: F at λ below
+            hessian_L = ModelHessian(model, batches, lam=0.0, method=method)  # ∇²L; every λ from its objective.at(λ)
             first = hessian_L.objective()
             if deflation_steps:
                 basis_run = lanczos(hessian_L, deflation_steps, seed=probe_seed, keep_basis=True)
