@@ -37,16 +37,6 @@ NOT_PARAMETERS: dict[str, str] = {
                                   "write instead: it reads the document as written, before numbers are made floats",
 }
 
-_STAGE_ROW = "rewritten by the stage-row change (issue 46) at the same time: its casts go when that branch merges"
-#: Files another branch rewrites while this one is under way: their casts go when they merge.
-PENDING: dict[str, str] = {
-    "dag/resources.py": _STAGE_ROW,
-    "dag/dvc_yaml.py": _STAGE_ROW,
-    "dag/targets.py": _STAGE_ROW,
-    "tracking/dvc_plots.py": _STAGE_ROW,
-    "tracking/metrics.py": _STAGE_ROW,
-}
-
 
 def _schema_keys() -> tuple[set[str], set[str]]:
     schema = yaml.safe_load((SRC / "schemas" / "params.schema.yaml").read_text())
@@ -175,11 +165,7 @@ def scan(src: Path = SRC) -> tuple[list[str], Counter]:
 
 
 def _unexplained(casts: list[str]) -> list[str]:
-    return [c for c in casts if _file(c) not in PENDING and _entry(c) not in NOT_PARAMETERS]
-
-
-def _file(cast: str) -> str:
-    return cast.split(":", 1)[0]
+    return [c for c in casts if _entry(c) not in NOT_PARAMETERS]
 
 
 def _entry(cast: str) -> str:
@@ -198,8 +184,6 @@ def test_the_allow_lists_name_what_is_there():
     casts = scan()[0]
     stale = set(NOT_PARAMETERS) - {_entry(c) for c in casts}
     assert not stale, f"NOT_PARAMETERS names casts that are gone: {sorted(stale)}"
-    done = set(PENDING) - {_file(c) for c in casts}
-    assert not done, f"PENDING files without a cast left (remove their entries): {sorted(done)}"
 
 
 def test_the_scan_finds_a_cast_that_comes_back(tmp_path):

@@ -204,8 +204,8 @@ def _centres(p: Mapping, source: str) -> list[str]:
     """DVC names a landscape's centre run by its own λ (``lam${item.lam}``): every
     ``landscape.lambdas`` must be a ``train.lambdas`` (Snakemake would centre the others on
     ``train.lambdas[0]``)."""
-    trained = {float(x) for x in p["train"]["lambdas"]}
-    off = [x for x in p["landscape"]["lambdas"] if float(x) not in trained]
+    trained = set(p["train"]["lambdas"])
+    off = [x for x in p["landscape"]["lambdas"] if x not in trained]
     return [f"{source}: landscape.lambdas {off} not in train.lambdas {p['train']['lambdas']}: under DVC each "
             "surface is centred on the run of its own λ; add them to train.lambdas"] if off else []
 

@@ -73,7 +73,7 @@ TRAIN_GPU_BYTES_PER_TOKEN = 2 * MiB
 def train_gpu_bytes(params: Mapping) -> float:
     """GPU memory of one training process (GPT-Neo-125M's, :data:`TRAIN_GPU_BYTES`)."""
     t = params["train"]
-    return TRAIN_GPU_BYTES + TRAIN_GPU_BYTES_PER_TOKEN * int(t["batch_size"]) * int(params["data"]["seq_len"])
+    return TRAIN_GPU_BYTES + TRAIN_GPU_BYTES_PER_TOKEN * t["batch_size"] * params["data"]["seq_len"]
 
 
 def runs_per_device(params: Mapping) -> int:
@@ -81,7 +81,7 @@ def runs_per_device(params: Mapping) -> int:
     λ)'s seeds as fit 90 % of :data:`GPU_BYTES` at :func:`train_gpu_bytes` each (at least 1)."""
     k = params["jobs"]["runs_per_device"]
     if k != "auto":
-        return int(k)
+        return k
     fit = math.floor(0.9 * GPU_BYTES / train_gpu_bytes(params))
     return max(1, min(len(params["train"]["seeds"]), fit))
 
@@ -90,7 +90,7 @@ def train_work(params: Mapping, end: int) -> tuple[float, float]:
     """(seconds on one A100, host bytes) of the training segment ending at step ``end`` —
     of every seed of its (update rule, λ) when they train side by side (:func:`runs_per_device` ≥ 2)."""
     t = params["train"]
-    tokens_per_step = int(t["batch_size"]) * int(params["data"]["seq_len"])
+    tokens_per_step = t["batch_size"] * params["data"]["seq_len"]
     steps = int(end) - segment_start(t, int(end))
     k, seeds = runs_per_device(params), len(t["seeds"])
     runs, at_once = (seeds, min(k, seeds)) if k >= 2 else (1, 1)
@@ -106,9 +106,9 @@ def max_hvps(measure: Mapping, step: int, steps: list[int]) -> int:
 
 def measure_work(params: Mapping, step: int) -> tuple[float, float]:
     """(seconds on one A100, host bytes) of measuring the checkpoint at ``step``."""
-    m, seq = params["measure"], int(params["data"]["seq_len"])
-    tokens = int(m["blocks"]) * (seq - 1)
-    batch_tokens = min(int(m["batch_size"]), int(m["blocks"])) * (seq - 1)
+    m, seq = params["measure"], params["data"]["seq_len"]
+    tokens = m["blocks"] * (seq - 1)
+    batch_tokens = min(m["batch_size"], m["blocks"]) * (seq - 1)
     hvps = max_hvps(m, int(step), checkpoint_steps(params["train"]))
     return (hvps * tokens * HVP_S_PER_TOKEN,
             MEASURE_RSS_BYTES + GRAPH_BYTES_PER_TOKEN * max(batch_tokens - 511, 0))

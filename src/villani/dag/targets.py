@@ -120,7 +120,7 @@ def side_by_side(doc: Mapping) -> int:
 
 
 def _seeds(doc: Mapping) -> list[int]:
-    return [int(s) for s in dataset_params(doc, dataset_names(doc)[0])["train"]["seeds"]]
+    return list(dataset_params(doc, dataset_names(doc)[0])["train"]["seeds"])
 
 
 def check_job_split(doc: Mapping, source: str = "params") -> None:

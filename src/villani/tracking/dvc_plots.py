@@ -48,7 +48,7 @@ def training_loss(params: Mapping, root) -> pd.DataFrame:
 
     from villani.io.results import training_log
 
-    window = max(1, math.ceil(int(params["train"]["steps"]) / POINTS_PER_RUN))
+    window = max(1, math.ceil(params["train"]["steps"] / POINTS_PER_RUN))
     frames = []
     for r in runs(params):
         log = training_log(params, r, root)
@@ -63,7 +63,7 @@ def psi_vs_ppl(params: Mapping, root) -> pd.DataFrame:
     from villani.io.results import measurements
 
     m = measurements(params, root)
-    col = psi_column(float(params["measure"]["s_values"][0]))
+    col = psi_column(params["measure"]["s_values"][0])
     return _labelled(m[["variant", "lam", "seed", "step"]].assign(psi_s=m[col], val_ppl=m["val_ppl"]))
 
 

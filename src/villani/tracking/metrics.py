@@ -121,7 +121,7 @@ def measurement_metrics(params: Mapping, root=layout.RESULTS) -> dict:
     out: dict = {}
     if df.empty:
         return {"measurement": out}
-    last = df[df["step"] == int(params["train"]["steps"])]
+    last = df[df["step"] == params["train"]["steps"]]
     psi_cols = [c for c in df.columns if c.startswith("psi_s=") and "_ci95" not in c]
     for (variant, lam), g in last.groupby(["variant", "lam"], sort=False):
         entry = {"val_ppl": _mean(g["val_ppl"]), "trace_L": _mean(g["trace_L_mean"]),
