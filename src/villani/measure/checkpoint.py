@@ -62,7 +62,7 @@ import torch
 
 from villani.curvature import ModelHessian
 from villani.data import load_split
-from villani.io import atomic
+from villani.io import atomic, tables
 from villani.io.finite import check_finite
 from villani.io.one_writer import WriterBusy, describe, holder, one_writer
 from villani.io.records import write_sealed
@@ -272,7 +272,7 @@ def _measure(params: Mapping, *, variant: str, lam: float, seed: int, step: int,
     ident = dict(dataset=ds, variant=variant, lam=lam, seed=seed)
     out_json = layout.fmt(layout.MEASURE_JSON, root, step=step, **ident)
     out_pq = layout.fmt(layout.MEASURE_PARQUET, root, step=step, **ident)
-    atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
+    tables.write("measure_samples", out_pq, frame)
     write_sealed(out_json, rec, "measure")
     return str(out_json)
 

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from villani.io import atomic, records
+from villani.io import records, tables
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
 from villani.plan import layout
@@ -163,6 +163,6 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
     }
     check_finite(info, where)
     out = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam)
-    atomic.write_text(layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table.to_csv(index=False))
+    tables.write("surface", layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table)
     records.write_record(layout.fmt(layout.SURFACE_JSON, root, dataset=ds, lam=lam), info, "surface")
     return str(out)
