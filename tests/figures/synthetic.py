@@ -61,13 +61,7 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
     steps = checkpoint_steps(t)
     seq_len = int(params["data"]["seq_len"])
     tokens_per_step = int(t["batch_size"]) * seq_len
-    _write_record(layout.fmt(layout.DATA_STATS, root, dataset=ds), "data_stats", {
-        "name": ds, "source": params["data"]["source"], "revision": params["data"].get("revision"),
-        "seq_len": seq_len, "vocab_size": VOCAB, "eos_token": "<|endoftext|>", "eos_token_id": 0,
-        "splits": {"train": {"tokens": TRAIN_TOKENS, "blocks": TRAIN_TOKENS // seq_len},
-                   "validation": {"tokens": 9_800, "blocks": 153}, "test": {"tokens": 9_700, "blocks": 151}},
-        "baselines": {"unigram": {"val_ppl": UNIGRAM_PPL, "val_loss": math.log(UNIGRAM_PPL)}},
-    })
+    write_stats(root, params)
     for run in runs(params):
         rng = np.random.default_rng(zlib.crc32(f"{run.variant}/{run.lam}/{run.seed}".encode()))
         start = 0
@@ -106,6 +100,22 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
     return root
 
 
+def write_stats(root: Path, params: Mapping, *, vocab: int = VOCAB, train_tokens: int = TRAIN_TOKENS,
+                other_tokens: tuple[int, int] = (9_800, 9_700)) -> Path:
+    """stats.json as the tokenize stage writes it (villani.data.stage): ``vocab`` tokens, the
+    splits' token counts, the unigram baseline :data:`UNIGRAM_PPL`."""
+    seq_len = int(params["data"]["seq_len"])
+    path = layout.fmt(layout.DATA_STATS, root, dataset=params["data"]["name"])
+    _write_record(path, "data_stats", {
+        "name": params["data"]["name"], "source": params["data"]["source"], "revision": params["data"].get("revision"),
+        "seq_len": seq_len, "vocab_size": vocab, "eos_token": "<|endoftext|>", "eos_token_id": 0,
+        "splits": {split: {"tokens": n, "blocks": max(n // seq_len, 1)}
+                   for split, n in zip(("train", "validation", "test"), (train_tokens, *other_tokens))},
+        "baselines": {"unigram": {"val_ppl": UNIGRAM_PPL, "val_loss": math.log(UNIGRAM_PPL)}},
+    })
+    return path
+
+
 def _write_record(path: Path, kind: str, record: Mapping) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     records.write_record(path, record, kind)
@@ -119,7 +129,7 @@ def checkpoint_meta(params: Mapping, run, step: int) -> dict:
             "tokenizer_sha256": "2" * 64, "tokenizer_config_sha256": "3" * 64,
             "tokens_seen": step * int(t["batch_size"]) * int(params["data"]["seq_len"]), "wall_clock_s": 0.05 * step,
             "train_loss": loss_at(step, run.lam, run.seed, run.variant),
-            "theta_sq_norm": theta_sq_at(step, run.lam, run.seed, run.variant), "d": D,
+            "theta_sq_norm": max(theta_sq_at(step, run.lam, run.seed, run.variant), 0.0), "d": D,
             "decay_mode": t["decay_mode"], "decay_params": t["decay_params"],
             "digest": run_digest(params, run.variant, run.lam, run.seed),
             "train_params": trained_params(params, run.variant), "precision": "fp32"}
@@ -137,10 +147,14 @@ def provenance(root: Path, params: Mapping, run, step: int) -> dict:
 
 
 def write_record(root: Path, params: Mapping, run, step: int, rec: Mapping) -> Path:
-    """Write ``rec`` as `villani measure` writes a measure JSON: with the fields naming its
-    checkpoint (a checkpoint.json is written first where the run has none) and parameters,
-    sealed by its record_sha256 (villani.io.records). Tests that change a measure JSON
-    rewrite it through here, as a new measurement would be written."""
+    """Write ``rec`` as `villani measure` writes a measure JSON: every key the schema requires
+    (those ``rec`` leaves out, and of its ``trace_L``, from :func:`measurement`), the fields
+    naming its checkpoint (a checkpoint.json is written first where the run has none) and
+    parameters, sealed by its record_sha256 (villani.io.records), checked against the schema.
+    Tests that change a measure JSON rewrite it through here, as a new measurement would be
+    written."""
+    full = measurement(params, run, step, np.random.default_rng(0))[0]
+    rec = {**full, **rec, "trace_L": {**full["trace_L"], **rec.get("trace_L", {})}}
     meta = run.path(layout.CKPT_META, root, step=step)
     if not meta.exists():
         _write_record(meta, "checkpoint", checkpoint_meta(params, run, step))
@@ -150,6 +164,26 @@ def write_record(root: Path, params: Mapping, run, step: int, rec: Mapping) -> P
 
 
 def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
+    """The measure JSON and Parquet of one checkpoint (:func:`measurement`); the record."""
+    rec, samples = measurement(params, run, step, rng)
+    write_record(root, params, run, step, rec)
+    me, lam_d = params["measure"], rec["lam_d"]
+    nodes = []
+    for p in range(int(me["slq_probes"])):
+        ns = np.sort(rng.normal(run.lam, 1.0, int(me["slq_steps"])))
+        w = rng.dirichlet(np.ones(len(ns)))
+        nodes += [{"kind": "slq_node", "probe": p, "index": i, "block": None, "value": float(v), "weight": float(wi)}
+                  for i, (v, wi) in enumerate(zip(ns, w))]
+    trace_rows = [{"kind": kind, "probe": i, "index": 0, "block": None, "value": float(v + shift), "weight": math.nan}
+                  for kind, shift in (("trace_L", 0.0), ("trace_F", lam_d)) for i, v in enumerate(samples)]
+    tables.write("measure_samples", run.path(layout.MEASURE_PARQUET, root, step=step),
+                 pd.DataFrame(trace_rows + nodes).astype({"block": "string"}))
+    return rec
+
+
+def measurement(params: Mapping, run, step: int, rng) -> tuple[dict, np.ndarray]:
+    """(a complete measure record of the run's checkpoint ``step``, without its provenance keys;
+    the trace samples it was computed from)."""
     me = params["measure"]
     lam, M, k = run.lam, int(me["num_probes"]), int(me["top_k"])
     steps = checkpoint_steps(params["train"])
@@ -209,18 +243,7 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
         "predicted_cv": predicted_cv(frob_sq, st.mean, M), "predicted_cv_bound": predicted_cv(frob_sq, st.mean, M),
         "spectrum_of": "hessian_F",
     }
-    write_record(root, params, run, step, rec)
-    nodes = []
-    for p in range(int(me["slq_probes"])):
-        ns = np.sort(rng.normal(lam, 1.0, int(me["slq_steps"])))
-        w = rng.dirichlet(np.ones(len(ns)))
-        nodes += [{"kind": "slq_node", "probe": p, "index": i, "block": None, "value": float(v), "weight": float(wi)}
-                  for i, (v, wi) in enumerate(zip(ns, w))]
-    trace_rows = [{"kind": kind, "probe": i, "index": 0, "block": None, "value": float(v + shift), "weight": math.nan}
-                  for kind, shift in (("trace_L", 0.0), ("trace_F", lam_d)) for i, v in enumerate(samples)]
-    tables.write("measure_samples", run.path(layout.MEASURE_PARQUET, root, step=step),
-                 pd.DataFrame(trace_rows + nodes).astype({"block": "string"}))
-    return rec
+    return rec, samples
 
 
 #: the synthetic rays' split of ‖∇L‖² over parameter groups (rays.csv grad_L_sq:<group>)

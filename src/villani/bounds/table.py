@@ -322,8 +322,8 @@ def summarize(rows: list[Mapping], inputs: Mapping) -> dict[str, dict]:
     """Per variant and λ (``summary[variant][format_lam(λ)]``): the constants, Theorem 2 per
     seed (with its status), PAC-Bayes tightness and how many checkpoints fail each hypothesis."""
     out: dict[str, dict] = {}
-    for variant in dict.fromkeys(r.get("variant", "adamw") for r in rows):
-        vrows = [r for r in rows if r.get("variant", "adamw") == variant]
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        vrows = [r for r in rows if r["variant"] == variant]
         for lam in sorted({float(r["lam"]) for r in vrows}):
             rs = [r for r in vrows if float(r["lam"]) == lam]
             first = rs[0]

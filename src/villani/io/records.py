@@ -233,10 +233,12 @@ def _shown(value: Any, width: int = 60) -> str:
 
 
 def check_sealed(record: Mapping, path, what: str, rewrite: str) -> str:
-    """The record's ``record_sha256`` (which its schema requires: :func:`check` refuses a record
-    without it), once it is checked; a one-line ValueError when it does not match the content
-    (edited)."""
-    got = record[RECORD_HASH]
+    """The record's ``record_sha256`` (which its schema requires), once it is checked; a
+    one-line ValueError when it is missing or does not match the content (edited)."""
+    got = record.get(RECORD_HASH)
+    if got is None:
+        raise ValueError(f"{path}: {RECORD_HASH}: missing (expected a sha256: 64 hex digits, which proves its "
+                         f"content); {rewrite}")
     if got != record_hash(record):
         raise ValueError(f"{path}: {what} was changed after it was written ({RECORD_HASH} does not match its "
                          f"content: edited by hand or damaged); {rewrite}")

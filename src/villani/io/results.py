@@ -225,7 +225,7 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
             raise ValueError(f"{path}: measurement not found (run `villani measure` for it)")
         rows.append(measurement_row(checked_measure(params, root, run, step, path), path))
     if not rows:
-        return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
+        return pd.DataFrame(columns=[*ROW_COLUMNS, "path", "top_k", "lambda_max_residual"])
     order = {v: i for i, v in enumerate(variant_names(params))}  # AdamW first, the Langevin arm last
     df = pd.DataFrame(rows).sort_values(
         ["variant", "lam", "seed", "step"],
@@ -268,7 +268,7 @@ def eigen_frame(m: pd.DataFrame) -> pd.DataFrame:
     for r in m.itertuples():
         res = list(r.top_residuals)
         for i, ev in enumerate(r.top_eigenvalues):
-            rows.append({"variant": getattr(r, "variant", "adamw"), "lam": float(r.lam), "seed": int(r.seed),
+            rows.append({"variant": r.variant, "lam": float(r.lam), "seed": int(r.seed),
                          "step": int(r.step), "theta_sq_norm": float(r.theta_sq_norm), "rank": i + 1,
                          "eigenvalue": float(ev),
                          "residual": float(res[i]) if i < len(res) and res[i] is not None else np.nan})
