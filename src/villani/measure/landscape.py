@@ -39,8 +39,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from villani.io import records, tables
+from villani.io import records
 from villani.io.finite import check_finite
+from villani.io.tables import write as write_table
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
 from villani.plan import layout
 from villani.plan.runs import landscape_center
@@ -163,6 +164,6 @@ def run_landscape(params: Mapping, lam: float, root="results", device: str | Non
     }
     check_finite(info, where)
     out = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam)
-    tables.write("surface", layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table)
+    write_table("surface", layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table)
     records.write_record(layout.fmt(layout.SURFACE_JSON, root, dataset=ds, lam=lam), info, "surface")
     return str(out)

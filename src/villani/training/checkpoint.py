@@ -51,7 +51,7 @@ from villani.training.hf_folder import TOKENIZER_FILES, save_tokenizer, write_mo
 
 FILES = (("weights_sha256", layout.CKPT_WEIGHTS), ("config_sha256", layout.CKPT_CONFIG),
          ("state_sha256", layout.CKPT_STATE))
-# verified when checkpoint.json records them (checkpoints written before they existed do not)
+# the tokenizer files saved beside the weights, verified like the others (null: none saved)
 OPTIONAL_FILES = tuple((key, layout.CKPT_DIR + "/" + name) for name, key in TOKENIZER_FILES.items())
 
 
@@ -113,12 +113,10 @@ def manifest_entry(root, dataset, variant, lam, seed, step) -> dict:
 
 def check_identity(meta: Mapping, meta_path, root, *, dataset, variant, lam, seed, step) -> None:
     """One-line ValueError unless ``meta`` records the dataset, variant, λ, seed and step of
-    its path (and of the request); a key it lacks is not checked."""
+    its path (and of the request; its schema requires all five)."""
     want = {"step": int(step), "lam": layout.format_lam(lam), "seed": int(seed), "variant": variant,
             "dataset": dataset}
     for key, expected in want.items():
-        if key not in meta or meta[key] is None:
-            continue
         got = layout.format_lam(meta[key]) if key == "lam" else meta[key]
         if got != expected:
             raise ValueError(f"{meta_path}: {key} {got} in checkpoint.json, but {expected} from its path and the "
@@ -257,7 +255,7 @@ def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True, e
         _check_manifest(f["meta"], root, ident, step, entry)
         for key, _ in FILES + OPTIONAL_FILES:
             if meta.get(key) is None and key != "weights_sha256":
-                continue  # optimizer state kept only at segment ends (train.keep_state); older checkpoints
+                continue  # optimizer state kept only at segment ends (train.keep_state); a file not saved
             if not f[key].exists():
                 raise ValueError(_missing(f[key], root, step, ident))
             if atomic.sha256_file(f[key]) != meta[key]:
