@@ -346,7 +346,7 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
         old_weights, old_meta, old_state = (layout.fmt(p, root, **kw) for p in layout.OLD_CKPT_FILES)
         if not old_meta.exists():
             continue
-        meta = read_checkpoint_meta(old_meta)
+        meta = atomic.read_json(old_meta, "checkpoint metadata")  # the old layout's: no config, no tokenizer
         for path, key in ((old_weights, "weights_sha256"), (old_state, "state_sha256")):
             if meta.get(key) is not None and (not path.exists() or atomic.sha256_file(path) != meta[key]):
                 raise ValueError(f"{path}: missing or sha256 does not match {old_meta.name}; cannot convert")
@@ -356,8 +356,9 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
             load_weights(model, old_weights)
             keep = {k: v for k, v in meta.items() if k not in ("step", "written_at") and not k.endswith("_sha256")}
             save_checkpoint(root, step=step, model=model, state=state, meta=keep, **run.wildcards)
-        else:  # pruned: only the metadata was kept
-            records.write_record(layout.fmt(layout.CKPT_META, root, **kw), meta, "checkpoint")
+        else:  # pruned: only the metadata was kept, its files none (null)
+            records.write_record(layout.fmt(layout.CKPT_META, root, **kw),
+                                 {**dict.fromkeys(k for k, _ in FILES + OPTIONAL_FILES), **meta}, "checkpoint")
         for path in (old_weights, old_state, old_meta):
             path.unlink(missing_ok=True)
         done.append(step)
