@@ -236,12 +236,11 @@ def summarize(p: dict, results: str, records: dict) -> dict:
             s = json.loads((layout.fmt(layout.RAYS_DIR, results, dataset=ds) / "slopes.json").read_text())
             pts = len(s["grid"]["theta_sq"]) * (int(p["rays"]["count"]) + bool(p["rays"]["through_checkpoint"]))
             row.update(hvps=s["hvp_count"], points=pts, s_per_point=s["seconds"] / pts)
-        if kind == "landscape":
-            row.update(points=len(recs) * int(p["landscape"]["grid"]) ** 2,
-                       s_per_point=statistics.median(
-                           json.loads((layout.fmt(layout.LANDSCAPE_DIR, results, dataset=ds, lam=float(
-                               r["argv"][r["argv"].index("--lam") + 1])) / "surface.json").read_text())["seconds"]
-                           / int(p["landscape"]["grid"]) ** 2 for r in recs))
+        if kind == "landscape":  # a job evaluates F at centres × slices × grid² points (its record's evaluations)
+            surf = [json.loads((layout.fmt(layout.LANDSCAPE_DIR, results, dataset=ds, lam=float(
+                r["argv"][r["argv"].index("--lam") + 1])) / "surface.json").read_text()) for r in recs]
+            row.update(points=sum(x["evaluations"] for x in surf),
+                       s_per_point=statistics.median(x["seconds"] / x["evaluations"] for x in surf))
         if kind == "memory_probe":
             pts = sorted((r["tokens"], r["peak_bytes"], r["seconds_hvp"]) for r in recs)
             (n1, m1, _), (n2, m2, _) = pts[0], pts[-1]

@@ -54,6 +54,7 @@ __all__ = [
     "run_correlations",
     "proportion_interval",
     "run_proportion_interval",
+    "stratified_interval",
     "exact_value",
 ]
 
@@ -70,6 +71,7 @@ from villani.intervals import (  # noqa: E402
     run_proportion_interval,
     seed_interval,
     spearman_rho,
+    stratified_interval,
 )
 
 

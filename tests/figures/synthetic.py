@@ -309,34 +309,48 @@ def write_rays(root: Path, params: Mapping) -> None:
                                     "gradient_groups": {g: 100 for g in RAY_GROUP_SHARES}})
 
 
-def write_surface(root: Path, params: Mapping, lam: float) -> None:
-    la = params["landscape"]
+def _slice_loss(kind: str, seed: int, k: int, a: float, b: float) -> float:
+    """L on slice k of a seed: around θ₀ a valley whose tilt differs by slice; trained, a bowl."""
+    if kind == "init":
+        return (6.25 + 0.01 * seed + 1.6 * (a - (0.8 - 0.1 * k) * b) ** 2 + 0.05 * (a + b) ** 2
+                + 0.1 * math.sin(3 * a) * math.cos(2 * b))
+    return 3.0 + 0.01 * seed + 1.2 * a * a + (1.0 + 0.05 * k) * b * b + 0.2 * a * b
+
+
+def write_surface(root: Path, params: Mapping, lam: float, loss=_slice_loss) -> None:
+    """surface.csv and surface.json of λ: every kind of landscape.centers × every seed × every slice,
+    L = ``loss(kind, seed, slice, a, b)``; ‖θ₀ + aδ₁ + bδ₂‖² = ‖θ₀‖²(1 + a² + b²) (orthogonal
+    directions of θ₀'s norm)."""
+    la, seeds = params["landscape"], [int(x) for x in params["train"]["seeds"]]
     g = np.linspace(-la["span"], la["span"], int(la["grid"]))
     theta_sq = 380.0
-    rows = []
-    for k in range(int(la.get("slices", 1))):  # each slice its own tilt of the valley
-        for a in g:
-            for b in g:
-                loss = (6.25 + 1.6 * (a - (0.8 - 0.1 * k) * b) ** 2 + 0.05 * (a + b) ** 2
-                        + 0.1 * math.sin(3 * a) * math.cos(2 * b))
-                rows.append({"slice": k, "a": a, "b": b, "loss": loss,
-                             "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b),
-                             "theta_sq": theta_sq * (1 + a * a + b * b)})
+    rows, centres = [], []
+    for kind in la["centers"]:
+        step = 0 if kind == "init" else int(params["train"]["steps"])
+        for seed in seeds:
+            per_slice = []
+            for k in range(int(la["slices"])):
+                part = [{"center": kind, "seed": seed, "slice": k, "a": a, "b": b, "loss": loss(kind, seed, k, a, b),
+                         "theta_sq": theta_sq * (1 + a * a + b * b)} for a in g for b in g]
+                table = pd.DataFrame(part).assign(F=lambda d: d["loss"] + 0.5 * lam * d["theta_sq"])
+                rows.append(table)
+                imin = int(table["F"].idxmin())
+                per_slice.append({"directions": {"norms": [19.5, 19.5], "cosine": 0.0}, "F_min": float(table["F"][imin]),
+                                  "F_max": float(table["F"].max()),
+                                  "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
+            loss0 = loss(kind, seed, 0, 0.0, 0.0)
+            sha = f"{seed:064x}" if kind == "init" else f"{zlib.crc32(f'{lam}/{seed}'.encode()):064x}"
+            centres.append({"kind": kind, "variant": "adamw", "lam": lam, "seed": seed, "step": step,
+                            "weights_sha256": sha, "theta0_sq_norm": theta_sq, "loss_center": loss0,
+                            "F_center": loss0 + 0.5 * lam * theta_sq, "direction_seed": int(la["seed"]) * 1_000_003 + seed,
+                            "per_slice": per_slice})
     d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
-    tables.write("surface", d / "surface.csv", pd.DataFrame(rows))
-    per_slice = []
-    for _, table in pd.DataFrame(rows).groupby("slice", sort=True):
-        table = table.reset_index(drop=True)
-        imin = int(table["F"].idxmin())
-        per_slice.append({"directions": {"norms": [1.0, 1.0], "cosine": 0.0}, "F_min": float(table["F"][imin]),
-                          "F_max": float(table["F"].max()),
-                          "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
-    _write_json(d / "surface.json", {"dataset": params["data"]["name"], "lam": lam,
-                                     "center": {"kind": la["center"], "variant": "adamw", "lam": lam, "seed": 0,
-                                                "step": 0, "weights_sha256": "0" * 64},
+    table = pd.concat(rows, ignore_index=True)
+    tables.write("surface", d / "surface.csv", table)
+    _write_json(d / "surface.json", {"dataset": params["data"]["name"], "lam": lam, "d": D, "centres": centres,
+                                     "directions": {"kind": "filter-normalised Gaussian", "seed": int(la["seed"])},
                                      "span": la["span"], "grid": la["grid"], "levels": la["levels"],
-                                     "axis": g.tolist(), "slices": len(per_slice), "per_slice": per_slice,
-                                     **{k: per_slice[0][k] for k in ("F_min", "F_max", "argmin")}})
+                                     "axis": g.tolist(), "slices": int(la["slices"]), "evaluations": len(table)})
 
 
 def write_cost(root: Path, params: Mapping) -> None:

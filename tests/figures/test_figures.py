@@ -80,12 +80,21 @@ def test_fig2_csv_holds_ray_values_and_slopes(rendered):
     assert summ.loc[0.01, "lemma4_lower"] == pytest.approx(5e-5)
 
 
-def test_fig3_csv_holds_the_surfaces(rendered):
+def test_fig3_draws_one_typical_slice_around_theta0_in_every_column(rendered):
+    """Around θ₀ (init) as the caption says; the (seed, slice) of median isotropy at λ = 0, the same
+    in every column (the same θ₀ and directions)."""
+    from villani.io.results import landscape_surface
+    from villani.measure.landscape_shape import quadratic_isotropy, seed_slices
+
     p, root, _ = rendered
     df = _csv(root, "fig3_landscape")
     assert sorted(df["lam"].unique()) == sorted(float(x) for x in p["landscape"]["lambdas"])
-    assert len(df) == len(p["landscape"]["lambdas"]) * p["landscape"]["slices"] * p["landscape"]["grid"] ** 2
-    assert sorted(df["slice"].unique()) == list(range(p["landscape"]["slices"]))
+    assert len(df) == len(p["landscape"]["lambdas"]) * p["landscape"]["grid"] ** 2
+    assert set(df["center"]) == {"init"} and len(df[["seed", "slice"]].drop_duplicates()) == 1
+    by = seed_slices(landscape_surface(p, 0.0, root)[0], "init")
+    iso = sorted(quadratic_isotropy(g) or 0.0 for gs in by.values() for g in gs)
+    seed, k = int(df["seed"].iloc[0]), int(df["slice"].iloc[0])
+    assert quadratic_isotropy(by[seed][k]) == iso[(len(iso) - 1) // 2]
 
 
 def test_fig4_csv_holds_the_eigenvalues(rendered):

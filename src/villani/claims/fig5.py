@@ -35,7 +35,7 @@ from villani.claims.registry import ARITHMETIC, FINDINGS, Measured, claim
 from villani.claims.verdict import Region
 from villani.convergence import loss_window, seed_times
 from villani.io.results import training_log
-from villani.plan.paper_lambda import paper_equivalent
+from villani.plan.paper_lambda import paper_equivalent, paper_steps
 from villani.plan.runs import run_beta, runs, variant_params
 from villani.stats import correlation_interval, exact_value, proportion_interval
 
@@ -64,7 +64,7 @@ def _speed(ctx: Context, column: str, what: str) -> Measured:
     iv = correlation_interval(df["lam"].rank(method="dense"), df[column], df["seed"].to_numpy(), kind="pearson",
                               confidence=ctx.confidence)
     t = ctx.params["train"]
-    per_lam = "; ".join(f"λ = {lam:g} (paper {paper_equivalent(lam, lr=float(t['lr']), steps=int(t['steps'])):.2g}): "
+    per_lam = "; ".join(f"λ = {lam:g} (paper {paper_equivalent(lam, lr=float(t['lr']), steps=int(t['steps']), paper_t=paper_steps(ctx.params)):.2g}): "
                         f"{g['to_common'].mean():.0f} to ℓ*, t₉₀ {g['to_own'].mean():.0f} to its own floor "
                         f"{g['lowest'].mean():.3f}" for lam, g in df.groupby("lam"))
     targets = ", ".join(f"seed {int(s)}: {v:.3f}" for s, v in df.groupby("seed")["target"].first().items())

@@ -34,7 +34,7 @@ from villani.claims.pooled import (pooled_correlation_interval, pooled_r, streng
                                   stratified_correlation_interval)
 from villani.claims.registry import ARITHMETIC, FINDINGS, PAPER, Claim, Measured, claim, claim_family
 from villani.claims.verdict import Region
-from villani.plan.paper_lambda import paper_equivalent
+from villani.plan.paper_lambda import paper_equivalent, paper_steps
 from villani.plan.runs import variant_lambdas, variant_params, variants
 from villani.stats import correlation_interval, fit_slope, simpson_decomposition
 
@@ -50,7 +50,7 @@ def _pooled(ctx: Context, variant: str, lam: float, squared: bool) -> Measured:
     m, excl = ctx.rows(variant, [lam])
     m = after_start(m.dropna(subset=[ctx.psi, "val_ppl"]))
     t = variant_params(ctx.params, variant)["train"]
-    eq = paper_equivalent(lam, lr=float(t["lr"]), steps=int(t["steps"]))
+    eq = paper_equivalent(lam, lr=float(t["lr"]), steps=int(t["steps"]), paper_t=paper_steps(ctx.params))
     where = ctx.where(variant, [lam], m, extra=f" after step 0 (paper-equivalent λ by λ·η·T: {eq:.2g})")
     if len(m) < 3:
         return none(join(f"too few checkpoints of learned runs after step 0 ({len(m)})", left_out_note(excl)), where,

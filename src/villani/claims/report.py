@@ -42,6 +42,7 @@ from villani.claims.verdict import INCONCLUSIVE, NOT_A_RESULT, REFUTED, SUPPORTE
 from villani.claims.wrong import WRONG_END, WRONG_START, wrong
 from villani.io import atomic
 from villani.io.records import check, check_sealed
+from villani.plan.writers import command
 
 __all__ = ["START", "END", "VERDICTS_START", "VERDICTS_END", "load", "report", "verdict_table", "write_report",
            "treatment_text"]
@@ -50,15 +51,21 @@ START, END = "<!-- claims-report:start -->", "<!-- claims-report:end -->"
 VERDICTS_START, VERDICTS_END = "<!-- claims-verdicts:start -->", "<!-- claims-verdicts:end -->"
 
 
+def _rewrite(path) -> str:
+    """How to write the ledger ``path`` again: its command where it lies in a results tree."""
+    cmd = command(path)
+    return f"rerun `{cmd}`" if cmd else "rerun `villani claims` with the parameters it was written under"
+
+
 def load(path: str | Path) -> dict:
     """A ledger JSON (one-line error naming the file when it is not one, or when it was
     changed after `villani claims` wrote it: its ``record_sha256``)."""
     doc = check("claims", atomic.read_json(path, "claims ledger"), path)
     for key in ("claims", "counts_by_class", "roots", "findings", "scale", "multiplicity"):
         if key not in doc:
-            raise ValueError(f"{path}: {key}: missing (a ledger of `villani claims` at this version has it; rerun "
-                             "`villani claims`)")
-    check_sealed(doc, path, "claims ledger", "rerun `villani claims`")
+            raise ValueError(f"{path}: {key}: missing (a ledger of `villani claims` at this version has it; "
+                             f"{_rewrite(path)})")
+    check_sealed(doc, path, "claims ledger", _rewrite(path))
     doc["_path"] = str(path)
     return doc
 

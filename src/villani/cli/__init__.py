@@ -218,7 +218,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"villani: error: {e}", file=sys.stderr)
         return 2
     from villani.plan.config import ParamsError
+    from villani.plan.writers import use_params
     from villani.training import TrainingDiverged
+
+    use_params(getattr(args, "params", None))  # the files a message's command names (villani.plan.writers)
 
     try:
         if args.threads:

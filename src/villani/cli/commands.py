@@ -53,7 +53,9 @@ def cmd_validate(args) -> None:
     import json
 
     from villani.io.results import current_stats
+    from villani.plan import layout
     from villani.plan.config import ParamsError
+    from villani.plan.writers import command
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, segment_ends
 
@@ -64,14 +66,16 @@ def cmd_validate(args) -> None:
             raise ParamsError(f"measure.blocks: {p['measure']['blocks']} is invalid (≤ {blocks}, the blocks of the "
                               f"train split in {args.results}/data/{p['data']['name']}/stats.json)")
         _check_positions(p, args.results)
+        _check_architecture(p)
         rs = list(runs(p))
         print(f"ok: {p['data']['name']}: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
               f"{len(checkpoint_steps(p['train']))} checkpoints per run")
         t = p["train"]
         print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
               f"of {blocks} train blocks (batch {t['batch_size']})" if blocks else
-              f"  the split sizes are not known ({stale}): `villani tokenize` writes them; measure.blocks is "
-              "checked against the train split then")
+              f"  the split sizes are not known ({stale}): "
+              f"`{command(layout.fmt(layout.DATA_STATS, args.results, dataset=p['data']['name']))}` writes them; "
+              "measure.blocks is checked against the train split then")
         if args.print:
             print(json.dumps(p, indent=2))
 
@@ -94,6 +98,30 @@ def _check_positions(p, root) -> None:
     if isinstance(positions, int) and p["data"]["seq_len"] > positions:
         raise ParamsError(f"data.seq_len: {p['data']['seq_len']} is invalid (≤ {positions}, max_position_embeddings "
                           f"of model.name {p['model']['name']} in {config})")
+
+
+def _check_architecture(p) -> None:
+    """Build the model of ``model.config`` on the meta device (no memory, no weights), so that
+    every check its config and model classes make runs before any job: one line naming
+    ``model.config`` where one refuses it (the parameter check names the key of the shapes it
+    knows, :func:`villani.families.shape_problem`). A named model (``model.name``) is checked
+    when the pretrained stage reads its config."""
+    import torch
+
+    from villani.model import build_model
+
+    if p["model"]["name"]:
+        return
+    vocab = int(p["data"]["tokenizer"].get("vocab_size") or 256)  # any size builds the same shapes
+    try:
+        with torch.device("meta"):
+            build_model(p["model"], vocab, int(p["data"]["seq_len"]), seed=0)
+    except (ValueError, TypeError, NotImplementedError, RuntimeError, AttributeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        if first.startswith(("model.config", "data.seq_len")):  # the model's own one-line checks
+            raise
+        family = p["model"]["config"].get("model_type", "gpt_neo")
+        raise ValueError(f"model.config: not a valid {family} model ({first})") from None
 
 
 def cmd_fetch(args) -> None:

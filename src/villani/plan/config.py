@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from villani.families import shape_problem
 from villani.plan.frozen import Params, freeze, thaw
 from villani.plan.layout import ACROSS
 from villani.plan.params_file import (  # noqa: F401 (the reader of parameter files is part of this module's API)
@@ -219,6 +220,9 @@ def _cross_checks(p: dict, source: str) -> None:
         _fail(source, "data.tokenizer.name", None, "kind `pretrained` needs a tokenizer name or path")
     if m["init"] == "pretrained" and not m["name"]:
         _fail(source, "model.name", None, "init `pretrained` needs a model name or path")
+    shape = None if m["name"] else shape_problem(m["config"], prefix="model.config.")
+    if shape is not None:
+        _fail(source, *shape)
     max_pos = m["config"].get("max_position_embeddings")
     if max_pos is not None and d["seq_len"] > max_pos:
         _fail(source, "data.seq_len", d["seq_len"], f"≤ model.config.max_position_embeddings = {max_pos}")
@@ -254,10 +258,11 @@ def _cross_checks(p: dict, source: str) -> None:
         _fail(source, "rays.fit_points", r["fit_points"], f"≤ rays.points = {r['points']}")
     if len(set(la["lambdas"])) != len(la["lambdas"]):
         _fail(source, "landscape.lambdas", la["lambdas"], "no duplicates")
-    if la["center"] == "final":
+    if "final" in la["centers"]:
         for lam in la["lambdas"]:
             if lam not in t["lambdas"]:
-                _fail(source, "landscape.lambdas", la["lambdas"], f"with center `final`, values from train.lambdas = {t['lambdas']}")
+                _fail(source, "landscape.lambdas", la["lambdas"],
+                      f"with `final` in landscape.centers, values from train.lambdas = {t['lambdas']}")
 
 
 def resolve(doc: Mapping | None, *, source: str = "params") -> Params:
