@@ -65,19 +65,15 @@ def _paths(root, dataset, variant, lam, seed, step) -> dict[str, Path]:
 
 def _manifests(root, dataset, variant, lam, seed) -> tuple[list[tuple[Path, dict]], list[str]]:
     """The run's segment manifests: (path, manifest) of the readable ones, and a line for
-    each that cannot be read (truncated, not JSON, not an object)."""
+    each that cannot be read (truncated, not JSON, or not a manifest its schema accepts —
+    every checkpoint entry with its step and the sha256 of its weights and checkpoint.json)."""
     folder = layout.fmt(layout.SEGMENT, root, dataset=dataset, variant=variant, lam=lam, seed=seed, step=0).parent
     good, bad = [], []
     for path in sorted(folder.glob("seg*.json")) if folder.is_dir() else []:
         try:
-            manifest = atomic.read_json(path, "segment manifest")
+            good.append((path, records.check("segment", atomic.read_json(path, "segment manifest"), path)))
         except ValueError as e:
             bad.append(str(e))
-            continue
-        if isinstance(manifest, dict) and isinstance(manifest.get("checkpoints"), list):
-            good.append((path, manifest))
-        else:
-            bad.append(f"{path}: segment manifest is not an object with a list of checkpoints")
     return good, bad
 
 
@@ -85,7 +81,7 @@ def listing_manifest(root, dataset, variant, lam, seed, step) -> tuple[Path, dic
     """(path, entry) of the segment manifest of the run that lists checkpoint ``step``, or None."""
     for path, manifest in _manifests(root, dataset, variant, lam, seed)[0]:
         for entry in manifest["checkpoints"]:
-            if isinstance(entry, dict) and entry.get("step") == int(step):
+            if entry["step"] == int(step):
                 return path, entry
     return None
 
@@ -136,9 +132,6 @@ def _check_manifest(meta_path: Path, root, ident: Mapping, step, entry: Mapping 
                    "no segment manifest lists it (its segment did not finish, or its manifest was deleted)")
             raise ValueError(f"{meta_path}: cannot be checked: {why}; {retrain_hint(root, step=step, **ident)}")
         where, entry = found
-    if entry.get("meta_sha256") is None:
-        raise ValueError(f"{meta_path}: {where or 'its segment manifest'} records no sha256 of it (written by an "
-                         f"older villani); {retrain_hint(root, step=step, **ident)}")
     if atomic.sha256_file(meta_path) != entry["meta_sha256"]:
         raise ValueError(f"{meta_path}: sha256 does not match the one {where or 'its segment manifest'} recorded when "
                          f"training wrote it (edited or replaced checkpoint metadata); "
