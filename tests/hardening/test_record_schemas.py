@@ -209,6 +209,26 @@ def test_the_measure_reader_refuses_a_record_of_an_older_villani(written, tmp_pa
         read_measure(path)
 
 
+def test_a_manifest_without_a_checkpoints_sha256_is_refused_by_the_checkpoint_and_segment_readers(copy):
+    """A segment manifest whose checkpoint entry lacks ``meta_sha256`` (as an older villani
+    wrote them): the checkpoint reader and the segment check both refuse it through its schema,
+    one line naming the manifest and the key — no branch reads past it."""
+    from villani.training.checkpoint import read_meta
+    from villani.training.segments import segment_status
+
+    p, _, root = copy
+    manifest = RUN.path(layout.SEGMENT, root, step=12)
+    doc = atomic.read_json(manifest)
+    i = [c["step"] for c in doc["checkpoints"]].index(6)
+    doc["checkpoints"][i].pop("meta_sha256")
+    manifest.write_text(json.dumps(doc))
+    why = f"{manifest}: checkpoints[{i}].meta_sha256: missing (expected "
+    with pytest.raises(ValueError) as e:
+        read_meta(root, step=6, **RUN.wildcards)
+    assert "its segment manifest cannot be read (" + why in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert segment_status(p, root, RUN.wildcards, 12).startswith(why)
+
+
 # --------------------------------------------------------------------------- the generated lists
 def _raw(name: str) -> dict:
     from ruamel.yaml import YAML
