@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests.conftest import tiny_params
-from tests.figures.synthetic import write_record
+from tests.figures.synthetic import write_record, write_stats
 from villani.bounds.table import run_sigma_sq, write_bounds
 from villani.plan import layout
 from villani.plan.runs import Run
@@ -26,11 +26,7 @@ def _params(lambdas, langevin=()):
 def _tree(root, p, d, vocab=50, n_tokens=101, losses=(2.0, 1.5), theta_sq=(4.0, 2.0)):
     """Stats and two checkpoint measurements (steps 0 and 10) per run with the given numbers."""
     ds = p["data"]["name"]
-    path = layout.fmt(layout.DATA_STATS, root, dataset=ds)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    splits = {"train": {"tokens": n_tokens, "blocks": 1}, "validation": {"tokens": 10, "blocks": 1},
-              "test": {"tokens": 10, "blocks": 1}}
-    path.write_text(json.dumps({"vocab_size": vocab, "splits": splits}))
+    write_stats(root, p, vocab=vocab, train_tokens=n_tokens, other_tokens=(10, 10))
     runs = [("adamw", lam) for lam in p["train"]["lambdas"]] + [("langevin", lam)
                                                                   for lam in p["train"]["langevin"]["lambdas"]]
     for variant, lam in runs:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
-import pandas as pd
 import pytest
 import torch
 
 from tests.conftest import tiny_params
+from tests.figures.synthetic import write_stats
+from villani.io import tables
 from villani.measure.hvp_cost import PeakMemory, run_hvp_cost, sized_config
-from villani.plan import layout
 from villani.plan.digest import stage_digest
 
 
@@ -24,12 +22,9 @@ def test_sized_config_scales_width_only():
 
 def test_sweep_writes_one_row_per_size(tmp_path):
     p = tiny_params(figures={"model_sizes": [16, 8], "cost_repeats": 1})
-    stats = layout.fmt(layout.DATA_STATS, tmp_path, dataset=p["data"]["name"])
-    stats.parent.mkdir(parents=True)
-    stats.write_text(json.dumps({"vocab_size": 300, "splits": {s: {"tokens": 64, "blocks": 1}
-                                                               for s in ("train", "validation", "test")}}))
+    write_stats(tmp_path, p, vocab=300, train_tokens=64, other_tokens=(64, 64))
     path = run_hvp_cost(p, tmp_path, device="cpu")
-    df = pd.read_csv(path)
+    df = tables.read("hvp_cost", path)  # every column of its schema, each of its kind
     assert list(df["hidden_size"]) == [8, 16]
     assert df["d"].is_monotonic_increasing
     for col in ("seconds_hvp", "seconds_hvp_fresh", "seconds_grad"):

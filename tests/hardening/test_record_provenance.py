@@ -41,7 +41,7 @@ def test_the_record_hash_is_the_hash_of_what_a_reader_parses(tmp_path):
         changed = {**doc, **change}
         with pytest.raises(ValueError, match="was changed after it was written"):
             check_sealed(changed, path, "record", "")
-    with pytest.raises(ValueError, match=r"carries no record_sha256 \(written by an older villani"):
+    with pytest.raises(ValueError, match=r"r.json: record_sha256: missing \(expected a sha256"):
         check_sealed({k: v for k, v in doc.items() if k != RECORD_HASH}, path, "record", "")
     assert sealed(doc) == doc
 
@@ -91,7 +91,7 @@ def test_a_record_without_its_hash_is_refused(tree, capsys):
     path = _run(p).path(layout.MEASURE_JSON, root, step=0)
     path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != RECORD_HASH}))
     rc, err = _cli(capsys, "metrics", params, root)
-    assert rc == 2 and f"{path}: measurement carries no record_sha256" in err, err
+    assert rc == 2 and f"{path}: record_sha256: missing (expected a sha256: 64 hex digits)" in err, err
 
 
 def test_a_measurement_of_a_retrained_or_edited_run_is_refused(tree, tmp_path, capsys):

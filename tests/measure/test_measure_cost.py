@@ -124,20 +124,11 @@ def test_ci_target_and_lanczos_tolerance(micro, exact_H, tmp_path):
         assert hi - lo == pytest.approx(tr["ci95"][1] - tr["ci95"][0], rel=1e-9)
 
 
-def test_old_jsons_still_read_and_fig9_predicts_the_estimator_used(cost_root, tmp_path):
+def test_fig9_predicts_the_estimator_used(cost_root, tmp_path):
     p, root, recs = cost_root
     rec = dict(recs[STEP])
     new = measurement_row(rec, "new.json")
     assert new["trace_L_deflation_rank"] == 12 and new["lanczos_steps"] == 12 and new["precision"] == "highest"
-    old = {k: v for k, v in rec.items() if k not in ("lambda_median_ci95", "lanczos", "precision",
-                                                      "predicted_cv_plain")}
-    old["trace_L"] = {k: v for k, v in rec["trace_L"].items()
-                      if k in ("mean", "std", "stderr", "ci95", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq",
-                               "num_probes", "probe_seed", "estimator")}
-    old["trace_L"]["estimator"] = "hutchinson (Rademacher)"
-    row = measurement_row(old, "old.json")
-    assert row["trace_L_deflation_rank"] == 0 and row["trace_L_remainder_frob_sq"] is None
-    assert row["lanczos_steps"] == rec["slq"]["steps_first"] and row["lambda_median_ci95_lo"] is None
     m = measurements(p, root, missing_ok=True)
     assert len(m) == 2 and set(m["trace_L_deflation_rank"]) == {12}
     t = cv_table(m)
@@ -147,10 +138,11 @@ def test_old_jsons_still_read_and_fig9_predicts_the_estimator_used(cost_root, tm
         math.sqrt(tr["num_probes"]) * abs(tr["mean"]))
     assert r["cv_mean_predicted"] == pytest.approx(want) and r["prediction"].startswith("deflated")
     assert r["cv_mean_predicted_plain"] == pytest.approx(rec["predicted_cv_plain"])
+    plain = dict(new, trace_L_deflation_rank=0, trace_L_remainder_frob_sq=None, trace_L_remainder_diag_sq=None)
     import pandas as pd
 
-    t_old = cv_table(pd.DataFrame([row]))  # a plain (old) row: predicted from ‖H‖_F² and Σ diag²
-    assert t_old.iloc[0]["cv_mean_predicted"] == pytest.approx(t_old.iloc[0]["cv_mean_predicted_plain"])
+    t_plain = cv_table(pd.DataFrame([plain]))  # a plain row: predicted from ‖H‖_F² and Σ diag²
+    assert t_plain.iloc[0]["cv_mean_predicted"] == pytest.approx(t_plain.iloc[0]["cv_mean_predicted_plain"])
 
 
 def test_rays_deflate_the_trace_with_a_short_lanczos_basis(micro):

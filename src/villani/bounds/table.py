@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from villani.bounds.formatting import csv_cell as _csv_cell
 from villani.bounds.formatting import NOT_APPLICABLE, format_row, format_value  # noqa: F401 (importable here)
@@ -70,7 +71,7 @@ from villani.bounds.theory import (
     steps_required,
 )
 from villani.collapse import is_collapsed
-from villani.io import atomic
+from villani.io import tables
 from villani.io.records import RECORD_HASH, write_sealed
 from villani.io.results import data_stats, run_records, train_tokens
 from villani.plan import layout
@@ -320,8 +321,8 @@ def summarize(rows: list[Mapping], inputs: Mapping) -> dict[str, dict]:
     """Per variant and λ (``summary[variant][format_lam(λ)]``): the constants, Theorem 2 per
     seed (with its status), PAC-Bayes tightness and how many checkpoints fail each hypothesis."""
     out: dict[str, dict] = {}
-    for variant in dict.fromkeys(r.get("variant", "adamw") for r in rows):
-        vrows = [r for r in rows if r.get("variant", "adamw") == variant]
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        vrows = [r for r in rows if r["variant"] == variant]
         for lam in sorted({float(r["lam"]) for r in vrows}):
             rs = [r for r in vrows if float(r["lam"]) == lam]
             first = rs[0]
@@ -366,7 +367,7 @@ def write_bounds(params: Mapping, root=layout.RESULTS) -> str:
     for row in rows:
         text = format_row(row)
         lines.append(",".join(_csv_cell(text[c]) for c in columns))
-    atomic.write_text(csv_path, "\n".join(lines) + "\n")
+    tables.write("bounds", csv_path, pd.DataFrame(rows, columns=columns), text="\n".join(lines) + "\n")
     write_sealed(json_path, {
         "dataset": params["data"]["name"], "inputs": inputs, "summary": summarize(rows, inputs), "rows": rows,
     }, "bounds")

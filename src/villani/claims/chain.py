@@ -112,8 +112,8 @@ def void_counts(rows: Sequence[Mapping], classes: Sequence[str]) -> dict[str, in
 
 def premises_text(doc: Mapping) -> list[str]:
     """The report's premise lines of a ledger JSON: each premise with its rows' verdicts and
-    estimates, then the void rows by class (none for a ledger written before premises were)."""
-    status = doc.get("premises")
+    estimates, then the void rows by class."""
+    status = doc["premises"]
     if not status:
         return []
     rows = {r["id"]: r for r in doc["claims"]}
@@ -128,7 +128,7 @@ def premises_text(doc: Mapping) -> list[str]:
         head = "**fails**" if st["failed"] else "not refuted"
         out.append(f"- {name} {head}: " + ", ".join(cell(i) for i in st["rows"]) + ".")
     void = [r for r in doc["claims"] if r.get("void")]
-    by = ", ".join(f"{k} {n}" for k, n in doc.get("counts_void", {}).items() if n) or "none"
+    by = ", ".join(f"{k} {n}" for k, n in doc["counts_void"].items() if n) or "none"
     out += ["", f"Void — resting on a failed premise (docs/claims.md, the chain): {len(void)} of {len(doc['claims'])} "
                 f"rows ({by}); their verdicts stand and are counted above, but bear on no result of the theory: "
                 + (", ".join(f"`{r['id']}`" for r in void) or "none") + ".", ""]

@@ -31,7 +31,7 @@ from villani.claims.multiplicity import decision_p, family
 from villani.claims.registry import CLASSES, FINDINGS, MEASURED, PAPER, Claim, Measured, claims, row_class
 from villani.claims.roots import root_of, summary
 from villani.claims.verdict import CODES, INCONCLUSIVE, NOT_A_RESULT, UNTESTABLE, unit_verdict, verdict
-from villani.io import atomic
+from villani.io import tables
 from villani.io.records import write_sealed
 from villani.io.results import record_inputs
 from villani.plan import layout
@@ -39,11 +39,9 @@ from villani.plan.paper_lambda import PAPER_LAMBDAS
 
 __all__ = ["COLUMNS", "claim_row", "claim_rows", "ledger", "write_claims"]
 
-COLUMNS = ("id", "class", "source", "paper_statement", "paper_value", "statistic", "claimed_region", "estimate",
-           "ci_low", "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
-           "our_budget", "runs_left_out", "verdict", "root", "p_value", "p_holm", "verdict_holm",
-           "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "min_effect", "seeds_to_decide",
-           "decided_by", "price_gpu_h", "rests_on", "void", "note")
+#: The columns of the claims CSVs: a claim row's keys in its schema (``claims.schema.yaml``'s
+#: ``$defs/claim``), but table, lams and power_note (``villani/schemas/claims.table.yaml``).
+COLUMNS = tables.columns("claims")
 
 
 def _verdict(c: Claim, got: Measured) -> str:
@@ -165,13 +163,18 @@ def _cell(x) -> str:
     return str(x)
 
 
-def _csv(rows: list[dict]) -> str:
+def _write_csv(path, rows: list[dict]) -> None:
+    """The rows as a claims CSV (:data:`COLUMNS`, numbers to 4 significant digits, None empty),
+    checked against the table's schema first."""
+    import pandas as pd
+
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: _cell(r.get(k)) for k in COLUMNS})
-    return buf.getvalue()
+        w.writerow({k: _cell(r[k]) for k in COLUMNS})
+    tables.write("claims", path, pd.DataFrame([{k: r[k] for k in COLUMNS} for r in rows], columns=list(COLUMNS)),
+                 text=buf.getvalue())
 
 
 def write_claims(params: Mapping, root=layout.RESULTS) -> str:
@@ -179,8 +182,8 @@ def write_claims(params: Mapping, root=layout.RESULTS) -> str:
     doc = ledger(params, root)
     ds = params["data"]["name"]
     csv_path = layout.fmt(layout.CLAIMS_CSV, root, dataset=ds)
-    atomic.write_text(csv_path, _csv(doc["claims"]))
-    atomic.write_text(layout.fmt(layout.CLAIMS_FINDINGS_CSV, root, dataset=ds), _csv(doc["findings"]["rows"]))
+    _write_csv(csv_path, doc["claims"])
+    _write_csv(layout.fmt(layout.CLAIMS_FINDINGS_CSV, root, dataset=ds), doc["findings"]["rows"])
     write_sealed(layout.fmt(layout.CLAIMS_JSON, root, dataset=ds), {**doc, "inputs": record_inputs(params, root)},
                  "claims")
     by_class = "; ".join(f"{k}: " + ", ".join(f"{v} {n}" for v, n in c.items() if n)

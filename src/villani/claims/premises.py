@@ -97,7 +97,7 @@ def gradient_by_kind(points: pd.DataFrame, sizes: dict[str, int], fit_points: in
 def _reason(points: pd.DataFrame, doc: dict, fit_points: int) -> str:
     """The architecture reason in words (empty when rays.csv lacks the group columns)."""
     try:
-        kinds = gradient_by_kind(points, doc.get("gradient_groups", {}), fit_points)
+        kinds = gradient_by_kind(points, doc["gradient_groups"], fit_points)
     except ValueError as e:
         return str(e)
     parts = [f"{r.kind} {100 * r.grad_share:.2g}% of ‖∇L‖² from {100 * r.param_share:.2g}% of θ "

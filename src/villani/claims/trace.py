@@ -239,10 +239,10 @@ def fig8_normality(ctx: Context) -> Measured:
         return none(mt.text(), where, match_=mt)
     if picked.empty:
         return none(join("no learned run", left_out_note(excl)), where, match_=mt, excluded=excl)
-    if "trace_L_estimator" in picked and picked["trace_L_estimator"].map(is_doubly_stochastic).any():
+    if picked["trace_L_estimator"].map(is_doubly_stochastic).any():
         return needs_scale(ctx, "a doubly stochastic trace (measure.ds_blocks) recorded group means at some of "
                            "these checkpoints, not the paper's plain samples", what=PLAIN)
-    if (picked["trace_L_deflation_rank"].fillna(0) > 0).any():
+    if (picked["trace_L_deflation_rank"] > 0).any():
         return needs_scale(ctx, "the measure stage recorded deflated samples (measure.trace_estimator: deflated), "
                            "not the paper's plain ones", what=PLAIN)
     ps = [shapiro_p(trace_samples(ctx.params, Run(ctx.dataset, "adamw", r.lam, int(r.seed)), int(r.step), ctx.root))

@@ -173,8 +173,6 @@ def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
     s = params.measure.s_values[0]
     _require_psi_column(df, s)
-    if "kind" not in df:
-        df = df.assign(kind="random")
     fits = slopes(slopes_json, df, s, params)
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())

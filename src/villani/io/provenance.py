@@ -67,11 +67,8 @@ def check_inputs(doc: Mapping, path, measurements: Mapping[str, str], bounds_sha
     """One-line ValueError unless ``doc``'s ``inputs.measurements`` is ``measurements`` (the
     ``{path under root: record_sha256}`` now) and, where it names one, its
     ``inputs.bounds_sha256`` is ``bounds_sha256``."""
-    inputs = doc.get("inputs") if isinstance(doc.get("inputs"), Mapping) else {}
-    named = inputs.get("measurements")
-    if not isinstance(named, Mapping):
-        raise ValueError(f"{path}: {what} names no measurements it was computed from (written by an older "
-                         f"villani); {rewrite}")
+    inputs = doc["inputs"]
+    named = inputs["measurements"]
     for rel in sorted(set(named) | set(measurements)):
         if named.get(rel) != measurements.get(rel):
             state = "is gone" if rel not in measurements else "is new" if rel not in named else "changed"

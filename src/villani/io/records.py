@@ -32,6 +32,7 @@ a record written by hand, by another version or damaged on disk is one ``ValueEr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -45,7 +46,7 @@ from villani.io import atomic
 from villani.plan.params_file import _key_of  # a key path as the parameter errors write it: a.b[0].c
 
 __all__ = ["RECORD_HASH", "KINDS", "schema", "check", "write_record", "canonical", "record_hash", "sealed",
-           "write_sealed", "check_sealed"]
+           "write_sealed", "check_sealed", "ValueKind", "value_kind", "load_schema_file"]
 
 #: The record kinds with a shipped schema ``villani/schemas/<kind>.schema.yaml``.
 KINDS = ("measure", "checkpoint", "segment", "data_stats", "bounds", "claims", "ray_slopes", "surface", "pretrained",
@@ -92,14 +93,19 @@ def _load_yaml(name: str) -> dict:
     return YAML(typ="safe", pure=True).load(files("villani").joinpath("schemas", name).read_text(encoding="utf-8"))
 
 
+def load_schema_file(name: str) -> dict:
+    """The shipped schema file ``villani/schemas/<name>`` with the shared value kinds in its ``$defs``."""
+    doc = _load_yaml(name)
+    doc["$defs"] = {**_load_yaml("records.defs.yaml")["$defs"], **doc.get("$defs", {})}
+    return doc
+
+
 @functools.cache
 def schema(kind: str) -> dict:
     """The JSON Schema of a record ``kind`` (:data:`KINDS`), with the shared value kinds."""
     if kind not in KINDS:
         raise ValueError(f"no record schema {kind!r} (expected one of {', '.join(KINDS)})")
-    doc = _load_yaml(f"{kind}.schema.yaml")
-    doc["$defs"] = {**_load_yaml("records.defs.yaml")["$defs"], **doc.get("$defs", {})}
-    return doc
+    return load_schema_file(f"{kind}.schema.yaml")
 
 
 @functools.cache
@@ -136,16 +142,73 @@ def _owner(kind: str, error: jsonschema.ValidationError) -> Mapping:
     return _resolve(kind, error.schema if isinstance(error.schema, Mapping) else {})
 
 
-def _resolve(kind: str, s: Mapping) -> Mapping:
-    while "$ref" in s and "title" not in s:
-        s = schema(kind)["$defs"][s["$ref"].rsplit("/", 1)[-1]]
+def _document(kind: str | Mapping) -> Mapping:
+    """The schema of a record ``kind``, or ``kind`` itself when it is a schema document (a table's)."""
+    return kind if isinstance(kind, Mapping) else schema(kind)
+
+
+def _resolve(kind: str | Mapping, s: Mapping, *, through_titles: bool = False) -> Mapping:
+    """``s`` with its ``$ref`` followed (to the first schema with a title, unless ``through_titles``)."""
+    while "$ref" in s and (through_titles or "title" not in s):
+        s = _document(kind)["$defs"][s["$ref"].rsplit("/", 1)[-1]]
     return s
 
 
-def _expected(kind: str, s: Mapping) -> str:
+@dataclasses.dataclass(frozen=True)
+class ValueKind:
+    """What a (sub)schema lets a value be: ``kinds`` ⊆ {integer, number, text, boolean, object,
+    array} (a number admits ``"inf"``/``"-inf"``), whether ``null`` is allowed, the ``minimum``
+    and ``maximum`` of a number and the ``enum`` of a text."""
+    kinds: frozenset
+    nullable: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    enum: tuple | None = None
+
+    @property
+    def scalar(self) -> bool:
+        return bool(self.kinds) and self.kinds <= {"integer", "number", "text", "boolean"}
+
+    @property
+    def numeric(self) -> bool:
+        return bool(self.kinds) and self.kinds <= {"integer", "number"}
+
+
+_TYPE_KINDS = {"integer": "integer", "number": "number", "string": "text", "boolean": "boolean", "object": "object",
+               "array": "array"}
+
+
+def value_kind(kind: str | Mapping, s: Mapping) -> ValueKind:
+    """The :class:`ValueKind` of the (sub)schema ``s`` of record ``kind`` (or of schema document ``kind``)."""
+    kinds, nullable, bounds, enum = set(), False, {}, []
+    for alt in _resolve(kind, s, through_titles=True).get("anyOf") or [_resolve(kind, s, through_titles=True)]:
+        alt = _resolve(kind, alt, through_titles=True)
+        if "anyOf" in alt:
+            sub = value_kind(kind, alt)
+            kinds |= sub.kinds
+            nullable |= sub.nullable
+            bounds.update({k: v for k, v in (("minimum", sub.minimum), ("maximum", sub.maximum)) if v is not None})
+            enum += list(sub.enum or ())
+            continue
+        values = alt.get("enum", [alt["const"]] if "const" in alt else None)
+        if values is not None:
+            words = [v for v in values if v not in ("inf", "-inf", None)]
+            kinds |= {"number"} if not words else {"text"} if all(isinstance(v, str) for v in words) else set()
+            nullable |= None in values
+            enum += words
+        types = alt.get("type", [])
+        for t in [types] if isinstance(types, str) else types:
+            nullable |= t == "null"
+            kinds |= {_TYPE_KINDS[t]} if t in _TYPE_KINDS else set()
+        bounds.update({k: alt[k] for k in ("minimum", "maximum") if k in alt})
+    return ValueKind(frozenset(kinds), nullable, bounds.get("minimum"), bounds.get("maximum"),
+                     tuple(enum) if enum and kinds == {"text"} else None)
+
+
+def _expected(kind: str | Mapping, s: Mapping) -> str:
     """What a (sub)schema allows, in words."""
     s = _resolve(kind, s)
-    if "title" in s and s is not schema(kind):  # the top level's title is the file's name
+    if "title" in s and s is not _document(kind):  # the top level's title is the file's name
         return s["title"]
     if "enum" in s:
         return "one of " + ", ".join(map(str, s["enum"]))
@@ -170,12 +233,12 @@ def _shown(value: Any, width: int = 60) -> str:
 
 
 def check_sealed(record: Mapping, path, what: str, rewrite: str) -> str:
-    """The record's ``record_sha256``, once it is checked; a one-line ValueError when it is
-    missing (written before records carried it) or does not match the content (edited)."""
+    """The record's ``record_sha256`` (which its schema requires), once it is checked; a
+    one-line ValueError when it is missing or does not match the content (edited)."""
     got = record.get(RECORD_HASH)
     if got is None:
-        raise ValueError(f"{path}: {what} carries no {RECORD_HASH} (written by an older villani, or not by "
-                         f"villani), so it cannot prove its content; {rewrite}")
+        raise ValueError(f"{path}: {RECORD_HASH}: missing (expected a sha256: 64 hex digits, which proves its "
+                         f"content); {rewrite}")
     if got != record_hash(record):
         raise ValueError(f"{path}: {what} was changed after it was written ({RECORD_HASH} does not match its "
                          f"content: edited by hand or damaged); {rewrite}")

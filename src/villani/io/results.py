@@ -11,24 +11,10 @@ a table's columns (:mod:`villani.io.tables`) — so no stage computes a number f
 it could not read.
 
 **Measurements.** :func:`measurements` returns one row per measured checkpoint with flat
-columns, built by :func:`measurement_row` from a measure JSON (keys: its schema,
-rendered in ``docs/records.md``):
-
-- identity: ``dataset, variant, lam, seed, step, path``;
-- every scalar of :data:`MEASURE_SCALARS` (numbers; ``None`` becomes NaN) and
-  :data:`MEASURE_LABELS` (text);
-- ``trace_L_<field>`` for the fields of :data:`TRACE_FIELDS` (absent ones NaN; a JSON
-  written before ``deflation_rank`` was recorded is plain Hutchinson: 0),
-  ``trace_L_ci95_lo/hi`` and ``trace_L_estimator`` (text);
-- ``lambda_median_ci95_lo/hi``, ``lanczos_steps`` (steps of the top-k run) and
-  ``slq_num_probes`` (SLQ starts used);
-- ``psi_s=<s>`` (:func:`villani.psi.psi_column`) and ``psi_s=<s>_ci95_lo/hi``;
-- ``block:<group>`` per parameter group (mean block trace);
-- ``precision_audit_passed`` and ``precision_audit_trace_rel_error`` (the job's precision
-  audit: whether the audited cheaper products met the bar, and the error they add to the
-  trace; None for a record written before the audit);
-- list columns ``top_eigenvalues`` and ``top_residuals`` (largest first), with ``top_k``
-  and ``lambda_max_residual`` (the Ritz residual of λ_max).
+columns, generated from the measure schema by :func:`villani.io.measure_record.measurement_row`
+(the keys the schema requires, flattened one level: ``trace_L_mean``, ``psi_s=1.0``,
+``lambda_median_ci95_lo``, …; ``docs/records.md``), plus ``top_k`` and ``lambda_max_residual``
+(the Ritz residual of λ_max).
 
 :func:`measure_samples` reads a checkpoint's Parquet (raw Hutchinson samples, SLQ nodes,
 …), optionally one ``kind``; :func:`run_records` the raw JSON dicts grouped by run.
@@ -43,12 +29,12 @@ import numpy as np
 import pandas as pd
 
 from villani.io import atomic, measure_record, provenance, records, tables
+from villani.io.measure_record import MEASURE_LABELS, MEASURE_SCALARS, ROW_COLUMNS, TRACE_FIELDS, measurement_row
 from villani.plan import layout
 from villani.plan.runs import Run, runs
 from villani.plan.runs import variants as variant_names
 from villani.plan.schedule import checkpoint_steps, measured_steps, segment_ends
 from villani.plan.writers import how_to_rewrite
-from villani.psi import psi_column
 
 __all__ = [
     "MEASURE_SCALARS", "MEASURE_LABELS", "TRACE_FIELDS",
@@ -80,7 +66,7 @@ def read_stats(data_dir: str | Path) -> dict[str, Any]:
     against its schema and its ``eos_token_id`` below ``vocab_size``."""
     path = Path(data_dir) / layout.DATA_STATS_FILE
     stats = records.check("data_stats", _read_json(path, "data stats"), path)
-    if stats.get("eos_token_id") is not None and stats["eos_token_id"] >= stats["vocab_size"]:
+    if stats["eos_token_id"] is not None and stats["eos_token_id"] >= stats["vocab_size"]:
         raise ValueError(f"{path}: eos_token_id: {stats['eos_token_id']} is invalid (expected an integer in "
                          f"[0, {stats['vocab_size'] - 1}], below vocab_size)")
     return stats
@@ -100,8 +86,8 @@ def current_stats(params: Mapping, root) -> tuple[dict | None, str]:
         return None, f"{path} not written yet"
     stats = read_stats(path.parent)
     d = params["data"]
-    stale = [f"data.{k}: {stats.get(k)!r} there, {d.get(k)!r} here" for k in ("seq_len", "source", "revision")
-             if k in stats and stats.get(k) != d.get(k)]
+    stale = [f"data.{k}: {stats[k]!r} there, {d.get(k)!r} here" for k in ("seq_len", "source", "revision")
+             if stats[k] != d.get(k)]
     return (None, f"{path} is of other data parameters ({'; '.join(stale)})") if stale else (stats, "")
 
 
@@ -115,7 +101,7 @@ def train_tokens(stats: Mapping) -> int:
 
 def vocabulary(stats: Mapping) -> tuple[int, int | None]:
     """(vocabulary size, EOS token id or None) of a tokenized dataset."""
-    return int(stats["vocab_size"]), stats.get("eos_token_id")
+    return int(stats["vocab_size"]), stats["eos_token_id"]
 
 
 # --------------------------------------------------------------------------- training
@@ -150,24 +136,14 @@ def training_log(params: Mapping, run: Run, root="results") -> pd.DataFrame:
     """The per-step log of a run, all segments concatenated in step order; each segment's
     steps once each and in order, its values finite (:func:`villani.io.tables.step_log`)."""
     ends = segment_ends(params["train"])
-    frames = [tables.step_log(_read_csv(run.path(layout.SEGMENT_LOG, root, step=e), "training log",
-                                          {"step": "integer", "loss": "number"}),
-                                run.path(layout.SEGMENT_LOG, root, step=e), start=s, end=e)
+    frames = [tables.step_log(_read_table(run.path(layout.SEGMENT_LOG, root, step=e), "training log", "step_log",
+                                          checked=False),
+                              run.path(layout.SEGMENT_LOG, root, step=e), start=s, end=e)
               for s, e in zip([0] + ends[:-1], ends)]
     return pd.concat(frames, ignore_index=True).sort_values("step").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- measurements
-
-MEASURE_SCALARS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl", "val_tokens", "grad_L_sq_norm",
-                   "grad_F_sq_norm", "theta_dot_grad_L", "lam_d", "laplacian_F", "lambda_max", "lambda_median",
-                   "spectral_ratio", "predicted_cv", "predicted_cv_plain", "predicted_cv_bound",
-                   "grad_noise_sigma_sq", "hvp_count", "seconds", "tokens_seen", "wall_clock_s", "train_loss")
-MEASURE_LABELS = ("decay_mode", "decay_params", "spectrum_of", "precision")
-TRACE_FIELDS = ("mean", "std", "stderr", "cv", "rel_stderr", "shapiro_p", "frob_sq", "diag_sq", "num_probes",
-                "max_probes", "deflation_rank", "exact_part", "remainder_frob_sq", "remainder_diag_sq",
-                "target_half_width")
-
 
 def is_doubly_stochastic(estimator) -> bool:
     """Whether a record's ``trace_L.estimator`` is the doubly stochastic one (``measure.ds_blocks``):
@@ -218,36 +194,6 @@ def measurement_hashes(params: Mapping, root) -> dict[str, str]:
             for run, step, path in measure_paths(params, root, None) if path.exists()}
 
 
-def measurement_row(m: Mapping, path) -> dict:
-    """The flat row of one measure JSON (see the module docstring)."""
-    row = {k: m.get(k) for k in ("dataset", "variant", "lam", "seed", "step")}
-    row["path"] = str(path)
-    row.update({k: m.get(k) for k in MEASURE_SCALARS + MEASURE_LABELS})
-    tr = m.get("trace_L") or {}
-    row.update({f"trace_L_{k}": tr.get(k) for k in TRACE_FIELDS})
-    if "deflation_rank" not in tr:  # written before the estimator was recorded: plain Hutchinson
-        row["trace_L_deflation_rank"] = 0
-    row["trace_L_estimator"] = tr.get("estimator", "hutchinson (Rademacher)")
-    ci = tr.get("ci95") or [None, None]
-    row["trace_L_ci95_lo"], row["trace_L_ci95_hi"] = ci
-    row["lambda_median_ci95_lo"], row["lambda_median_ci95_hi"] = m.get("lambda_median_ci95") or [None, None]
-    row["lanczos_steps"] = (m.get("lanczos") or {}).get("steps", (m.get("slq") or {}).get("steps_first"))
-    row["slq_num_probes"] = (m.get("slq") or {}).get("num_probes")
-    for s, v in (m.get("psi_s") or {}).items():
-        col = psi_column(float(s))
-        row[col] = v
-        lo, hi = ((m.get("psi_s_ci95") or {}).get(s) or [None, None])
-        row[f"{col}_ci95_lo"], row[f"{col}_ci95_hi"] = lo, hi
-    for g, v in (m.get("block_traces") or {}).items():
-        row[f"block:{g}"] = v
-    audit = m.get("precision_audit") or {}
-    row["precision_audit_passed"] = audit.get("passed")
-    row["precision_audit_trace_rel_error"] = audit.get("trace_rel_error")
-    row["top_eigenvalues"] = list(m.get("top_eigenvalues") or [])
-    row["top_residuals"] = list(m.get("top_residuals") or [])
-    return row
-
-
 def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str] | None = ("adamw",),
                  missing_ok: bool = False) -> pd.DataFrame:
     """One row per measured checkpoint of the runs of ``variants`` (``None``: every variant;
@@ -265,7 +211,7 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
             raise ValueError(f"{path}: measurement not found; {how_to_rewrite(path, missing=True)}")
         rows.append(measurement_row(checked_measure(params, root, run, step, path), path))
     if not rows:
-        return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
+        return pd.DataFrame(columns=[*ROW_COLUMNS, "path", "top_k", "lambda_max_residual"])
     order = {v: i for i, v in enumerate(variant_names(params))}  # AdamW first, the Langevin arm last
     df = pd.DataFrame(rows).sort_values(
         ["variant", "lam", "seed", "step"],
@@ -274,31 +220,20 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
     df["top_k"] = df["top_eigenvalues"].map(len)
     df["lambda_max_residual"] = df["top_residuals"].map(lambda r: float(r[0]) if len(r) else np.nan)
     for col in df.columns:
-        if (col.startswith(("trace_L_", "psi_s=", "lambda_median_ci95_")) and col != "trace_L_estimator"
-                or col in MEASURE_SCALARS + ("lanczos_steps", "slq_num_probes")):
+        if ROW_COLUMNS.get(col) == "number" or col.startswith("psi_s="):
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 
 
 def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "adamw", lam: float, seed: int,
                     step: int, kind: str | None = None) -> pd.DataFrame:
-    """The raw samples of one checkpoint (columns ``kind, probe, index, block, value, weight``).
-
-    Kinds: ``trace_L`` (vᵀ∇²L v per probe), ``trace_F`` (+ λd), ``frob_sq_L`` (‖∇²L v‖²),
-    ``group_trace`` / ``tensor_trace`` (per-block v_bᵀ(∇²L v)_b, ``block`` names it),
-    ``slq_node`` (node of ∇²F in ``value``, quadrature weight in ``weight``, start vector in
-    ``probe``), ``slq_trace_F``, ``top_eigenvalue`` (residual in ``weight``),
-    ``grad_noise_batch_sq_norm`` (first/last checkpoint).
-    """
+    """The raw samples of one checkpoint (the table ``measure_samples``: columns ``kind, probe,
+    index, block, value, weight``; what each kind is: its schema, ``docs/records.md``)."""
     path = layout.fmt(layout.MEASURE_PARQUET, root, dataset=params["data"]["name"], variant=variant, lam=lam,
                       seed=seed, step=step)
     if not path.exists():
         raise ValueError(f"{path}: measurement samples not found; {how_to_rewrite(path, missing=True)}")
-    try:
-        df = pd.read_parquet(path)
-    except Exception as e:  # pyarrow raises several classes
-        raise ValueError(f"{path}: not a readable Parquet file ({' '.join(str(e).split())[:200]})") from None
-    tables.measure_samples(df, path)
+    df = _read_table(path, "measurement samples", "measure_samples")
     return df if kind is None else df[df["kind"] == kind].reset_index(drop=True)
 
 
@@ -319,7 +254,7 @@ def eigen_frame(m: pd.DataFrame) -> pd.DataFrame:
     for r in m.itertuples():
         res = list(r.top_residuals)
         for i, ev in enumerate(r.top_eigenvalues):
-            rows.append({"variant": getattr(r, "variant", "adamw"), "lam": float(r.lam), "seed": int(r.seed),
+            rows.append({"variant": r.variant, "lam": float(r.lam), "seed": int(r.seed),
                          "step": int(r.step), "theta_sq_norm": float(r.theta_sq_norm), "rank": i + 1,
                          "eigenvalue": float(ev),
                          "residual": float(res[i]) if i < len(res) and res[i] is not None else np.nan})
@@ -343,7 +278,7 @@ def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
     samples, slopes = (layout.fmt(f, root, dataset=params["data"]["name"]) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
     if not samples.exists():
         raise ValueError(f"{samples}: radial-ray samples not found; {how_to_rewrite(samples, missing=True)}")
-    return _read_csv(samples, "radial-ray samples", {}), records.check("ray_slopes", _read_json(slopes, "ray slopes"),
+    return _read_table(samples, "radial-ray samples", "rays"), records.check("ray_slopes", _read_json(slopes, "ray slopes"),
                                                                         slopes)
 
 
@@ -353,7 +288,7 @@ def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, 
                      for f in (layout.SURFACE_CSV, layout.SURFACE_JSON))
     if not surface.exists():
         raise ValueError(f"{surface}: loss surface not found; {how_to_rewrite(surface, missing=True)}")
-    return _read_csv(surface, "loss surface", {}), records.check("surface", _read_json(meta, "surface metadata"),
+    return _read_table(surface, "loss surface", "surface"), records.check("surface", _read_json(meta, "surface metadata"),
                                                                  meta)
 
 
@@ -383,7 +318,7 @@ def claims_ledger(params: Mapping, root) -> dict:
     path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
     doc = records.check("claims", _read_json(path, "claims ledger"), path)
     records.check_sealed(doc, path, "claims ledger", how_to_rewrite(path))
-    bounds = (doc.get("inputs") or {}).get("bounds_sha256") and bounds_summary(params, root)[records.RECORD_HASH]
+    bounds = doc["inputs"]["bounds_sha256"] and bounds_summary(params, root)[records.RECORD_HASH]
     provenance.check_inputs(doc, path, measurement_hashes(params, root), bounds, root, "claims ledger",
                             how_to_rewrite(path))
     return doc
@@ -418,15 +353,13 @@ def cost_table(params: Mapping, root) -> pd.DataFrame:
     path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     if not Path(path).exists():
         raise ValueError(f"{path}: HVP cost sweep not found; {how_to_rewrite(path, missing=True)}")
-    return _read_csv(path, "HVP cost sweep", {})
+    return _read_table(path, "HVP cost sweep", "hvp_cost")
 
 
-def _read_csv(path, what: str, required: Mapping[str, str]) -> pd.DataFrame:
-    """A CSV a stage wrote, with ``required`` columns of their kinds (:func:`villani.io.tables.columns`)."""
+def _read_table(path, what: str, name: str, *, checked: bool = True) -> pd.DataFrame:
+    """A table a stage wrote, checked against its schema ``name`` (:func:`villani.io.tables.read`);
+    a missing one says which command writes it."""
     try:
-        df = pd.read_csv(path)
+        return tables.read(name, path, what, checked=checked)
     except FileNotFoundError:
         raise ValueError(f"{path}: {what} not found; {how_to_rewrite(path, missing=True)}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: {what} is corrupt ({' '.join(str(e).split())[:200]})") from None
-    return tables.columns(df, path, required)

@@ -66,7 +66,7 @@ import torch
 
 from villani.curvature import ModelHessian, Objective
 from villani.data import load_split
-from villani.io import atomic
+from villani.io import atomic, tables
 from villani.io.finite import check_finite
 from villani.io.one_writer import WriterBusy, describe, holder, one_writer
 from villani.io.records import write_sealed
@@ -276,7 +276,7 @@ def _measure(params: Params, *, run: Run, step: int, root, device, bar: Progress
     rec["seconds_breakdown"] = {**clock.laps, "of_which_hvp_graph_build": round(cur["build_seconds"], 4)}
     out_json = run.path(layout.MEASURE_JSON, root, step=step)
     out_pq = run.path(layout.MEASURE_PARQUET, root, step=step)
-    atomic.write_with(out_pq, lambda tmp: frame.to_parquet(tmp, index=False))
+    tables.write("measure_samples", out_pq, frame)
     write_sealed(out_json, rec, "measure")
     return str(out_json)
 

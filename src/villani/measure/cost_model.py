@@ -174,7 +174,7 @@ def counts_from_record(rec: Mapping[str, Any], path="measure JSON") -> Counts:
     """The :class:`Counts` a measure JSON recorded in its ``cost`` object (one-line error if absent)."""
     cost = rec.get("cost")
     if not isinstance(cost, Mapping):
-        raise ValueError(f"{path}: cost: missing (a measure JSON of schema villani.measure/2 records its counts)")
+        raise ValueError(f"{path}: cost: missing (expected the job's counts: {', '.join(Counts.__dataclass_fields__)})")
     try:
         return Counts(**{k: int(cost[k]) for k in Counts.__dataclass_fields__})
     except KeyError as e:

@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 
 from villani.families import config_key
-from villani.io import atomic
+from villani.io import tables
 from villani.io.results import data_stats
 from villani.model import pick_device
 from villani.plan import layout
@@ -210,5 +210,5 @@ def run_hvp_cost(params: Mapping, root=layout.RESULTS, device: str | None = None
     if any(not math.isfinite(r["seconds_hvp"]) for r in rows):
         raise ValueError("HVP timing is not finite")
     path = layout.fmt(layout.COST_CSV, root, dataset=params.data.name)
-    atomic.write_text(path, pd.DataFrame(rows).to_csv(index=False))
+    tables.write("hvp_cost", path, pd.DataFrame(rows))
     return str(path)

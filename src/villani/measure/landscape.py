@@ -46,8 +46,9 @@ import pandas as pd
 import torch
 
 from villani.curvature import regularised_loss
-from villani.io import atomic, records
+from villani.io import records
 from villani.io.finite import check_finite
+from villani.io.tables import write as write_table
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
 from villani.model import pick_device
 from villani.plan import layout
@@ -187,6 +188,6 @@ def run_landscape(params: Params, lam: float, root="results", device: str | None
     }
     check_finite(info, where)
     out = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam)
-    atomic.write_text(layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table.to_csv(index=False))
+    write_table("surface", layout.fmt(layout.SURFACE_CSV, root, dataset=ds, lam=lam), table)
     records.write_record(layout.fmt(layout.SURFACE_JSON, root, dataset=ds, lam=lam), info, "surface")
     return str(out)

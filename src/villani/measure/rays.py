@@ -66,7 +66,7 @@ import pandas as pd
 import torch
 
 from villani.curvature import ModelHessian, deflation_from_lanczos, hutchinson, lanczos
-from villani.io import atomic, records
+from villani.io import records, tables
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import measurement_batches
 from villani.measure.parameter_groups import parameter_group
@@ -140,7 +140,7 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
     (the trace deflated by a ``deflation_steps``-step Lanczos basis when > 0; ``progress``, if
     given, advances one unit per point)."""
     ps = [p for p in model.parameters() if p.requires_grad]
-    rows, group_cols = [], []
+    rows = []
     for dr in directions:
         for k, tsq in enumerate(theta_sq):
             with torch.no_grad():
@@ -156,7 +156,6 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
             hessian_L.release()
             by_group = _group_grad_sq(first.grad_L, gradient_groups(hessian_L.names, hessian_L.param_blocks(),
                                                                     model.config.model_type))
-            group_cols = list(by_group)
             base = {"ray": dr["ray"], "kind": dr["kind"], "point": k, "theta_sq": first.theta_sq,
                     "loss": first.loss_L, "grad_L_sq": first.grad_L_sq, "theta_dot_grad_L": first.theta_dot_grad_L,
                     "trace_L": est.mean, "trace_L_stderr": est.stderr,
@@ -171,10 +170,8 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
             if progress is not None:
                 progress.update(advance=1, ray=f"{dr['ray']} ({dr['kind']})", theta_sq=base["theta_sq"],
                                 trace_L=est.mean)
-    cols = ["ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
-            "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq"] + [psi_column(s) for s in s_values]
-    cols += [probe_column(j) for j in range(num_probes)] + group_cols
-    return pd.DataFrame(rows)[cols]
+    table = pd.DataFrame(rows)
+    return table[tables.ordered("rays", table.columns)]
 
 
 def _slope(x, y, k) -> float:
@@ -283,6 +280,6 @@ def run_rays(params: Params, root="results", device: str | None = None) -> str:
     }
     samples, slopes = (layout.fmt(f, root, dataset=ds) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
     check_finite({"fits": [{k: v for k, v in f.items()} for f in fits]}, str(slopes))
-    atomic.write_text(samples, table.to_csv(index=False))
+    tables.write("rays", samples, table)
     records.write_record(slopes, meta, "ray_slopes")
     return str(out_dir)

@@ -52,7 +52,7 @@ from villani.training.hf_folder import TOKENIZER_FILES, save_tokenizer, write_mo
 
 FILES = (("weights_sha256", layout.CKPT_WEIGHTS), ("config_sha256", layout.CKPT_CONFIG),
          ("state_sha256", layout.CKPT_STATE))
-# verified when checkpoint.json records them (checkpoints written before they existed do not)
+# the tokenizer files saved beside the weights, verified like the others (null: none saved)
 OPTIONAL_FILES = tuple((key, layout.CKPT_DIR + "/" + name) for name, key in TOKENIZER_FILES.items())
 
 
@@ -65,19 +65,15 @@ def _paths(root, dataset, variant, lam, seed, step) -> dict[str, Path]:
 
 def _manifests(root, dataset, variant, lam, seed) -> tuple[list[tuple[Path, dict]], list[str]]:
     """The run's segment manifests: (path, manifest) of the readable ones, and a line for
-    each that cannot be read (truncated, not JSON, not an object)."""
+    each that cannot be read (truncated, not JSON, or not a manifest its schema accepts —
+    every checkpoint entry with its step and the sha256 of its weights and checkpoint.json)."""
     folder = layout.fmt(layout.SEGMENT, root, dataset=dataset, variant=variant, lam=lam, seed=seed, step=0).parent
     good, bad = [], []
     for path in sorted(folder.glob("seg*.json")) if folder.is_dir() else []:
         try:
-            manifest = atomic.read_json(path, "segment manifest")
+            good.append((path, records.check("segment", atomic.read_json(path, "segment manifest"), path)))
         except ValueError as e:
             bad.append(str(e))
-            continue
-        if isinstance(manifest, dict) and isinstance(manifest.get("checkpoints"), list):
-            good.append((path, manifest))
-        else:
-            bad.append(f"{path}: segment manifest is not an object with a list of checkpoints")
     return good, bad
 
 
@@ -85,7 +81,7 @@ def listing_manifest(root, dataset, variant, lam, seed, step) -> tuple[Path, dic
     """(path, entry) of the segment manifest of the run that lists checkpoint ``step``, or None."""
     for path, manifest in _manifests(root, dataset, variant, lam, seed)[0]:
         for entry in manifest["checkpoints"]:
-            if isinstance(entry, dict) and entry.get("step") == int(step):
+            if entry["step"] == int(step):
                 return path, entry
     return None
 
@@ -111,12 +107,10 @@ def manifest_entry(root, dataset, variant, lam, seed, step) -> dict:
 
 def check_identity(meta: Mapping, meta_path, root, *, dataset, variant, lam, seed, step) -> None:
     """One-line ValueError unless ``meta`` records the dataset, variant, λ, seed and step of
-    its path (and of the request); a key it lacks is not checked."""
+    its path (and of the request; its schema requires all five)."""
     want = {"step": int(step), "lam": layout.format_lam(lam), "seed": int(seed), "variant": variant,
             "dataset": dataset}
     for key, expected in want.items():
-        if key not in meta or meta[key] is None:
-            continue
         got = layout.format_lam(meta[key]) if key == "lam" else meta[key]
         if got != expected:
             raise ValueError(f"{meta_path}: {key} {got} in checkpoint.json, but {expected} from its path and the "
@@ -138,9 +132,6 @@ def _check_manifest(meta_path: Path, root, ident: Mapping, step, entry: Mapping 
                    "no segment manifest lists it (its segment did not finish, or its manifest was deleted)")
             raise ValueError(f"{meta_path}: cannot be checked: {why}; {retrain_hint(root, step=step, **ident)}")
         where, entry = found
-    if entry.get("meta_sha256") is None:
-        raise ValueError(f"{meta_path}: {where or 'its segment manifest'} records no sha256 of it (written by an "
-                         f"older villani); {retrain_hint(root, step=step, **ident)}")
     if atomic.sha256_file(meta_path) != entry["meta_sha256"]:
         raise ValueError(f"{meta_path}: sha256 does not match the one {where or 'its segment manifest'} recorded when "
                          f"training wrote it (edited or replaced checkpoint metadata); "
@@ -255,7 +246,7 @@ def read_meta(root, dataset, variant, lam, seed, step, *, verify: bool = True, e
         _check_manifest(f["meta"], root, ident, step, entry)
         for key, _ in FILES + OPTIONAL_FILES:
             if meta.get(key) is None and key != "weights_sha256":
-                continue  # optimizer state kept only at segment ends (train.keep_state); older checkpoints
+                continue  # optimizer state kept only at segment ends (train.keep_state); a file not saved
             if not f[key].exists():
                 raise ValueError(_missing(f[key], root, step, ident))
             if atomic.sha256_file(f[key]) != meta[key]:
@@ -346,7 +337,7 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
         old_weights, old_meta, old_state = (layout.fmt(p, root, **kw) for p in layout.OLD_CKPT_FILES)
         if not old_meta.exists():
             continue
-        meta = read_checkpoint_meta(old_meta)
+        meta = atomic.read_json(old_meta, "checkpoint metadata")  # the old layout's: no config, no tokenizer
         for path, key in ((old_weights, "weights_sha256"), (old_state, "state_sha256")):
             if meta.get(key) is not None and (not path.exists() or atomic.sha256_file(path) != meta[key]):
                 raise ValueError(f"{path}: missing or sha256 does not match {old_meta.name}; cannot convert")
@@ -356,8 +347,9 @@ def convert_run(params: Mapping, root, run: Run) -> list[int]:
             load_weights(model, old_weights)
             keep = {k: v for k, v in meta.items() if k not in ("step", "written_at") and not k.endswith("_sha256")}
             save_checkpoint(root, step=step, model=model, state=state, meta=keep, **run.wildcards)
-        else:  # pruned: only the metadata was kept
-            records.write_record(layout.fmt(layout.CKPT_META, root, **kw), meta, "checkpoint")
+        else:  # pruned: only the metadata was kept, its files none (null)
+            records.write_record(layout.fmt(layout.CKPT_META, root, **kw),
+                                 {**dict.fromkeys(k for k, _ in FILES + OPTIONAL_FILES), **meta}, "checkpoint")
         for path in (old_weights, old_state, old_meta):
             path.unlink(missing_ok=True)
         done.append(step)

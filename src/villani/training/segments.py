@@ -102,21 +102,19 @@ def segment_status(params: Mapping, root, ident: Mapping, end: int) -> str | Non
         m = _manifest(path)
     except ValueError as e:
         return str(e)
-    if m.get("digest") != run_digest(params, ident["variant"], ident["lam"], ident["seed"]):
-        diff = params_difference(m.get("train_params") or {}, trained_params(params, ident["variant"]))
-        return f"{path}: trained under other parameters ({diff or 'digest ' + str(m.get('digest'))})"
-    entries = {e.get("step"): e for e in m.get("checkpoints") or [] if isinstance(e, dict)}
+    if m["digest"] != run_digest(params, ident["variant"], ident["lam"], ident["seed"]):
+        diff = params_difference(m["train_params"], trained_params(params, ident["variant"]))
+        return f"{path}: trained under other parameters ({diff or 'digest ' + m['digest']})"
+    entries = {e["step"]: e for e in m["checkpoints"]}  # the schema requires step, weights and meta sha256
     for step in checkpoints_in_segment(t, end):
         meta = layout.fmt(layout.CKPT_META, root, step=step, **ident)
-        if step not in entries or not meta.exists() or atomic.sha256_file(meta) != entries[step].get("meta_sha256"):
+        if step not in entries or not meta.exists() or atomic.sha256_file(meta) != entries[step]["meta_sha256"]:
             return f"{meta}: missing, or not the checkpoint.json {path.name} recorded"
-    # a manifest of an older villani lacks the start and log links: the rest is checked
     start = segment_start(t, end)
-    if start and "start_checkpoint" in m and (m["start_checkpoint"] or {}).get("weights_sha256") != _start_weights(
-            root, ident, start):
+    if start and (m["start_checkpoint"] or {}).get("weights_sha256") != _start_weights(root, ident, start):
         return f"{path}: its start checkpoint (step {start}) was retrained since"
     log = layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident)
-    if not log.exists() or ("log_sha256" in m and atomic.sha256_file(log) != m["log_sha256"]):
+    if not log.exists() or atomic.sha256_file(log) != m["log_sha256"]:
         return f"{log}: missing, or not the step log {path.name} recorded"
     for step in checkpoints_in_segment(t, end):
         why = _damaged_file(root, ident, step, resumes=step == end)
@@ -191,13 +189,13 @@ def restore_finished(root, ident, end: int, digest: str, steps: list[int]) -> di
         return None
     try:
         manifest = _manifest(pairs[0][1])
-        entries = {c.get("step"): c for c in manifest["checkpoints"]}
+        entries = {c["step"]: c for c in manifest["checkpoints"]}
         shas = {s: read_meta(root, step=s, verify=True, entry=entries.get(s), **ident)["weights_sha256"]
                 for s in steps}
     except (ValueError, OSError, KeyError, TypeError, AttributeError):
         return None
-    if (manifest.get("digest") != digest or atomic.sha256_file(pairs[1][1]) != manifest.get("log_sha256")
-            or any(c.get("weights_sha256") != shas.get(c.get("step")) for c in manifest["checkpoints"])):
+    if (manifest["digest"] != digest or atomic.sha256_file(pairs[1][1]) != manifest["log_sha256"]
+            or any(c["weights_sha256"] != shas.get(c["step"]) for c in manifest["checkpoints"])):
         return None
     for out, copy in reversed(pairs):  # the manifest last: it says the segment is done
         _link(copy, out)

@@ -35,11 +35,11 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from villani.io import atomic
+from villani.io import atomic, tables
 
 __all__ = ["LOG_FIELDS", "StepLog", "format_rows", "tensorboard_writer", "write_scalars"]
 
-LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "theta_sq_norm", "tokens_per_s", "wall_clock_s", "skipped")
+LOG_FIELDS = tables.columns("step_log")  # the columns of villani/schemas/step_log.table.yaml
 TENSORBOARD_FIELDS = ("loss", "lr", "grad_norm", "theta_sq_norm", "tokens_per_s")
 
 
