@@ -203,28 +203,32 @@ class HessianOperator:
         return self._products(self._as_row(v))[0]
 
     def matmat(self, V: Tensor) -> Tensor:
-        r"""Rows :math:`\nabla^2F\,v_i` of a ``(k, local_dim)`` block."""
+        r"""Rows :math:`\nabla^2F\,v_i` of a ``(k, local_dim)`` block (in ``dtype``, or V's if wider and λ ≠ 0)."""
         return self._products(self._as_block(V))
 
     # ------------------------------------------------------------- helpers
     def _as_row(self, v: Tensor) -> Tensor:
-        """A checked flat vector as a ``(1, local_dim)`` block on ``device`` in ``dtype``."""
+        """A checked flat vector as a ``(1, local_dim)`` block on ``device`` (in its own dtype)."""
         n = self.vectors.local_dim
         if v.shape != (n,):
             raise ValueError(f"expected a vector of shape ({n},), got {tuple(v.shape)}")
-        return v.to(device=self.device, dtype=self.dtype).unsqueeze(0)
+        return v.to(device=self.device).unsqueeze(0)
 
     def _as_block(self, V: Tensor) -> Tensor:
-        """A checked ``(k, local_dim)`` block on ``device`` in ``dtype``."""
+        """A checked ``(k, local_dim)`` block on ``device`` (in its own dtype)."""
         n = self.vectors.local_dim
         if V.ndim != 2 or V.shape[1] != n:
             raise ValueError(f"expected a (k, {n}) block, got {tuple(V.shape)}")
-        return V.to(device=self.device, dtype=self.dtype)
+        return V.to(device=self.device)
 
     def _products(self, V: Tensor, *, regularised: bool = True) -> Tensor:
-        HV = self._data_matmat(V)
+        r"""∇²L V in ``dtype``; with ``regularised``, + λ m⊙V in the wider of ``dtype`` and
+        V's (a float64 Lanczos vector keeps its λ-term exact, as :math:`\nabla^2L\,v + \lambda v`
+        summed by the caller would)."""
+        HV = self._data_matmat(V.to(self.dtype))
         self.products += V.shape[0]
-        if regularised:
+        if regularised and self.lam:
+            HV = HV.to(torch.promote_types(HV.dtype, V.dtype))
             self._add_regularizer(HV, V)
         return HV
 
@@ -232,7 +236,7 @@ class HessianOperator:
         """out += λ m⊙V in place (rows of a block, or one vector)."""
         if self.lam:
             for sl in self._decay_runs:
-                out[..., sl].add_(V[..., sl], alpha=self.lam)
+                out[..., sl] += self.lam * V[..., sl]  # the product, then the sum: as ∇²L v + λv
 
     def _views(self, flat: Tensor) -> list[Tensor]:
         """Per-tensor views (no copy) of a flat vector, shaped like this process's tensors."""
