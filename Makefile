@@ -54,9 +54,10 @@ profile: install
 	$(BIN)/villani profile install $(ARGS)
 
 # One run at a time; after a killed run, the next one removes Snakemake's stale lock itself
-# (villani.dag.run_lock).
+# (villani.dag.run_lock). --brief: the plan, progress, errors and the summary at the terminal
+# (villani.dag.run_output); each job's inputs and outputs stay in .snakemake/log/.
 run: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock -- $(BIN)/snakemake --profile profiles/local
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock --brief -- $(BIN)/snakemake --profile profiles/local
 
 dryrun: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local -n

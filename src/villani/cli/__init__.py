@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     rl = sub.add_parser("run-lock", parents=[common], help="run a Snakemake command holding RESULTS/.villani.lock "
                         "(one run at a time; a killed run's stale Snakemake lock is removed first): "
                         "villani run-lock -- snakemake …")
+    rl.add_argument("--brief", action="store_true", help="show the plan, progress, errors and the closing "
+                    "summary of Snakemake's output, not each job's inputs and outputs (its log file "
+                    ".snakemake/log/ keeps all of it)")
     rl.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")

@@ -173,18 +173,30 @@ def _dvc() -> str:
 
 
 def dvc_status(workdir: str | Path = ".") -> tuple[dict | None, str]:
-    """``dvc status --json``: (the stages DVC would run, empty when up to date; "") or, when
-    DVC cannot answer, (None, DVC's reason)."""
+    """``dvc status --json``: (the stages DVC would run — empty when up to date —, "") or,
+    when DVC cannot answer, (None, what it printed)."""
     try:
         p = subprocess.run([_dvc(), "status", "--json"], cwd=workdir, capture_output=True, text=True)
     except OSError as e:
         return None, f"cannot run dvc ({e.strerror})"
     if p.returncode != 0:
-        return None, _reason(p.stderr + p.stdout, p.returncode)
+        return None, p.stderr + p.stdout or f"exit status {p.returncode}, no message"
     try:
         return json.loads(p.stdout.strip() or "{}"), ""
     except ValueError:
         return None, f"dvc status printed no JSON: {p.stdout.strip()[:200]}"
+
+
+def _lock_refusal(output: str) -> str | None:
+    """DVC's words when it refuses ``dvc.lock`` itself (``'./dvc.lock' validation failed`` /
+    ``Lockfile 'dvc.lock' is corrupted`` / ``unable to read: 'dvc.lock'``), with the line that
+    says where; None for any other failure."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if workspace_state.LOCK in line and re.search(r"validation failed|corrupt|invalid|unable to read", line, re.I):
+            detail = next((x for x in lines[i + 1:i + 2] if not x[:1].isdigit()), "")
+            return f"{line.removeprefix('ERROR:').strip()} {detail}".strip()
+    return None
 
 
 def _touch(snakefile: str | Path, workdir: Path) -> str | None:
@@ -218,9 +230,10 @@ def sync(snakefile: str | Path, workdir: str | Path = ".") -> str | None:
         return None
     status, reason = dvc_status(workdir)
     if status is None:
-        if workspace_state.LOCK in reason and re.search(r"corrupt|invalid|unable to read", reason, re.I):
-            raise workspace_state.lock_invalid(workdir, f"refused by DVC ({reason})")
-        return f"Snakemake's record not synced with {workspace_state.LOCK}: {reason}"
+        refused = _lock_refusal(reason)
+        if refused:
+            raise workspace_state.lock_invalid(workdir, f"refused by DVC ({refused})")
+        return f"Snakemake's record not synced with {workspace_state.LOCK}: {_reason(reason, 1)}"
     if status:
         names = sorted(status)
         return (f"dvc status: {len(names)} stage(s) to run ({', '.join(names[:4])}{', …' if len(names) > 4 else ''}): "

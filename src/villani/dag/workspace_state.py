@@ -58,10 +58,9 @@ def repair_command(workdir: str | Path = ".") -> str:
 def lock_invalid(workdir: Path, what: str) -> LockInvalid:
     """The error for a ``dvc.lock`` that is ``what``: the file, the fault, the repair."""
     cmd = repair_command(workdir)
-    then = ("then `make run` (or `snakemake`) and `dvc status` agree again" if cmd.startswith("git")
-            else "the next `make run` (or `snakemake`) writes it from the workspace")
-    return LockInvalid(f"{LOCK}: {what}, which DVC cannot read (dvc status: lock file invalid); "
-                       f"restore it with `{cmd}`, {then}")
+    then = ("then `make run` and `dvc status` agree again" if cmd.startswith("git")
+            else "and `make run` writes it again from the workspace")
+    return LockInvalid(f"{LOCK}: {what}; neither DVC nor the workflow can use it: restore it with `{cmd}`, {then}")
 
 
 def read_lock(workdir: str | Path = ".") -> dict[str, Any] | None:
@@ -124,8 +123,8 @@ def state(workdir: str | Path = ".", lock: dict[str, Any] | None = None) -> str 
     for out in outs:
         for p, st in _files(workdir / out):
             rel = p.relative_to(workdir).as_posix()
-            h.update(f"\0{rel}\0missing" if st is None else f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
-                     .encode())
+            entry = "missing" if st is None else f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+            h.update(f"\0{rel}\0{entry}".encode())
     return h.hexdigest()
 
 
