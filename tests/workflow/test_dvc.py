@@ -5,8 +5,11 @@ both engines up to date → a commit → `dvc metrics diff HEAD~1`, `dvc plots d
 show both versions → `dvc push`, a second clone, `dvc pull` → both engines up to date
 there; `dvc exp run -S …` twice: the second from DVC's run-cache; a failing stage loses
 nothing `dvc checkout` cannot bring back; every preset copied to params.yaml passes `dvc
-repro --dry --force`. One workflow run (the module fixture) serves the whole file; every
-test leaves the repository as it found it (HEAD, workspace and results/)."""
+repro --dry --force`. After every DVC operation — a partial and a complete pull, `dvc
+checkout --force`, `dvc exp run`, `dvc exp apply`, `git checkout` of a version, `dvc
+repro` — `dvc status` and `snakemake -n` agree (issue 45); a damaged dvc.lock stops `make
+run` with the command that repairs it. One workflow run (the module fixture) serves the
+whole file; every test leaves the repository as it found it (HEAD, workspace and results/)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.conftest import REPO, copy_repo, tiny_params
@@ -38,8 +42,9 @@ README_COMMANDS = {
     "metrics_diff": "dvc metrics diff HEAD~1",
     "plots_diff": "dvc plots diff HEAD~1",
     "exp_run": "dvc exp run -S 'claims.confidence=0.9'",
-    "exp_show": "dvc exp show --only-changed",
-    "push": "dvc push",
+    "exp_show": "dvc exp show --only-changed --drop '^(results|src)/'",
+    "exp_back": "git checkout params.yaml dvc.lock && dvc checkout",
+    "push": "dvc push --all-commits",
     "pull": "dvc pull",
     "preset": "cp configs/ptb.yaml params.yaml && dvc repro --dry --force",
     "go_back": "git checkout HEAD~1 -- params.yaml dvc.lock && villani plan && dvc checkout",
@@ -55,6 +60,11 @@ def _sh(cmd: str, work, check=True) -> subprocess.CompletedProcess:
     return run(["bash", "-c", cmd], cwd=work, check=check)
 
 
+# `make run`'s command (the Makefile), with the two cores of the test machine
+MAKE_RUN = [BIN / "villani", "run-lock", "--brief", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores",
+            "2"]
+
+
 @pytest.fixture(scope="module")
 def dvc_repo(tmp_path_factory):
     """A clean clone with the committed files (params.yaml: the tiny values written over
@@ -64,8 +74,7 @@ def dvc_repo(tmp_path_factory):
     write_params(work / "params.yaml")
     _git(work, "commit", "-qam", "tiny values")
     assert not (work / "dvc.lock").exists(), "no dvc.lock is shipped: the first run writes it"
-    out = run([BIN / "villani", "run-lock", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"],
-              cwd=work, timeout=2400)
+    out = run(MAKE_RUN, cwd=work, timeout=2400)
     (work / ".make-run.log").write_text(out.stdout + out.stderr)
     _git(work, "add", "dvc.lock")
     _git(work, "commit", "-qm", "make run")
@@ -92,10 +101,19 @@ def _nothing_to_do(work) -> None:
     assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
 
 
-def test_make_run_ends_with_a_summary(dvc_repo):
-    """The last lines say where the figures, tables, ledger and report are, what the ledger
-    found (its counts, as results/claims/<dataset>.json has them) and how to open them."""
-    tail = (dvc_repo / ".make-run.log").read_text().strip().splitlines()[-12:]
+def test_make_run_shows_progress_and_ends_with_a_summary(dvc_repo):
+    """The plan and a progress line per job, no job's input or output list (Snakemake's log
+    file keeps them); the last lines say where the figures, tables, ledger and report are,
+    what the ledger found (its counts, as results/claims/<dataset>.json has them) and how
+    to open them."""
+    shown = (dvc_repo / ".make-run.log").read_text()
+    lines = shown.splitlines()
+    assert not [x for x in lines if x.startswith(("    input:", "    output:", "rule ", "localrule "))], shown[:3000]
+    n = len(re.findall(r"^\d+ of (\d+) steps", shown, re.M))
+    assert n > 10 and f"{n} of {n} steps (100%) done: all" in lines and len(lines) < n + 60, shown[:3000]
+    first_log = sorted((dvc_repo / ".snakemake" / "log").glob("*.snakemake.log"))[0].read_text()
+    assert "    input: results/" in first_log and "Shell command: villani train" in first_log
+    tail = lines[-12:]
     text = "\n".join(tail)
     counts = json.loads((dvc_repo / "results/claims/tiny.json").read_text())["counts"]
     from villani.dag.summary import format_counts
@@ -113,7 +131,7 @@ def test_make_run_is_recorded_status_is_clean_and_repro_does_nothing(dvc_repo):
     assert _ran(out.stdout + out.stderr) == set(), out.stdout[-3000:]
     assert _tree(dvc_repo) == before
     metrics = json.loads((dvc_repo / "results/metrics/tiny.json").read_text())
-    assert "training_adamw_lam0p01_train_loss" in metrics
+    assert metrics["adamw"]["lam0p01"]["val_ppl"] > 0
     _nothing_to_do(dvc_repo)
 
 
@@ -152,20 +170,35 @@ def test_plots_draw_one_line_per_run_and_colour_scatters_by_lambda(dvc_repo):
             assert all(r[field] not in ("", None) for r in spec["data"]["values"]), (name, field)
 
 
-def test_metrics_are_flat_numbers_with_dvc_safe_keys(dvc_repo):
+def _leaves(d: dict, path=()) -> dict:
+    return {k: v for key, x in d.items() for k, v in (_leaves(x, (*path, key)) if isinstance(x, dict)
+                                                      else {".".join((*path, key)): x}).items()}
+
+
+def test_headline_metrics_are_few_nested_numbers_and_the_rest_a_table(dvc_repo):
+    """`dvc metrics show`: the ledger's counts and per variant and λ the final perplexity
+    and Ψ_s — nested, DVC-safe keys, ≤ 25 numbers —; every other number per variant and λ
+    in results/metrics/tiny.csv; the wall-clock beside, untracked."""
     out = json.loads(run([BIN / "dvc", "metrics", "show", "--json"], cwd=dvc_repo).stdout)
     (entry,) = out.values()
-    metrics = entry["data"]["results/metrics/tiny.json"]["data"]
-    assert metrics and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
-    assert all("." not in k and "=" not in k for k in metrics)
-    assert not any(k.endswith("train_seconds") for k in metrics)  # wall-clock: beside, untracked
-    timings = json.loads((dvc_repo / "results/metrics/tiny.timings.json").read_text())
-    assert timings["training_adamw_lam0p01_train_seconds"] > 0
-    assert not any(k.startswith("bounds_adamw_lam0p0_") for k in metrics)  # no bound at λ = 0: left out
-    assert metrics["bounds_adamw_lam0p01_n_checkpoints"] == 5
+    metrics = _leaves(entry["data"]["results/metrics/tiny.json"]["data"])
+    assert 0 < len(metrics) <= 25, sorted(metrics)
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
+    assert all(re.fullmatch(r"[a-z0-9_]+", part) for k in metrics for part in k.split(".")), sorted(metrics)
+    groups = {(r.variant, layout.format_lam(r.lam).replace(".", "p")) for r in runs(tiny_params())}
+    assert {k for k in metrics if not k.startswith("claims.")} == {
+        f"{v}.lam{lam}.{name}" for v, lam in groups for name in ("val_ppl", "psi_s1p0")}
+    assert sum(v for k, v in metrics.items() if k.startswith("claims.")) == len(
+        json.loads((dvc_repo / "results/claims/tiny.json").read_text())["claims"])
+    table = pd.read_csv(dvc_repo / "results/metrics/tiny.csv", dtype={"lam": str}).set_index(["variant", "lam"])
+    assert {"train_loss", "theta_sq_norm", "trace_L", "lambda_max", "n_checkpoints"} <= set(table.columns)
+    assert pd.isna(table.loc[("adamw", "0.0"), "n_checkpoints"])  # no bound at λ = 0: left empty
+    row = table.loc[("adamw", "0.01")]
+    assert row["n_checkpoints"] == 5 and row["val_ppl"] == metrics["adamw.lam0p01.val_ppl"]
     # the PAC-Bayes ratio only where its hypotheses hold somewhere (bounds.json says why not)
-    assert ("bounds_adamw_lam0p01_pac_bayes_final_ratio" in metrics) == (
-        metrics["bounds_adamw_lam0p01_pac_bayes_n_applicable"] > 0)
+    assert pd.notna(row["pac_bayes_final_ratio"]) == (row["pac_bayes_n_applicable"] > 0)
+    timings = json.loads((dvc_repo / "results/metrics/tiny.timings.json").read_text())
+    assert timings["training_adamw_lam0p01_train_seconds"] > 0 and "train_seconds" not in table.columns
 
 
 def test_files_beside_the_outputs_change_no_stage(dvc_repo):
@@ -228,7 +261,7 @@ def _edit(work: Path, values: dict) -> None:
 
 
 def _lams(metrics: dict) -> set[str]:
-    return {m.group(1) for k in metrics for m in [re.match(r"training_adamw_lam(\w+?)_", k)] if m}
+    return set(metrics["adamw"])
 
 
 def _dvc_name(rule: str, wildcards: dict) -> str:
@@ -279,7 +312,7 @@ def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_rep
         entries = diff["results/metrics/tiny.json"]
         assert any("lam0p02" in k and v.get("old") is None and v.get("new") is not None for k, v in entries.items())
         assert any("lam0p01" in k and v.get("new") is None and v.get("old") is not None for k, v in entries.items()
-                   if k.startswith("training_adamw"))
+                   if k.startswith("adamw."))
         plots = json.loads(_sh(README_COMMANDS["plots_diff"] + " --json", dvc_repo).stdout)
         assert not plots.get("errors"), plots["errors"]
         for name, spec in plots["data"].items():
@@ -301,7 +334,7 @@ def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_rep
         _sh(README_COMMANDS["go_back"], dvc_repo)
         _git(dvc_repo, "commit", "-qam", "back to λ = 0.01")
     assert _status(dvc_repo) == {}
-    assert _lams(json.loads((dvc_repo / "results/metrics/tiny.json").read_text())) == {"0p0", "0p01"}
+    assert _lams(json.loads((dvc_repo / "results/metrics/tiny.json").read_text())) == {"lam0p0", "lam0p01"}
     _nothing_to_do(dvc_repo)
 
 
@@ -461,3 +494,72 @@ def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
         _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
         run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
     assert _status(dvc_repo) == {}
+
+
+# --------------------------------------------------------------------------- one notion of "up to date"
+def _agree(work) -> None:
+    """`dvc status` and `snakemake -n` both have nothing to do."""
+    assert _status(work) == {}
+    _nothing_to_do(work)
+
+
+def test_after_every_dvc_operation_both_engines_agree_in_a_second_clone(dvc_repo):
+    """Issue 45 items 1 and 2. The README's flow as a user may run it — an experiment, then
+    `dvc push` —: a second clone's `dvc pull` restores every output of the committed version.
+    There, after a partial `dvc pull` both engines list the same stages to run; after the
+    complete pull (with a `snakemake -n` between the two), `dvc checkout --force` of a
+    damaged output, `dvc exp run`, the way back to the committed version, `dvc exp apply`
+    and `git checkout` of the version before, both have nothing to do."""
+    _sh(README_COMMANDS["exp_run"], dvc_repo)
+    try:
+        _sh(README_COMMANDS["push"], dvc_repo)
+    finally:
+        _sh(README_COMMANDS["exp_back"], dvc_repo)
+    _agree(dvc_repo)
+    clone = dvc_repo.parent / (dvc_repo.name + "-ops")  # beside the first: the same ../dvc-remote
+    _git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))
+    try:
+        _sh("dvc pull results/plan/tiny.json", clone)
+        left = set(_status(clone))
+        assert len(left) > 10 and _snakemake_plan(clone) == left, sorted(left ^ _snakemake_plan(clone))
+        _sh(README_COMMANDS["pull"], clone)
+        _agree(clone)
+        (clone / "results/claims/tiny.csv").write_text("damaged by hand\n")
+        run([BIN / "dvc", "checkout", "--force"], cwd=clone)
+        _agree(clone)
+        out = _sh(README_COMMANDS["exp_run"], clone)  # no run-cache in a clone: claims and metrics run
+        (name,) = re.findall(r"Ran experiment\(s\): (\S+)", out.stdout + out.stderr)
+        _agree(clone)
+        _sh(README_COMMANDS["exp_back"], clone)
+        _agree(clone)
+        _sh(f"dvc exp apply {name}", clone)
+        _agree(clone)
+        _git(clone, "commit", "-qam", "claims.confidence = 0.9")
+        _sh(README_COMMANDS["go_back"], clone)
+        _agree(clone)
+    finally:
+        shutil.rmtree(clone)
+
+
+def test_a_damaged_dvc_lock_stops_make_run_with_the_command_that_repairs_it(dvc_repo):
+    """Issue 45 item 6: a truncated dvc.lock with garbage after it, and one left with git's
+    merge-conflict markers: `make run` exits non-zero with one line naming dvc.lock and the
+    command; that command, run, restores the committed lock, and the next `make run` and
+    `dvc status` agree."""
+    lock = dvc_repo / "dvc.lock"
+    text = lock.read_text()
+    damaged = {"truncated": text[: len(text) // 2] + "\ngarbage: [\n",
+               "conflict": f"<<<<<<< HEAD\n{text}=======\n{text}>>>>>>> theirs\n"}
+    for kind, bad in damaged.items():
+        lock.write_text(bad)
+        p = run(MAKE_RUN, cwd=dvc_repo, check=False)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0 and "Nothing to be done" not in out, (kind, out[-3000:])
+        (line,) = [x for x in out.splitlines() if x.startswith("dvc.lock: ")]
+        cmd = re.search(r"restore it with `([^`]+)`", line).group(1)
+        assert cmd == "git checkout HEAD -- dvc.lock", line
+        _sh(cmd, dvc_repo)
+        assert lock.read_text() == text
+    out = run(MAKE_RUN, cwd=dvc_repo)
+    assert "Nothing to be done" in out.stdout + out.stderr
+    _agree(dvc_repo)
