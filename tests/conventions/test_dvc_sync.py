@@ -183,3 +183,18 @@ def test_an_unreadable_lock_is_one_line_whose_command_repairs_it(project, damage
     assert cmd == ("git checkout HEAD -- dvc.lock" if committed else "rm dvc.lock"), line
     subprocess.run(["bash", "-c", cmd], cwd=project, check=True)
     assert (workspace_state.read_lock(project) is not None) == committed
+
+
+def test_a_lock_that_dvcs_schema_refuses_stops_the_sync_in_one_line(project):
+    """Valid YAML that DVC's lock schema refuses (a key it does not know): `dvc status`
+    fails, and the sync turns DVC's words into the one line with the repair."""
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "dvc.yaml").write_text("stages:\n  s:\n    cmd: echo\n    outs: [out.txt, folder]\n")
+    _outs(project)
+    (project / "results").mkdir()
+    (project / "dvc.lock").write_text(LOCK.replace("    cmd: echo\n", "    cmd: echo\n    bogus: 1\n"))
+    with pytest.raises(workspace_state.LockInvalid) as e:
+        dvc_sync.sync("Snakefile", project)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("dvc.lock: refused by DVC (") and "bogus" in line, line
+    assert "restore it with `rm dvc.lock`" in line, line
