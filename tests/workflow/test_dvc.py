@@ -44,7 +44,7 @@ README_COMMANDS = {
     "exp_run": "dvc exp run -S 'claims.confidence=0.9'",
     "exp_show": "dvc exp show --only-changed --drop '^(results|src)/'",
     "exp_back": "git checkout params.yaml dvc.lock && dvc checkout",
-    "push": "dvc push --all-commits",
+    "push": "dvc push",
     "pull": "dvc pull",
     "preset": "cp configs/ptb.yaml params.yaml && dvc repro --dry --force",
     "go_back": "git checkout HEAD~1 -- params.yaml dvc.lock && villani plan && dvc checkout",
@@ -112,7 +112,7 @@ def test_make_run_shows_progress_and_ends_with_a_summary(dvc_repo):
     n = len(re.findall(r"^\d+ of (\d+) steps", shown, re.M))
     assert n > 10 and f"{n} of {n} steps (100%) done: all" in lines and len(lines) < n + 60, shown[:3000]
     first_log = sorted((dvc_repo / ".snakemake" / "log").glob("*.snakemake.log"))[0].read_text()
-    assert "    input: results/" in first_log and "Shell command: villani train" in first_log
+    assert "    input: results/" in first_log and "villani train --threads 1" in first_log
     tail = lines[-12:]
     text = "\n".join(tail)
     counts = json.loads((dvc_repo / "results/claims/tiny.json").read_text())["counts"]
@@ -503,18 +503,26 @@ def _agree(work) -> None:
     _nothing_to_do(work)
 
 
+def _readme_flow() -> list[str]:
+    """The command lines of the README's DVC block, in their order, comments dropped."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("```bash\n", readme.index("After `make run`, and after each edit of `params.yaml`"))
+    block = readme[start + len("```bash\n"):readme.index("```", start + 3)]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
 def test_after_every_dvc_operation_both_engines_agree_in_a_second_clone(dvc_repo):
-    """Issue 45 items 1 and 2. The README's flow as a user may run it — an experiment, then
-    `dvc push` —: a second clone's `dvc pull` restores every output of the committed version.
-    There, after a partial `dvc pull` both engines list the same stages to run; after the
-    complete pull (with a `snakemake -n` between the two), `dvc checkout --force` of a
-    damaged output, `dvc exp run`, the way back to the committed version, `dvc exp apply`
-    and `git checkout` of the version before, both have nothing to do."""
-    _sh(README_COMMANDS["exp_run"], dvc_repo)
-    try:
-        _sh(README_COMMANDS["push"], dvc_repo)
-    finally:
-        _sh(README_COMMANDS["exp_back"], dvc_repo)
+    """Issue 45 items 1 and 2. The README's flow in its order — `dvc push` after the commit,
+    then an experiment and back —: a second clone's `dvc pull` restores every output of the
+    committed version. There, after a partial `dvc pull` both engines list the same stages
+    to run; after the complete pull (with a `snakemake -n` between the two), `dvc checkout
+    --force` of a damaged output, `dvc exp run`, the way back to the committed version,
+    `dvc exp apply` and `git checkout` of the version before, both have nothing to do."""
+    flow = _readme_flow()
+    order = [flow.index(README_COMMANDS[k]) for k in ("push", "exp_run", "exp_back", "go_back")]
+    assert order == sorted(order), flow
+    for k in ("push", "exp_run", "exp_back"):
+        _sh(README_COMMANDS[k], dvc_repo)
     _agree(dvc_repo)
     clone = dvc_repo.parent / (dvc_repo.name + "-ops")  # beside the first: the same ../dvc-remote
     _git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))

@@ -62,18 +62,17 @@ def timing_metrics(params: Mapping, root) -> dict:
     return {"training": _final_rows(params, root, {"train_seconds": "wall_clock_s"})}
 
 
-def _numbers(d: dict) -> dict:
-    """The entries of ``d`` that are numbers (None, text and NaN left out)."""
-    return {k: v for k, v in d.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(float(v))}
+def _number(v) -> int | float | None:
+    """``v`` when it is a finite number, else None (text such as a reason, NaN, ±inf, None)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(float(v)) else None
 
 
 def bounds_metrics(params: Mapping, root) -> dict:
     """Per variant and λ > 0 from ``bounds.json``: checkpoints, and how many meet the
     hypotheses of Theorem 2, of the envelope (and at how many it holds / is violated) and of
     the PAC-Bayes bound; the PAC-Bayes mean and final bound/perplexity ratio, R² and Pearson r
-    over the checkpoints that meet its hypotheses (left out when none does). Empty when the
-    bounds stage has not run."""
+    over the checkpoints that meet its hypotheses (None, or the reason, when none does). Empty
+    when the bounds stage has not run."""
     if not layout.fmt(layout.BOUNDS_JSON, root, dataset=params["data"]["name"]).exists():
         return {}
     summary = bounds_summary(params, root)["summary"]  # a damaged or stale one stops the stage
@@ -83,13 +82,13 @@ def bounds_metrics(params: Mapping, root) -> dict:
             if entry["status"] != "ok":
                 continue
             pb, env, t2 = entry["pac_bayes"], entry["envelope"], entry["theorem2"]
-            out[f"{variant}/lam={lam}"] = _numbers({
+            out[f"{variant}/lam={lam}"] = {
                 "n_checkpoints": t2["n_checkpoints"], "theorem2_n_applicable": t2["n_applicable"],
                 "envelope_n_applicable": env["n_applicable"], "envelope_n_holds": env["n_holds"],
                 "envelope_n_violated": env["n_violated"], "pac_bayes_n_applicable": pb["n_applicable"],
                 "pac_bayes_n_vacuous": pb["n_vacuous"], "pac_bayes_mean_ratio": pb["mean_ratio"],
                 "pac_bayes_final_ratio": pb["final_ratio"], "pac_bayes_r2": pb["r2"],
-                "pac_bayes_pearson_r": pb["pearson_r"]})
+                "pac_bayes_pearson_r": pb["pearson_r"]}
     return {"bounds": out}
 
 
@@ -204,9 +203,10 @@ def metrics_table(params: Mapping, root=layout.RESULTS) -> pd.DataFrame:
     rows: dict = {}
     for group in groups:
         for key, entry in group.items():
-            rows.setdefault(key, {}).update({k: v for k, v in entry.items() if v is not None})
+            rows.setdefault(key, {}).update({k: _number(v) for k, v in entry.items()})
     records = [{"variant": key.split("/")[0], "lam": key.split("lam=")[1], **values} for key, values in rows.items()]
     table = pd.DataFrame.from_records(records)
+    table = table.astype({c: "float64" for c in table.columns[2:]})
     counts = [c for c in table.columns[2:] if (table[c].dropna() % 1 == 0).all()]  # counts: no ".0" in the CSV
     return table.astype({c: "Int64" for c in counts})
 
