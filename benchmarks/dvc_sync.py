@@ -4,7 +4,8 @@
 
 Copies the repository (tracked files) to a temporary folder, with ``results/``,
 ``.snakemake/``, ``dvc.lock`` and ``.dvc/cache`` of ``--from`` (a checkout where ``make run``
-of ``params.yaml`` finished), commits the lock, and times, each ``--rounds`` times
+of ``params.yaml`` finished), commits the lock, runs the stages whose code changed since
+(``dvc repro``), and times, each ``--rounds`` times
 (median wall-clock, and CPU seconds of the command and its children):
 
 - ``snakemake -n`` with nothing to do (the workspace is the one both engines last agreed on);
@@ -61,8 +62,14 @@ def setup(source: Path, dest: Path) -> Path:
     shutil.rmtree(work / ".snakemake" / "incomplete", ignore_errors=True)
     shutil.copytree(source / ".dvc" / "cache", work / ".dvc" / "cache", symlinks=True)
     shutil.copy2(source / "dvc.lock", work / "dvc.lock")
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "make run"]):
-        subprocess.run(cmd, cwd=work, check=True, capture_output=True)
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "make run"],
+                # the stages whose code changed since --from's run (DVC hashes src/), recorded in dvc.lock
+                [str(BIN / "dvc"), "repro"],
+                ["git", "commit", "-qam", "make run here"]):
+        p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
+        if p.returncode != 0 and cmd[-1] != "make run here":
+            sys.exit(f"{' '.join(cmd)} failed:\n{(p.stdout + p.stderr)[-3000:]}")
     return work
 
 

@@ -198,3 +198,13 @@ def test_a_lock_that_dvcs_schema_refuses_stops_the_sync_in_one_line(project):
     line = str(e.value)
     assert "\n" not in line and line.startswith("dvc.lock: refused by DVC (") and "bogus" in line, line
     assert "restore it with `rm dvc.lock`" in line, line
+
+
+def test_the_touch_executors_pause_is_the_attribute_the_sync_sets():
+    """The sync runs Snakemake's --touch without its touch executor's 0.1 s pause per job
+    (villani.dag.dvc_sync._TOUCH sets Executor.SLEEPING_TIME); a Snakemake that renames the
+    attribute would leave the pause in place unnoticed but for this test."""
+    from snakemake.executors import touch
+
+    assert touch.Executor.SLEEPING_TIME == 0.1
+    assert "touch.Executor.SLEEPING_TIME = 0.0" in dvc_sync._TOUCH

@@ -265,9 +265,14 @@ def cost_output(params: Mapping) -> str:
     return _dataset_files(params, stage("cost").outputs)[0]
 
 
-def metrics_output(params: Mapping) -> str:
-    """``results/metrics/{dataset}.json`` (``villani metrics``)."""
-    return _dataset_files(params, stage("metrics").metrics)[0]
+def metrics_outputs(params: Mapping) -> list[str]:
+    """Every file of ``villani metrics``: the headline ``results/metrics/{dataset}.json``, the
+    table beside it and the DVC plot data — each one a target, so a missing one is made again."""
+    from villani.tracking.dvc_plots import plot_outputs
+
+    row = stage("metrics")
+    return (_dataset_files(params, [f for f in row.outputs if "{plot}" not in f])
+            + plot_outputs(ROOT, params["data"]["name"]))
 
 
 def claims_outputs(params: Mapping) -> list[str]:
@@ -315,5 +320,5 @@ def all_outputs(doc: Mapping) -> list[str]:
     out = []
     for p in per_dataset(doc):
         out += (segments(p) + measurements(p) + [f for _, _, f in figure_outputs(p, ROOT)] + claims_outputs(p)
-                + [metrics_output(p)])
+                + metrics_outputs(p))
     return out + paper_outputs(doc)
