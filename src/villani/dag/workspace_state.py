@@ -14,13 +14,14 @@ operation that changes what DVC vouches for or what is on disk changes it: ``dvc
 ``git checkout`` of another version's ``dvc.lock``, a hand edit. Nothing else does: editing
 ``params.yaml`` or code leaves it, so a dry run after an edit costs no DVC call.
 
-**What Snakemake last saw.** :func:`remember` writes the state to
-``.snakemake/villani/workspace.sha256`` when Snakemake's metadata describes the workspace:
-after a run of ``params.yaml`` (its own jobs) and after the records of what DVC made were
-taken into that metadata (:func:`villani.dag.dvc_sync.sync`). :func:`seen` says whether the
-workspace is still that one. The file is a cache of a comparison, not a verdict: it holds
-the digest of the whole state, so no pull, checkout or edit can leave it saying "seen" for
-a workspace Snakemake has not seen.
+**What both engines last agreed on.** :func:`remember` writes the state to
+``.snakemake/villani/workspace.sha256`` when DVC vouches for the workspace and Snakemake's
+metadata describes it: after a run of ``params.yaml`` recorded its outputs in ``dvc.lock``
+(:func:`villani.dag.dvc_sync.record`), and after what DVC made was taken into Snakemake's
+metadata (:func:`villani.dag.dvc_sync.sync`). :func:`seen` says whether the workspace is
+still that one. The file is a cache of a comparison, not a verdict: it holds the digest of
+the whole state, so no pull, checkout or edit can leave it saying "seen" for a workspace
+the engines have not agreed on.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from villani.io import atomic
 __all__ = ["LOCK", "SEEN", "LockInvalid", "lock_invalid", "read_lock", "repair_command", "state", "remember", "seen"]
 
 LOCK = "dvc.lock"
-SEEN = Path(".snakemake") / "villani" / "workspace.sha256"  # the state Snakemake's metadata describes
+SEEN = Path(".snakemake") / "villani" / "workspace.sha256"  # the state both engines last agreed on
 
 
 class LockInvalid(ValueError):
@@ -129,8 +130,8 @@ def state(workdir: str | Path = ".", lock: dict[str, Any] | None = None) -> str 
 
 
 def remember(workdir: str | Path = ".", digest: str | None = None) -> None:
-    """Record ``digest`` (default: the workspace's :func:`state` now) as the state Snakemake's
-    metadata describes; nothing without a ``dvc.lock``."""
+    """Record ``digest`` (default: the workspace's :func:`state` now) as the state both engines
+    agree on; nothing without a ``dvc.lock``."""
     digest = digest or state(workdir)
     if digest:
         atomic.write_text(Path(workdir) / SEEN, digest + "\n")
