@@ -10,7 +10,7 @@ PLOTS_PAGE := vega/page.html
 # run) are built once. Slowest tests are listed at the end.
 PYTEST_ARGS ?= -n 2 --dist loadfile --durations=15
 
-.PHONY: install run test dryrun lint lock profile clean-results
+.PHONY: install run test test-fast docs dryrun lint lock profile clean-results
 
 install: $(STAMP) $(PLOTS_PAGE)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requiremen
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q -r requirements/torch.txt
 	$(BIN)/python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[workflow,test,slurm,tensorboard]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[workflow,test,slurm,tensorboard,docs]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
 	rm -f $(VENV)/lib/python*/site-packages/villani_dvc_dry_run.pth   # a start-up hook older versions installed
 	touch $(STAMP)
@@ -46,7 +46,7 @@ $(PLOTS_PAGE): vega/package.json vega/package-lock.json src/villani/report/dvc_p
 # the current pins); then `make install test` and commit requirements/lock.txt.
 lock:
 	test -x $(BIN)/uv || $(BIN)/python -m pip install -q uv
-	$(BIN)/uv pip compile pyproject.toml --extra workflow --extra test --extra slurm --extra tensorboard --override requirements/lock-overrides.txt \
+	$(BIN)/uv pip compile pyproject.toml --extra workflow --extra test --extra slurm --extra tensorboard --extra docs --override requirements/lock-overrides.txt \
 		--no-emit-package torch --universal --python-version 3.11 -o requirements/lock.txt $(LOCK_ARGS)
 
 # The SLURM profile under a name `snakemake --profile` finds: make profile ARGS="--account X"
@@ -71,6 +71,12 @@ lint: install
 
 test: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The documentation site: the generated reference pages checked current (`villani docs`
+# rewrites them), then Sphinx with warnings as errors, no network; open docs/_build/html/index.html
+docs: install
+	$(BIN)/villani docs --check
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 clean-results:
 	rm -rf results .snakemake

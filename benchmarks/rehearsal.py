@@ -21,7 +21,7 @@ Hessian-vector products, seconds per HVP and per training token (wall, and "one 
 wall × core share, what a job alone on a core would take) — and writes everything to
 ``<results>/rehearsal.json``; then scales the measured one-core costs to an A100 by FLOPs
 for each preset (``--presets``; assumptions at :data:`A100_BF16` below): the numbers of
-the README's "What a preset costs". Job logs (with the progress lines) are in
+``docs/running/performance.md``, "What a preset costs". Job logs (with the progress lines) are in
 ``<results>/rehearsal-logs/``. A rerun skips jobs that already succeeded (``--fresh``
 starts over). Timings are machine-dependent; this is a benchmark, never a test.
 """
@@ -236,12 +236,11 @@ def summarize(p: dict, results: str, records: dict) -> dict:
             s = json.loads((layout.fmt(layout.RAYS_DIR, results, dataset=ds) / "slopes.json").read_text())
             pts = len(s["grid"]["theta_sq"]) * (int(p["rays"]["count"]) + bool(p["rays"]["through_checkpoint"]))
             row.update(hvps=s["hvp_count"], points=pts, s_per_point=s["seconds"] / pts)
-        if kind == "landscape":
-            row.update(points=len(recs) * int(p["landscape"]["grid"]) ** 2,
-                       s_per_point=statistics.median(
-                           json.loads((layout.fmt(layout.LANDSCAPE_DIR, results, dataset=ds, lam=float(
-                               r["argv"][r["argv"].index("--lam") + 1])) / "surface.json").read_text())["seconds"]
-                           / int(p["landscape"]["grid"]) ** 2 for r in recs))
+        if kind == "landscape":  # a job evaluates F at centres × slices × grid² points (its record's evaluations)
+            surf = [json.loads((layout.fmt(layout.LANDSCAPE_DIR, results, dataset=ds, lam=float(
+                r["argv"][r["argv"].index("--lam") + 1])) / "surface.json").read_text()) for r in recs]
+            row.update(points=sum(x["evaluations"] for x in surf),
+                       s_per_point=statistics.median(x["seconds"] / x["evaluations"] for x in surf))
         if kind == "memory_probe":
             pts = sorted((r["tokens"], r["peak_bytes"], r["seconds_hvp"]) for r in recs)
             (n1, m1, _), (n2, m2, _) = pts[0], pts[-1]
@@ -283,7 +282,7 @@ def print_table(summary: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- scaled to an A100
-# Assumptions of the scaling (stated in the README): training in bf16 autocast at 10–25% of
+# Assumptions of the scaling (stated in docs/running/performance.md): training in bf16 autocast at 10–25% of
 # the A100's 312 TFLOP/s dense bf16 peak (batch 1 × 512 tokens keeps a 125M model far from
 # peak); Hessian-vector products in fp32 with matmul precision "highest" (no TF32, as
 # ModelHessian sets it) at 50–70% of the 19.5 TFLOP/s fp32 peak; the CPU's ratio of an HVP's

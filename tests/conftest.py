@@ -27,6 +27,13 @@ def _one_torch_thread():
     yield
 
 
+def documentation() -> str:
+    """What a user reads: README.md and every page of the documentation site (``docs/**/*.md``),
+    joined — where a test finds a command or a number the documentation prints, wherever it lives."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return "\n\n".join(p.read_text(encoding="utf-8") for p in pages if "_build" not in p.parts)
+
+
 def tiny_params(**overrides):
     """params.yaml overlaid with tests/configs/tiny.yaml and then ``overrides`` (group → dict)."""
     from villani.plan.config import deep_merge, read_yaml, resolve

@@ -17,6 +17,7 @@ def test_committed_params_are_valid_and_complete():
     assert all(match(p, name).ours is not None for name in PAPER_LAMBDAS)
     strong = match(p, "strong").ours
     assert p["train"]["adam_l2"]["lambdas"] == [strong] and p["train"]["langevin"]["lambdas"] == [strong]
+    assert p["train"]["adamw_noise"]["lambdas"] == [strong]  # Fig 5's noise injection (sec6e_noise_injection)
     assert p["train"]["adamw_noise"]["langevin_beta"] == "table1" and p["train"]["langevin"]["beta"] == "table1"
     assert p["measure"]["num_probes"] >= 2
 

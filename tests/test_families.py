@@ -50,3 +50,91 @@ def test_sized_config_writes_the_keys_the_config_uses(config, keys):
     assert sized.get("num_key_value_heads", 1) == 1
     built = AutoConfig.for_model(sized["model_type"], **{k: v for k, v in sized.items() if k != "model_type"})
     assert (built.hidden_size, built.num_attention_heads) == (40, 5)
+
+
+# --------------------------------------------------------------------------- shapes
+def test_the_shape_defaults_are_the_config_classes():
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from villani.families import SHAPE_DEFAULTS
+
+    for family, defaults in SHAPE_DEFAULTS.items():
+        config = CONFIG_MAPPING[family]()
+        for quantity, value in defaults.items():
+            got = getattr(config, quantity if quantity == "attention_types" else QUANTITY_ATTRIBUTE[quantity])
+            assert got == value, (family, quantity, got, value)
+
+
+def _gpt_neo(**kw):
+    return {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 32, "window_size": 8,
+            "attention_types": [[["global", "local"], 1]], **kw}
+
+
+SHAPES = [
+    _gpt_neo(), _gpt_neo(hidden_size=65), _gpt_neo(num_heads=3), _gpt_neo(hidden_size=66, num_heads=3),
+    _gpt_neo(attention_types=[[["global", "local"], 5]]), _gpt_neo(attention_types=[[["global"], 2]]),
+    _gpt_neo(attention_types=[[["global", "sparse"], 1]]), _gpt_neo(attention_types=[["global", 2]]),
+    _gpt_neo(num_layers=4, attention_types=[[["local"], 1], [["global", "local"], 1], [["global"], 1]]),
+    {"hidden_size": 64, "num_heads": 4, "num_layers": 2},  # attention_types left to GPTNeoConfig's 24 layers
+    *({"model_type": f, "hidden_size": h, "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 32}
+      for f in ("gpt_neox", "llama") for h in (64, 65)),
+    *({"model_type": "gpt2", "n_embd": h, "n_head": 4, "n_layer": 2} for h in (64, 66)),
+    *({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": kv,
+       "num_hidden_layers": 2, "intermediate_size": 32} for kv in (1, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("config", SHAPES, ids=lambda c: repr(c)[:70])
+def test_the_shape_rules_refuse_exactly_what_the_model_classes_refuse(config):
+    """Each configuration: the parameter check (shape_problem) refuses it if and only if its
+    model cannot be built or cannot take a forward pass (Llama's grouped heads fail there)."""
+    import torch
+
+    from villani.families import shape_problem
+    from villani.model import build_model
+
+    problem = shape_problem(config, prefix="model.config.")
+    try:
+        model = build_model({"config": config}, vocab_size=32, seq_len=8, seed=0)
+        model(input_ids=torch.zeros((1, 8), dtype=torch.long))
+        refused = None
+    except Exception as e:  # whatever the class raises
+        refused = f"{type(e).__name__}: {e}"
+    assert (problem is None) == (refused is None), (config, problem, refused)
+    if problem is not None:
+        assert problem[0].startswith("model.config."), problem  # the key (attention_types: its default too)
+
+
+@pytest.mark.parametrize("values, key", [
+    ({"hidden_size": 65, "num_heads": 4}, "model.config.hidden_size: 65 is invalid (a multiple of "
+                                          "model.config.num_heads = 4)"),
+    ({"attention_types": [[["global", "local"], 5]]}, 'model.config.attention_types: [[["global", "local"], 5]] is '
+                                                      "invalid (it covers 10 layers; it must cover "
+                                                      "model.config.num_layers = 2)"),
+])
+def test_validate_and_the_parse_name_the_key_of_a_refused_shape(values, key, tmp_path, capsys):
+    """The issue's two cases over the shipped params.yaml: one line naming the key, from
+    `villani validate` and from every stage command (the same parse)."""
+    from tests.conftest import REPO
+    from villani.cli import main
+    from villani.plan.config import dump_yaml
+
+    dump_yaml({"model": {"config": values}}, tmp_path / "bad.yaml")
+    for argv in (["validate"], ["train", "--lam", "0.012", "--seed", "0", "--until", "240"]):
+        rc = main(["--params", str(REPO / "params.yaml"), "--params", str(tmp_path / "bad.yaml"),
+                   "--results", str(tmp_path / "results"), *argv])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and "\n" not in err and err.endswith(f"bad.yaml: {key}"), err
+
+
+def test_validate_builds_the_model_for_what_the_shape_rules_do_not_know(tmp_path):
+    """A refusal the rules do not model (here: the rules bypassed) still stops validate: the
+    model is built on the meta device, one line naming model.config."""
+    from tests.conftest import tiny_params
+    from villani.cli.commands import _check_architecture
+
+    p = tiny_params().to_dict()
+    _check_architecture(p)
+    p["model"]["config"]["hidden_size"] = 17
+    with pytest.raises(ValueError, match=r"^model.config: not a valid gpt_neo model \(.*divisible.*\)$"):
+        _check_architecture(p)

@@ -135,6 +135,30 @@ def test_fit_slope_loglog_exponent():
     assert fit.r2 == pytest.approx(1.0)
 
 
+def test_within_slope_is_the_exponent_inside_clusters_whatever_differs_between_them():
+    """y = 2·x + 5·(cluster level) with the level anti-correlated with x between clusters: the
+    pooled slope is negative, the within-cluster slope is the 2 every cluster has."""
+    rng = np.random.default_rng(0)
+    cl = np.repeat(np.arange(6), 5)
+    level = np.repeat(np.arange(6.0), 5)
+    x = rng.normal(size=cl.size) * 0.1 - 2.0 * level
+    y = 2.0 * x + 5.0 * level + rng.normal(size=cl.size) * 1e-3
+    assert np.polyfit(x, y, 1)[0] < 0
+    assert S.within_slope(x, y, cl) == pytest.approx(2.0, abs=0.02)
+    # by hand: each cluster's means removed, one line through the origin
+    dx = x - np.repeat([x[cl == c].mean() for c in range(6)], 5)
+    dy = y - np.repeat([y[cl == c].mean() for c in range(6)], 5)
+    assert S.within_slope(x, y, cl) == pytest.approx(float(dx @ dy / (dx @ dx)), rel=1e-12)
+
+
+def test_within_slope_undefined_without_variation_or_degrees_of_freedom():
+    assert S.within_slope([1.0, 1.0, 2.0, 2.0], [0.0, 1.0, 0.0, 1.0], [0, 0, 1, 1]) is None  # x constant in each
+    assert S.within_slope([0.0, 1.0, 5.0], [0.0, 1.0, 9.0], [0, 0, 1]) is None  # 3 points − 2 clusters = 1
+    assert S.within_slope([0.0, 1.0, 2.0, np.nan], [0.0, 2.0, 4.0, 1.0], [0, 0, 0, 0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        S.within_slope([0.0, 1.0], [0.0], [0, 0])
+
+
 def test_fit_slope_errors():
     with pytest.raises(ValueError):
         S.fit_slope([1.0, 2.0, 3.0], [-1.0, 2.0, 3.0], space="loglog")
@@ -248,3 +272,21 @@ def test_run_proportion_interval_counts_runs_that_hold_at_every_checkpoint():
     iv = S.run_proportion_interval(ok, [0, 0, 0, 1, 1, 1, 2, 2, 2])
     ref = S.proportion_interval(2, 3)
     assert (iv.estimate, iv.low, iv.high, iv.units, iv.n) == (2 / 3, ref.low, ref.high, 3, 9)
+
+
+def test_simpson_decomposition_splits_the_pooled_r_exactly():
+    """Pooled r = within-strata part + between-strata part; r_within is the r of the deviations
+    from the strata's means, r_between the n-weighted r of the means (Fig 7 pooled over λ)."""
+    from villani.stats import simpson_decomposition
+
+    rng = np.random.default_rng(4)
+    g = np.repeat([0, 1, 2], [5, 7, 9])
+    x = rng.normal(size=g.size) - 50.0 * g          # −λd: each stratum shifted down
+    y = 0.8 * x + 200.0 * g + rng.normal(size=g.size)  # within: y rises with x; between: falls
+    d = simpson_decomposition(x, y, g)
+    assert d.pooled == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert d.within + d.between == pytest.approx(d.pooled)
+    dev = [v - np.array([v[g == k].mean() for k in range(3)])[g] for v in (x, y)]
+    assert d.r_within == pytest.approx(np.corrcoef(*dev)[0, 1]) and d.r_within > 0.5
+    assert d.pooled < 0 and d.between < 0 < d.within and d.r_between == pytest.approx(-1.0, abs=1e-3)
+    assert d.x_between_share > 0.99

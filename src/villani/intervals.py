@@ -18,6 +18,8 @@ at every true fraction, which is what "exact" promises).
 - :func:`proportion_interval` — Clopper–Pearson interval of a count of independent units;
   :func:`run_proportion_interval` — the same over runs, for a property checked at every
   checkpoint of a run (checkpoints of one run are not independent);
+- :func:`stratified_interval` — the mean over strata (seeds) of each stratum's mean over its
+  units (Fig 3's random slices around each seed's θ₀), Welch–Satterthwaite over the strata;
 - :func:`exact_value` — [v, v] for a number without sampling error.
 
 No method returns a zero-width interval from a sample: units that do not vary give no
@@ -29,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from scipy import special as _special
@@ -37,7 +39,7 @@ from scipy import stats as _sps
 
 __all__ = ["pearson_r", "spearman_rho", "Interval", "seed_interval", "combination_interval",
            "probe_combination_interval", "run_correlations", "correlation_interval", "proportion_interval",
-           "run_proportion_interval", "exact_value"]
+           "run_proportion_interval", "stratified_interval", "exact_value"]
 
 
 # --------------------------------------------------------------------------- signed correlations
@@ -230,7 +232,7 @@ def probe_combination_interval(samples: Any, coefs: Any, confidence: float = 0.9
                     "per-probe combinations (the same probes at every point), " + iv.method)
 
 
-#: |r| is clipped here before atanh (a run whose points lie exactly on a line).
+#: ``|r|`` is clipped here before atanh (a run whose points lie exactly on a line).
 R_CLIP = 1.0 - 1e-9
 
 
@@ -354,6 +356,46 @@ def run_proportion_interval(ok: Any, runs: Any, confidence: float = 0.95) -> Int
     iv = proportion_interval(int(held.sum()), n, confidence)
     return Interval(iv.estimate, iv.low, iv.high, iv.confidence, int(ok_.size), n, None,
                     f"Clopper–Pearson over {n} runs (a run counts when every checkpoint holds)")
+
+
+def stratified_interval(groups: Mapping[Any, Any], confidence: float = 0.95, *, unit: str = "slice",
+                        stratum: str = "seed") -> Interval:
+    r"""Interval of the mean over k strata of each stratum's mean over its own units — the
+    random slices drawn around each seed's θ₀ (Fig 3): units independent within a stratum,
+    strata fixed (the estimand is the mean over *these* seeds' populations of units, so a
+    stratum effect — one θ₀ more anisotropic than another — is not error):
+
+    .. math:: \hat\mu = \frac1k\sum_s \bar x_s, \qquad
+              \mathrm{se}^2 = \frac1{k^2}\sum_s \frac{s_s^2}{m_s},
+
+    Welch–Satterthwaite degrees of freedom (:func:`combination_interval`, νₛ = mₛ − 1). With one
+    unit in some stratum there is no within-stratum variance: then the t interval over the
+    strata's means (:func:`seed_interval`, df = k − 1), which also covers a stratum effect.
+    ``units`` of the result counts strata, ``n`` units — a design of k strata × m units, so the
+    power plan (:mod:`villani.claims.power`) counts strata. Non-finite values are dropped.
+
+    >>> iv = stratified_interval({0: [0.2, 0.4, 0.3], 1: [0.6, 0.5, 0.7]})
+    >>> round(iv.estimate, 6), iv.units, iv.n
+    (0.45, 2, 6)
+    """
+    c = _check_confidence(confidence)
+    vals = {key: np.asarray(v, dtype=float).ravel() for key, v in groups.items()}
+    vals = {key: v[np.isfinite(v)] for key, v in vals.items() if np.isfinite(v).any()}
+    k, n = len(vals), int(sum(v.size for v in vals.values()))
+    means = [float(v.mean()) for v in vals.values()]
+    if k == 0 or min(v.size for v in vals.values()) < 2:
+        iv = seed_interval(means, c, unit=stratum)
+        head = f"t interval over {k} {stratum}s' means (df = {max(k - 1, 0)}; a {stratum} with one {unit})"
+        why = iv.method.partition(" — no interval: ")[2]
+        return Interval(iv.estimate, iv.low, iv.high, c, n, k, iv.dof, head + (f" — no interval: {why}" if why else ""))
+    est = float(np.mean(means))
+    iv = combination_interval(est, np.full(k, 1.0 / k), [float(v.std(ddof=1)) / math.sqrt(v.size) for v in vals.values()],
+                              [v.size - 1 for v in vals.values()], c)
+    dof = "" if iv.dof is None else f", df = {iv.dof:.3g}"
+    head = (f"Welch–Satterthwaite t interval over {n} {unit}s stratified by {stratum} ({k} {stratum}s{dof}): "
+            f"the mean of each {stratum}'s mean")
+    why = "" if iv.low is not None else f" — no interval: every {stratum}'s {unit}s give one value"
+    return Interval(est, iv.low, iv.high, c, n, k, iv.dof, head + why)
 
 
 def exact_value(value: float | None, note: str = "a deterministic number (no sampling)") -> Interval:

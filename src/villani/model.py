@@ -218,6 +218,7 @@ def model_for_run(params: Mapping, root, seed: int, *, initial: bool = False) ->
     no initial weights (they are overwritten)."""
     from villani.io.results import data_stats, vocabulary
     from villani.plan import layout
+    from villani.plan.writers import how_to_rewrite
 
     vocab, eos = vocabulary(data_stats(params, root))
     m, ds = params["model"], params["data"]["name"]
@@ -226,7 +227,7 @@ def model_for_run(params: Mapping, root, seed: int, *, initial: bool = False) ->
     if meta is not None and (meta["name"], meta["init"]) != (m["name"], m["init"]):
         raise ValueError(f"{layout.fmt(layout.PRETRAINED_META, root, dataset=ds)}: saved for model.name "
                          f"{meta['name']!r}, init {meta['init']!r}, not {m['name']!r}, {m['init']!r}; "
-                         "rerun the pretrained stage (villani pretrained)")
+                         f"{how_to_rewrite(layout.fmt(layout.PRETRAINED_META, root, dataset=ds))}")
     named = layout.fmt(layout.PRETRAINED_CONFIG, root, dataset=ds) if meta is not None else None
     model = build_model(m, vocab, params["data"]["seq_len"], seed=seed, eos_token_id=eos, named=named)
     if load_initial:
@@ -282,11 +283,12 @@ def read_pretrained(root, dataset: str, *, weights: bool = True) -> dict:
     verified against their sha256."""
     from villani.io import atomic, records
     from villani.plan import layout
+    from villani.plan.writers import how_to_rewrite
 
     path = layout.fmt(layout.PRETRAINED_META, root, dataset=dataset)
     if not path.exists():
         raise ValueError(f"{path}: not found; model.name is read from results/pretrained/{dataset}/, written once "
-                         f"by the pretrained stage (villani pretrained --dataset {dataset})")
+                         f"by the pretrained stage: {how_to_rewrite(path)}")
     meta = records.check("pretrained", atomic.read_json(path, "pretrained model record"), path)
     files = [(layout.PRETRAINED_CONFIG, "config_sha256")] + ([(layout.PRETRAINED_WEIGHTS, "weights_sha256")]
                                                               if weights else [])
@@ -295,9 +297,9 @@ def read_pretrained(root, dataset: str, *, weights: bool = True) -> dict:
         if meta.get(key) is None:
             continue
         if not f.exists():
-            raise ValueError(f"{f}: missing although {path.name} lists it (rerun villani pretrained)")
+            raise ValueError(f"{f}: missing although {path.name} lists it; {how_to_rewrite(path)}")
         if atomic.sha256_file(f) != meta[key]:
-            raise ValueError(f"{f}: sha256 does not match {path.name} (corrupt or modified; rerun villani pretrained)")
+            raise ValueError(f"{f}: sha256 does not match {path.name} (corrupt or modified); {how_to_rewrite(path)}")
     return meta
 
 

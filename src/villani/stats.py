@@ -7,8 +7,12 @@
   √(2d/M) claim are wrong);
 - :func:`fit_slope`, :func:`r_squared` — least-squares line (linear or log–log space),
   optionally over the largest x only (Fig 2's slope of Ψ_s vs ‖θ‖²), and R²;
+- :func:`within_slope` — the slope of y on x *inside* clusters (runs), each cluster's means
+  removed: an exponent at fixed λ (Fig 4's and Fig 8's ‖θ‖ exponents);
 - :func:`fit_cost_model` — y ≈ a + b·x with a, b ≥ 0 in relative error (Fig 10's cost of
   one HVP vs model dimension);
+- :func:`simpson_decomposition` — a pooled correlation split into its within- and
+  between-strata parts (Fig 7 pooled over λ: Simpson's paradox);
 - :func:`pearson_r`, :func:`spearman_rho` and the intervals of the claims ledger live in
   :mod:`villani.intervals` (each with a coverage test) and are importable from here.
 
@@ -35,8 +39,11 @@ __all__ = [
     "predicted_cv",
     "fit_slope",
     "r_squared",
+    "within_slope",
     "CostFit",
     "fit_cost_model",
+    "Simpson",
+    "simpson_decomposition",
     "pearson_r",
     "spearman_rho",
     "Interval",
@@ -47,6 +54,7 @@ __all__ = [
     "run_correlations",
     "proportion_interval",
     "run_proportion_interval",
+    "stratified_interval",
     "exact_value",
 ]
 
@@ -63,6 +71,7 @@ from villani.intervals import (  # noqa: E402
     run_proportion_interval,
     seed_interval,
     spearman_rho,
+    stratified_interval,
 )
 
 
@@ -82,8 +91,8 @@ class SampleStats:
     - ``std``: sample standard deviation (ddof = 1) — the spread of *one* sample;
     - ``stderr`` = std/√n — the standard deviation of the *mean*;
     - ``ci95``: mean ± t₀.₉₇₅,ₙ₋₁ · stderr (Student t, exact for normal samples);
-    - ``cv`` = std/|mean| — the CV of one sample (Fig 8 histograms, the paper's "CV");
-    - ``rel_stderr`` = stderr/|mean| — the CV of the mean, i.e. the relative error of the
+    - ``cv`` = ``std/|mean|`` — the CV of one sample (Fig 8 histograms, the paper's "CV");
+    - ``rel_stderr`` = ``stderr/|mean|`` — the CV of the mean, i.e. the relative error of the
       estimate; compare it with :func:`predicted_cv` at ``num_probes = n``;
     - ``shapiro_p``: Shapiro–Wilk normality p-value (n >= 3 and not constant).
 
@@ -312,9 +321,44 @@ def r_squared(y: Any, y_pred: Any) -> float | None:
     return 1.0 - float(np.sum((yt - yp) ** 2)) / ss_tot
 
 
+def within_slope(x: Any, y: Any, clusters: Any) -> float | None:
+    r"""Least-squares slope of y on x *within* clusters (the fixed-effects estimator): each
+    cluster's means are removed from its x and y, and one line through the origin is fitted
+    to the pooled deviations,
+
+    .. math:: \hat\beta_W = \frac{\sum_c \sum_{i \in c} (x_i - \bar x_c)(y_i - \bar y_c)}
+              {\sum_c \sum_{i \in c} (x_i - \bar x_c)^2}.
+
+    With x = log‖θ‖ and y = log μ_max over the checkpoints of runs at different λ (one cluster
+    per run), β̂_W is the exponent of ‖θ‖ at fixed λ: whatever differs *between* runs — λ
+    itself, a run's level — cancels, where a slope over the pooled points would be carried by
+    the λ between runs. A cluster of one point contributes nothing. ``None`` with fewer than
+    2 degrees of freedom inside the clusters (points − clusters) or no variation of x inside
+    them. Non-finite pairs are dropped first.
+
+    >>> within_slope([0, 1, 2, 10, 11, 12], [0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 1])  # pooled: ≈ 0
+    1.0
+    """
+    xs, ys = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    cl = np.asarray(clusters).ravel()
+    if not xs.shape == ys.shape == cl.shape:
+        raise ValueError(f"x, y and clusters differ in length: {xs.size}, {ys.size}, {cl.size}")
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys, cl = xs[ok], ys[ok], cl[ok]
+    codes, idx = np.unique(cl, return_inverse=True)
+    if xs.size - codes.size < 2:
+        return None
+    n = np.bincount(idx).astype(float)
+    dx = xs - (np.bincount(idx, xs) / n)[idx]
+    dy = ys - (np.bincount(idx, ys) / n)[idx]
+    sxx = float(np.sum(dx * dx))
+    # no variation inside any cluster: only the rounding of the cluster means is left
+    return None if sxx <= 1e-24 * float(np.sum(xs * xs) + 1.0) else float(np.sum(dx * dy) / sxx)
+
+
 @dataclass(frozen=True)
 class CostFit:
-    """y ≈ ``fixed`` + ``per_unit``·x, both ≥ 0; ``max_rel_residual`` = max |ŷ/y − 1| over
+    """y ≈ ``fixed`` + ``per_unit``·x, both ≥ 0; ``max_rel_residual`` = max ``|ŷ/y − 1|`` over
     the ``n`` fitted points."""
 
     fixed: float
@@ -359,3 +403,48 @@ def fit_cost_model(x: Any, y: Any) -> CostFit:
     fitted = a + b * xs
     return CostFit(fixed=float(a), per_unit=b, max_rel_residual=float(np.max(np.abs(fitted / ys - 1.0))),
                    n=int(xs.size))
+
+
+@dataclass(frozen=True)
+class Simpson:
+    r"""The pooled r of x and y split by strata g (means x̄_g, ȳ_g; grand means x̄, ȳ):
+
+    .. math:: r_{pool} = \underbrace{\frac{\sum_g\sum_{i\in g}(x_i-\bar x_g)(y_i-\bar y_g)}{S}}_{\text{within}}
+              + \underbrace{\frac{\sum_g n_g(\bar x_g-\bar x)(\bar y_g-\bar y)}{S}}_{\text{between}},
+              \qquad S = \sqrt{\textstyle\sum_i (x_i-\bar x)^2 \sum_i (y_i-\bar y)^2};
+
+    ``r_within`` is the correlation of the deviations from the strata's means, ``r_between`` the
+    n-weighted correlation of the strata's means, ``x_between_share`` the fraction of x's sum of
+    squares that lies between strata."""
+
+    pooled: float | None
+    within: float | None
+    between: float | None
+    r_within: float | None
+    r_between: float | None
+    x_between_share: float | None
+
+
+def simpson_decomposition(x: Any, y: Any, strata: Any) -> Simpson:
+    """:class:`Simpson` of x and y by ``strata`` (``None`` parts where a sum of squares is 0).
+
+    >>> d = simpson_decomposition([0, 1, 10, 11], [1, 2, -9, -8], ["a", "a", "b", "b"])
+    >>> round(d.within + d.between - d.pooled, 12), d.r_within, d.r_between
+    (0.0, 1.0, -1.0)
+    """
+    xs, ys, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(strata)
+    codes = np.unique(g, return_inverse=True)[1].ravel()
+    n = np.bincount(codes).astype(float)
+    xm, ym = (np.bincount(codes, v) / n for v in (xs, ys))
+    dx, dy = xs - xm[codes], ys - ym[codes]
+    bx, by = xm - xs.mean(), ym - ys.mean()
+    w = {k: float(np.sum(a * b)) for k, (a, b) in {"xy": (dx, dy), "xx": (dx, dx), "yy": (dy, dy)}.items()}
+    b = {k: float(np.sum(n * a * c)) for k, (a, c) in {"xy": (bx, by), "xx": (bx, bx), "yy": (by, by)}.items()}
+    total = math.sqrt((w["xx"] + b["xx"]) * (w["yy"] + b["yy"]))
+
+    def ratio(num, den):
+        return None if not den > 0 else float(num / den)
+
+    return Simpson(ratio(w["xy"] + b["xy"], total), ratio(w["xy"], total), ratio(b["xy"], total),
+                   ratio(w["xy"], math.sqrt(w["xx"] * w["yy"])), ratio(b["xy"], math.sqrt(b["xx"] * b["yy"])),
+                   ratio(b["xx"], w["xx"] + b["xx"]))

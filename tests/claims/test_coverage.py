@@ -18,6 +18,9 @@ The designs the ledger meets and a Gaussian mean does not:
   assumes independent points is shown beside it;
 - a property checked at dependent checkpoints — Clopper–Pearson over pooled checkpoints
   under-covers; ``run_proportion_interval`` counts runs;
+- an exponent at fixed λ (Fig 4's μ_max, Fig 8's variance on ‖θ‖): the within-run slope of
+  each seed (``villani.stats.within_slope``) with a t interval over seeds, while λ moves the
+  runs' levels of both x and y;
 - the verdict rule at a region's boundary, per row and over a family of 30 rows
   (``tests/claims/test_verdict_error_rates.py``).
 """
@@ -37,6 +40,7 @@ from villani.intervals import (
     run_proportion_interval,
     seed_interval,
 )
+from villani.stats import within_slope
 
 N_SETS = 2000  # Monte Carlo sd of a coverage of 0.95: 0.005, the band is ±4 sd
 LOW, HIGH = 0.93, 0.97
@@ -271,3 +275,22 @@ def test_run_proportion_interval_covers_the_fraction_of_runs_that_hold_throughou
     cov = float(np.mean([iv.low <= truth <= iv.high for iv in ivs]))
     assert ivs[0].units == runs
     assert cov >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / N_SETS), f"covers the run fraction {truth:.3f} at {cov:.3f}"
+
+
+@pytest.mark.parametrize("seeds,lams,checkpoints", [(2, 3, 3), (4, 4, 5), (3, 3, 12)])
+def test_within_run_exponent_t_over_seeds_covers_the_mean_exponent(seeds, lams, checkpoints):
+    """log μ = b_s·log‖θ‖ + run level + AR(1) noise; each seed's exponent b_s = b + 0.3·N(0, 1);
+    λ lowers log‖θ‖ and shifts log μ between runs (what a pooled slope would pick up). The
+    per-seed within-run slopes' t interval covers b."""
+    rng = np.random.default_rng(100 * seeds + checkpoints)
+    truth, ivs = 1.0, []
+    runs = np.repeat(np.arange(lams), checkpoints)
+    for _ in range(N_SETS // 2):
+        vals = []
+        for b in truth + 0.3 * rng.standard_normal(seeds):
+            x = -0.5 * runs + np.tile(np.linspace(0.0, 0.2, checkpoints), lams) + 0.02 * rng.standard_normal(runs.size)
+            y = b * x + 2.0 * runs + rng.standard_normal(lams)[runs] + 0.05 * _ar1(rng, (lams, checkpoints)).ravel()
+            vals.append(within_slope(x, y, runs))
+        ivs.append(seed_interval(vals))
+    cov = _covered(ivs, truth)
+    assert LOW - 0.01 <= cov <= HIGH + 0.01, f"within-run exponent covers at {cov:.3f}"

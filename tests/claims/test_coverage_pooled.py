@@ -14,7 +14,8 @@ import pytest
 
 from tests.claims.test_coverage import HIGH, LOW, N_SETS, _runs
 from tests.claims.test_coverage import _covered as _coverage
-from villani.claims.pooled import pooled_correlation_interval, strength_difference_interval
+from villani.claims.pooled import (pooled_correlation_interval, strength_difference_interval,
+                                  stratified_correlation_interval)
 
 def _pooled_truth(checkpoints, slope, seed):
     x, y = _runs(np.random.default_rng(seed), 1, 200_000, checkpoints, slope)
@@ -55,6 +56,23 @@ def test_strength_difference_jackknife_over_seeds_covers(runs, checkpoints, slop
                                         np.concatenate([ya[i].ravel(), yb[i].ravel()]), group, seeds, "a", "b")
            for i in range(N_SETS)]
     assert LOW <= _coverage(ivs, truth) <= HIGH
+
+
+@pytest.mark.parametrize("seeds,strata,checkpoints", [(2, 4, 3), (4, 5, 4), (3, 2, 12)])
+def test_stratified_direction_jackknife_over_seeds_covers(seeds, strata, checkpoints):
+    """Fig 7's direction within λ: the mean over λ of atanh r_pool(λ), each seed holding a run at
+    every λ (the default's 2 seeds × 4 λ × 3 checkpoints after step 0, the strong configuration's
+    4 × 5 × 4); slopes differ between strata, and each stratum sits at its own offset (−λd)."""
+    slopes = (3.0, 0.5, 1.5, -1.0, 0.8)[:strata]
+    truth = float(np.mean([np.arctanh(_pooled_truth(checkpoints, b, 2 + j)) for j, b in enumerate(slopes)]))
+    rng = np.random.default_rng(seeds * 1000 + strata * 10 + checkpoints)
+    xs, ys = zip(*(_runs(rng, N_SETS, seeds, checkpoints, b) for b in slopes))
+    x = np.stack([x - 1e3 * j for j, x in enumerate(xs)], axis=2)  # (set, seed, stratum, checkpoint)
+    y = np.stack(ys, axis=2)
+    stratum = np.broadcast_to(np.arange(strata)[None, :, None], (seeds, strata, checkpoints)).ravel()
+    seed = np.broadcast_to(np.arange(seeds)[:, None, None], (seeds, strata, checkpoints)).ravel()
+    ivs = [stratified_correlation_interval(x[i].ravel(), y[i].ravel(), stratum, seed) for i in range(N_SETS)]
+    assert LOW <= _coverage(ivs, np.tanh(truth)) <= HIGH
 
 
 def test_no_interval_from_one_run():

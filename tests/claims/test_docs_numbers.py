@@ -1,6 +1,6 @@
 """The numbers docs/figures.md and docs/bounds.md quote are the code's: each is recomputed from the
 paper's inputs with the ledger's functions and must appear in the document as printed. The docs
-quote no number of a run (those live in the ledger and the generated README section)."""
+quote no number of a run (those live in the ledger and the generated docs/results.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The named laptop configuration (configs/laptop.yaml, the README's one command): valid, a
+"""The named laptop configuration (configs/laptop.yaml, one command): valid, a
 1–5M-parameter model, the paper's four λ matched by λ·η·T, the arms at its 10⁻², 3 seeds,
 plain Hutchinson samples — and its DAG builds (`snakemake -n --configfile configs/laptop.yaml`)."""
 

@@ -10,7 +10,7 @@ import pytest
 
 from villani.claims.multiplicity import decision_p, family, holm
 from villani.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Region, verdict
-from villani.stats import correlation_interval, proportion_interval, seed_interval
+from villani.stats import correlation_interval, proportion_interval, run_proportion_interval, seed_interval
 
 REGIONS = [Region.direction(+1), Region.direction(-1), Region.around(1.0, 0.25, relative=True), Region.at_least(0.5)]
 
@@ -43,6 +43,20 @@ def test_p_of_a_count_matches_clopper_pearson():
         for k in range(n + 1):
             iv = proportion_interval(k, n)
             assert (decision_p(iv, region) < 0.05) == (verdict(iv, region) in (SUPPORTED, REFUTED)), (k, n)
+
+
+def test_p_of_a_fraction_of_runs_counts_runs_not_checkpoints():
+    """A fraction of runs over 12 checkpoints each: the p-value is the binomial one over the runs (as
+    its Clopper–Pearson interval is), so it is < α exactly when that interval decides."""
+    region = Region.at_least(0.95)
+    for n_runs in (2, 4, 8):
+        for k in range(n_runs + 1):
+            ok = np.repeat([True] * k + [False] * (n_runs - k), 12)
+            ok[::12] = True  # every run holds at its first checkpoint: a run fails by its worst one
+            iv = run_proportion_interval(ok, np.repeat(np.arange(n_runs), 12))
+            assert iv.units == n_runs and iv.n == 12 * n_runs
+            assert decision_p(iv, region) == pytest.approx(decision_p(proportion_interval(k, n_runs), region))
+            assert (decision_p(iv, region) < 0.05) == (verdict(iv, region) in (SUPPORTED, REFUTED)), (k, n_runs)
 
 
 def test_holm_by_hand():

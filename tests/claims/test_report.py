@@ -1,19 +1,21 @@
-"""`villani claims-report`: the README's "What the data say about the paper" and "Where the paper
-is wrong" written from ledger JSONs — the counts by class × verdict, the treatment, the
-arithmetic, the measured decisions with Holm and the power plan, the needs-scale rows with
-their price, the findings apart, and a second ledger beside the first as a sensitivity
-analysis; a file without markers and a ledger that is not one are one-line errors."""
+"""`villani claims-report`: the ledgers' report (docs/results.md), "Where the paper is wrong"
+(docs/paper-errors.md) and the README's verdict table written from ledger JSONs — the counts by
+class × verdict, the treatment, the arithmetic, the measured decisions with Holm and the power
+plan, the needs-scale rows with their price, the findings apart (the sensitivity chain:
+tests/claims/test_design.py); every `villani claims-report` line the documentation prints without
+`--sensitivity`, run as printed (those with it: test_design.py); a file without markers and a ledger
+that is not one are one-line errors."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 
 import pytest
 
-from tests.claims.conftest import set_perplexity
-from villani.claims.ledger import write_claims
-from villani.claims.report import END, START
+from tests.conftest import REPO, documentation
+from villani.claims.report import END, START, VERDICTS_END, VERDICTS_START
 from villani.claims.wrong import WRONG_END, WRONG_START
 from villani.cli import main
 from villani.plan import layout
@@ -23,40 +25,41 @@ def _json(root, p):
     return str(layout.fmt(layout.CLAIMS_JSON, root, dataset=p["data"]["name"]))
 
 
-@pytest.fixture(scope="module")
-def strong(ledger, tmp_path_factory):
-    """A second ledger of the same runs whose λ = 0.01 perplexity falls with Ψ_s (a flipped verdict)."""
-    p, root, _, _ = ledger
-    root2 = tmp_path_factory.mktemp("strong") / "results"
-    shutil.copytree(root, root2)
-    set_perplexity(root2, p, "adamw", 0.01, lambda psi, step, seed: 100.0 - 0.05 * psi + 0.05 * (step % 7))
-    write_claims(p, root2)
-    return root2
-
-
-def test_claims_report_writes_both_readme_sections_between_their_markers(ledger, strong, tmp_path):
+def test_claims_report_writes_each_section_between_its_markers(ledger, tmp_path):
     p, root, rows, found = ledger
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{START}\nold text\n{END}\n\nmiddle\n\n{WRONG_START}\nold wrong\n{WRONG_END}\nafter\n")
-    assert main(["claims-report", "--ledger", _json(root, p), "--sensitivity", _json(strong, p),
-                 "--write", str(readme)]) == 0
-    text = readme.read_text()
-    assert "old text" not in text and "old wrong" not in text and text.endswith(f"{WRONG_END}\nafter\n")
-    report, wrong = text.split(END)[0], text.split(WRONG_START)[1]
+    readme, results, errors = tmp_path / "README.md", tmp_path / "results.md", tmp_path / "paper-errors.md"
+    readme.write_text(f"# x\n\n{VERDICTS_START}\nold table\n{VERDICTS_END}\nafter\n")
+    results.write_text(f"# Results\n\n{START}\nold text\n{END}\n")
+    errors.write_text(f"# Errors\n\n{WRONG_START}\nold wrong\n{WRONG_END}\nafter\n")
+    assert main(["claims-report", "--ledger", _json(root, p), "--write", str(readme), str(results), str(errors)]) == 0
+    table, text, wrong_text = readme.read_text(), results.read_text(), errors.read_text()
+    assert "old table" not in table and "old text" not in text and "old wrong" not in wrong_text
+    assert table.endswith(f"{VERDICTS_END}\nafter\n") and wrong_text.endswith(f"{WRONG_END}\nafter\n")
+    # the README gets the ledger's counts by class × verdict, the same table the full report opens with
+    counts = text.split(START)[1].split("\n\n")[1]
+    assert counts.startswith("| class |") and table.count(counts) == 1
+    assert "### Wrong at any scale" not in table and "[Results](docs/results.md)" in table
+    report, wrong = text.split(END)[0], wrong_text.split(WRONG_START)[1]
     for part in ("| arithmetic |", "| measured here |", "| needs scale |", "Treatment (tiny, λ·η·T ≤",
                  "### Wrong at any scale", "### Measured here", "Family-wise: Holm over the", "Power plan",
-                 "### Needs scale", "H200 GPU-hours", "### Our findings (not the paper's claims)",
-                 "### Sensitivity:"):
+                 "### Needs scale", "H200 GPU-hours", "### Our findings (not the paper's claims)"):
         assert part in report, part
     assert "`fig9_cv_sqrt_2d_over_M`" in report and "1.98e+03" in report  # √(2·1.25e8/64)
     assert "d = 136,832 parameters" in report and "paper λ = 0.01 ↔ our λ = 0.01" in report
-    findings = report.split("### Our findings")[1].split("### Sensitivity")[0]
+    findings = report.split("### Our findings")[1]
     assert "`fig5_langevin_learns`" in findings and "`fig5_langevin_learns`" not in report.split("### Our findings")[0]
-    sens = report.split("### Sensitivity:")[1]
-    assert "| `fig7_direction_adamw_lam0p01` | measured here | refuted" in sens
     arith = [i for i, r in rows.items() if r["class"] == "arithmetic" and r["verdict"] == "refuted"]
     assert arith and all(f"`{i}`" in wrong for i in arith)
-    assert "**At any scale**" in wrong and f"**At the scale of `{_json(strong, p)}`**" in wrong
+    # rows counted beside the independent errors they rest on, each row under its root
+    count = f"{len(arith)} rows, {len({rows[i]['root'] for i in arith})} independent errors"
+    assert "| not a result of the paper | rows |" in report and f"Arithmetic refutations: {count}" in report
+    assert f"{count}, each claim under the error it rests on" in wrong
+    k0 = wrong.split("**`eq52_K0_d_sized`** (4 rows)")[1].split("**`")[0]
+    assert all(f"`{i}`" in k0 for i in ("fig6_ratio_weak", "fig6_ratio_strong", "fig6_r2", "fig6_tightens_with_lam"))
+    not_reported = report.split("Not a result of the paper")[1].split("###")[0]
+    assert "`fig10_distributed_100b`" in not_reported and "`sec4d_lambda_warmup_sweep`" in not_reported
+    assert "`fig10_distributed_100b`" not in wrong
+    assert "**At any scale**" in wrong and f"**At the scale of `{_json(root, p)}`**" in wrong
 
 
 def test_claims_report_prints_and_reads_the_params_ledger_by_default(ledger, capsys):
@@ -72,10 +75,13 @@ def test_claims_report_prints_and_reads_the_params_ledger_by_default(ledger, cap
 
 def test_claims_report_errors_are_one_line(ledger, tmp_path, capsys):
     p, root, _, _ = ledger
-    readme = tmp_path / "README.md"
-    readme.write_text("no markers\n")
-    assert main(["claims-report", "--ledger", _json(root, p), "--write", str(readme)]) == 2
-    assert "no '<!-- claims-report:start -->'" in capsys.readouterr().err
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    readme.write_text(f"{VERDICTS_START}\nold table\n{VERDICTS_END}\n")
+    page.write_text("no markers\n")
+    assert main(["claims-report", "--ledger", _json(root, p), "--write", str(readme), str(page)]) == 2
+    err = capsys.readouterr().err
+    assert str(page) in err and "no '<!-- claims-report:start -->'" in err
+    assert "old table" in readme.read_text(), "a file is written only when every file has its markers"
     bad = tmp_path / "old.json"
     doc = json.loads(open(_json(root, p)).read())
     del doc["counts_by_class"]
@@ -83,3 +89,40 @@ def test_claims_report_errors_are_one_line(ledger, tmp_path, capsys):
     assert main(["claims-report", "--ledger", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "counts_by_class: missing" in err and str(bad) in err
+
+
+
+
+def _printed_commands() -> list[str]:
+    """Every `villani claims-report` line the README and the documentation pages print."""
+    lines = {line.split(" #")[0].strip() for line in documentation().splitlines()
+             if line.strip().startswith("villani claims-report")}
+    return sorted(lines)
+
+
+def test_every_printed_claims_report_command_writes_the_documentation(ledger, tmp_path, monkeypatch):
+    """Run as printed, in a checkout whose params.yaml (and configs/laptop.yaml) are the test's
+    parameters and whose results/ holds their ledger (a line with `--sensitivity`, which needs a
+    second design's results, is run by tests/claims/test_design.py)."""
+    from ruamel.yaml import YAML
+
+    p, root, _, _ = ledger
+    shutil.copytree(root, tmp_path / "results")
+    (tmp_path / "configs").mkdir()
+    for doc in ("params.yaml", "configs/laptop.yaml"):
+        YAML().dump(p.to_dict(), tmp_path / doc)
+    commands = [c for c in _printed_commands() if "--sensitivity" not in c]
+    assert len(commands) >= 2 and any("--sensitivity" in c for c in _printed_commands()), _printed_commands()
+    monkeypatch.chdir(tmp_path)
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        files = argv[argv.index("--write") + 1:]
+        files = files[:next((i for i, a in enumerate(files) if a.startswith("--")), len(files))]
+        assert {"README.md", "docs/results.md", "docs/paper-errors.md"} <= set(files), cmd
+        for f in files:
+            (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / f, tmp_path / f)
+        assert main(argv[1:]) == 0, cmd
+        wrote = {f: (tmp_path / f).read_text() for f in files}
+        ledger_path = f"`{_json('results', p)}`"
+        assert all(ledger_path in text for text in wrote.values()), cmd

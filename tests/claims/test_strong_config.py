@@ -1,7 +1,7 @@
 """The named strong-treatment configuration (configs/strong.yaml): a decay budget λ·η·T ≥ 1 —
-far beyond the paper's 0.084 — beside the paper's 1e-3 and 1e-2 matched by λ·η·T, 4 seeds,
+far beyond the paper's 0.069 — beside the paper's 1e-3 and 1e-2 matched by λ·η·T, 4 seeds,
 AdamW only; a complete parameter document (DVC finds every key it reads) whose DAG builds
-(the README's command, as a dry run)."""
+(the command docs/results.md prints, as a dry run)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, documentation
 from tests.workflow.conftest import BIN, run
 from villani.plan.config import load_params, read_yaml
 from villani.plan.paper_lambda import PAPER_LR, PAPER_STEPS, decay_budget, match
@@ -47,10 +47,9 @@ STRONG_COMMAND = "snakemake --profile profiles/local --configfile configs/strong
 
 @pytest.mark.slow
 def test_the_readmes_strong_command_builds_its_dag():
-    """The README prints the strong treatment's command; run as printed (a dry run of every job:
-    -n --forceall, whatever a results/ folder beside the checkout holds)."""
-    readme = (REPO / "README.md").read_text()
-    assert re.search(rf"^\s+{re.escape(STRONG_COMMAND)}(\s+#.*)?$", readme, re.M), "README: the strong command"
+    """The documentation prints the strong treatment's command (docs/results.md); run as printed (a
+    dry run of every job: -n --forceall, whatever a results/ folder beside the checkout holds)."""
+    assert re.search(rf"^\s*{re.escape(STRONG_COMMAND)}(\s+#.*)?$", documentation(), re.M), "docs: the strong command"
     out = run([BIN / w if i == 0 else w for i, w in enumerate(STRONG_COMMAND.split())]
               + ["-n", "--forceall", "--quiet", "rules"], cwd=REPO)
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out.stdout, re.M)}

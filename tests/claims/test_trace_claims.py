@@ -48,8 +48,9 @@ def test_lambda_match_by_decay_budget():
     assert strong.ours == 0.12 and strong.paper_budget == pytest.approx(1e-2 * PAPER_LR * PAPER_STEPS)
     assert strong.our_budget == pytest.approx(0.12 * 3e-3 * 240)
     assert match(p, "weak").ours == 0.0012 and match(p, "zero").ours == 0.0
-    assert equivalent_lambda(1e-3, lr=3e-3, steps=240) == pytest.approx(1e-3 * 8.4 / 0.72)
-    assert paper_equivalent(0.12, lr=3e-3, steps=240) == pytest.approx(0.12 * 0.72 / 8.4)
+    paper_eta_t = 1e-4 * 40 * 887_000 / 512  # Table I's η, 40 epochs, 512 tokens a step; Table II's 887k tokens
+    assert equivalent_lambda(1e-3, lr=3e-3, steps=240) == pytest.approx(1e-3 * paper_eta_t / 0.72, rel=1e-5)
+    assert paper_equivalent(0.12, lr=3e-3, steps=240) == pytest.approx(0.12 * 0.72 / paper_eta_t, rel=1e-5)
     # the old rank rule mapped 10⁻² to the largest λ (here 1.0, ~9× the paper's budget): no match now
     q = tiny_params(train={"lambdas": [0.0, 0.1, 1.0], "lr": 3e-3, "steps": 240, "langevin": {"lambdas": []}})
     assert match(q, "strong").ours == 0.1 and match(q, "middle").ours is None and match(q, "weak").ours is None

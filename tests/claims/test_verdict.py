@@ -11,6 +11,7 @@ import pytest
 from villani.claims.verdict import (
     CODES,
     INCONCLUSIVE,
+    NOT_A_RESULT,
     REFUTED,
     SUPPORTED,
     UNTESTABLE,
@@ -56,7 +57,7 @@ def test_no_interval_is_inconclusive_and_codes():
     assert verdict(Interval_(0.1, math.nan), Region.direction(+1)) == INCONCLUSIVE
     with pytest.raises(ValueError):
         verdict(Interval_(1.0, 0.0), Region.direction(+1))
-    assert CODES == {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1, UNTESTABLE: 0}
+    assert CODES == {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1, UNTESTABLE: 0, NOT_A_RESULT: 0}
     assert Region.around(0.93, 0.05).text == "0.93 ± 0.05" and Region.direction(-1).text == "< 0"
 
 

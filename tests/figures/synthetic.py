@@ -31,6 +31,9 @@ from villani.stats import fit_slope, predicted_cv, sample_stats
 D = 136_832
 VOCAB = 512
 TRAIN_TOKENS = 183_456
+#: The corpus's unigram validation perplexity in stats.json: below the Langevin arm's final
+#: perplexity (≈ 210 at 24 steps) and above every other run's (≤ 160): that arm did not learn.
+UNIGRAM_PPL = 180.0
 
 
 def _write_json(path: Path, obj) -> None:
@@ -61,6 +64,7 @@ def build_results(root: Path, params: Mapping, *, cost: bool = True, rays: bool 
         "name": ds, "seq_len": seq_len, "vocab_size": VOCAB,
         "splits": {"train": {"tokens": TRAIN_TOKENS, "blocks": TRAIN_TOKENS // seq_len},
                    "validation": {"tokens": 9_800, "blocks": 153}, "test": {"tokens": 9_700, "blocks": 151}},
+        "baselines": {"unigram": {"val_ppl": UNIGRAM_PPL, "val_loss": math.log(UNIGRAM_PPL)}},
     })
     for run in runs(params):
         rng = np.random.default_rng(zlib.crc32(f"{run.variant}/{run.lam}/{run.seed}".encode()))
@@ -180,6 +184,10 @@ def write_measurement(root: Path, params: Mapping, run, step: int, rng) -> dict:
     return rec
 
 
+#: the synthetic rays' split of ‖∇L‖² over parameter groups (rays.csv grad_L_sq:<group>)
+RAY_GROUP_SHARES = {"embeddings": 0.5, "layer0.layernorm": 0.3, "layer0.mlp": 0.2}
+
+
 def write_rays(root: Path, params: Mapping) -> None:
     """rays.csv and slopes.json as ``villani.rays.run_rays`` writes them (fits per ray, summary per λ, s)."""
     r = params["rays"]
@@ -198,7 +206,8 @@ def write_rays(root: Path, params: Mapping) -> None:
                 row = {"ray": ray, "kind": kind, "lam": lam, "point": k, "theta_sq": th,
                        "loss": 6.3 + 0.5 * (1 - 1 / (1 + th / 1e4)), "F": 6.3 + 0.5 * lam * th,
                        "grad_L_sq": grad_L, "theta_dot_grad_L": 0.0, "trace_L": trace_L, "trace_L_stderr": 2.0 * (1 + 0.1 * k),
-                       "lam_d": lam * D, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F}
+                       "lam_d": lam * D, "laplacian_F": trace_L + lam * D, "grad_F_sq": grad_F,
+                       **{f"grad_L_sq:{g}": share * grad_L for g, share in RAY_GROUP_SHARES.items()}}
                 for s in s_values:
                     row[f"psi_s={float(s)}"] = -(trace_L + lam * D) + grad_F / s
                 # the same probes at every point: probe j's error grows with the point (its stderr)
@@ -235,37 +244,53 @@ def write_rays(root: Path, params: Mapping) -> None:
     table.to_csv(d / "rays.csv", index=False)
     _write_json(d / "slopes.json", {"dataset": params["data"]["name"], "fit_points": k, "fits": fits,
                                     "summary": summary, "s_values": s_values,
-                                    "lambdas": [float(x) for x in r["lambdas"]]})
+                                    "lambdas": [float(x) for x in r["lambdas"]],
+                                    "gradient_groups": {g: 100 for g in RAY_GROUP_SHARES}})
 
 
-def write_surface(root: Path, params: Mapping, lam: float) -> None:
-    la = params["landscape"]
+def _slice_loss(kind: str, seed: int, k: int, a: float, b: float) -> float:
+    """L on slice k of a seed: around θ₀ a valley whose tilt differs by slice; trained, a bowl."""
+    if kind == "init":
+        return (6.25 + 0.01 * seed + 1.6 * (a - (0.8 - 0.1 * k) * b) ** 2 + 0.05 * (a + b) ** 2
+                + 0.1 * math.sin(3 * a) * math.cos(2 * b))
+    return 3.0 + 0.01 * seed + 1.2 * a * a + (1.0 + 0.05 * k) * b * b + 0.2 * a * b
+
+
+def write_surface(root: Path, params: Mapping, lam: float, loss=_slice_loss) -> None:
+    """surface.csv and surface.json of λ: every kind of landscape.centers × every seed × every slice,
+    L = ``loss(kind, seed, slice, a, b)``; ‖θ₀ + aδ₁ + bδ₂‖² = ‖θ₀‖²(1 + a² + b²) (orthogonal
+    directions of θ₀'s norm)."""
+    la, seeds = params["landscape"], [int(x) for x in params["train"]["seeds"]]
     g = np.linspace(-la["span"], la["span"], int(la["grid"]))
     theta_sq = 380.0
-    rows = []
-    for k in range(int(la.get("slices", 1))):  # each slice its own tilt of the valley
-        for a in g:
-            for b in g:
-                loss = (6.25 + 1.6 * (a - (0.8 - 0.1 * k) * b) ** 2 + 0.05 * (a + b) ** 2
-                        + 0.1 * math.sin(3 * a) * math.cos(2 * b))
-                rows.append({"slice": k, "a": a, "b": b, "loss": loss,
-                             "F": loss + 0.5 * lam * theta_sq * (1 + a * a + b * b)})
+    rows, centres = [], []
+    for kind in la["centers"]:
+        step = 0 if kind == "init" else int(params["train"]["steps"])
+        for seed in seeds:
+            per_slice = []
+            for k in range(int(la["slices"])):
+                part = [{"center": kind, "seed": seed, "slice": k, "a": a, "b": b, "loss": loss(kind, seed, k, a, b),
+                         "theta_sq": theta_sq * (1 + a * a + b * b)} for a in g for b in g]
+                table = pd.DataFrame(part).assign(F=lambda d: d["loss"] + 0.5 * lam * d["theta_sq"])
+                rows.append(table)
+                imin = int(table["F"].idxmin())
+                per_slice.append({"directions": {"norms": [19.5, 19.5], "cosine": 0.0}, "F_min": float(table["F"][imin]),
+                                  "F_max": float(table["F"].max()),
+                                  "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
+            loss0 = loss(kind, seed, 0, 0.0, 0.0)
+            sha = f"{seed:064x}" if kind == "init" else f"{zlib.crc32(f'{lam}/{seed}'.encode()):064x}"
+            centres.append({"kind": kind, "variant": "adamw", "lam": lam, "seed": seed, "step": step,
+                            "weights_sha256": sha, "theta0_sq_norm": theta_sq, "loss_center": loss0,
+                            "F_center": loss0 + 0.5 * lam * theta_sq, "direction_seed": int(la["seed"]) * 1_000_003 + seed,
+                            "per_slice": per_slice})
     d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset=params["data"]["name"], lam=lam)
     d.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(d / "surface.csv", index=False)
-    per_slice = []
-    for _, table in pd.DataFrame(rows).groupby("slice", sort=True):
-        table = table.reset_index(drop=True)
-        imin = int(table["F"].idxmin())
-        per_slice.append({"directions": {"norms": [1.0, 1.0], "cosine": 0.0}, "F_min": float(table["F"][imin]),
-                          "F_max": float(table["F"].max()),
-                          "argmin": {"a": float(table["a"][imin]), "b": float(table["b"][imin])}})
-    _write_json(d / "surface.json", {"dataset": params["data"]["name"], "lam": lam,
-                                     "center": {"kind": la["center"], "variant": "adamw", "lam": lam, "seed": 0,
-                                                "step": 0, "weights_sha256": "0" * 64},
+    table = pd.concat(rows, ignore_index=True)[["center", "seed", "slice", "a", "b", "loss", "F", "theta_sq"]]
+    table.to_csv(d / "surface.csv", index=False)
+    _write_json(d / "surface.json", {"dataset": params["data"]["name"], "lam": lam, "d": D, "centres": centres,
+                                     "directions": {"kind": "filter-normalised Gaussian", "seed": int(la["seed"])},
                                      "span": la["span"], "grid": la["grid"], "levels": la["levels"],
-                                     "axis": g.tolist(), "slices": len(per_slice), "per_slice": per_slice,
-                                     **{k: per_slice[0][k] for k in ("F_min", "F_max", "argmin")}})
+                                     "axis": g.tolist(), "slices": int(la["slices"]), "evaluations": len(table)})
 
 
 def write_cost(root: Path, params: Mapping) -> None:

@@ -87,7 +87,8 @@ def test_an_edited_checkpoint_json_is_refused_against_its_manifest(copy, capsys)
     seg = RUN.path(layout.SEGMENT, root, step=12)
     assert rc == 2 and "\n" not in err, err
     assert f"{meta_path}: sha256 does not match the one {seg} recorded" in err
-    assert "retrain its segment: `villani train --variant adamw --lam 0.01 --seed 0 --until 12`" in err
+    assert "retrain its segment: `villani train --params " in err
+    assert "--dataset tiny --variant adamw --lam 0.01 --seed 0 --until 12`" in err
 
 
 def test_a_deleted_checkpoint_says_which_segment_to_retrain(copy, capsys):

@@ -248,11 +248,17 @@ def test_the_probe_bound_is_the_parameter_files():
 
 
 def test_a_missing_file_says_which_command_writes_it(tmp_path):
+    """The command that writes the file, for its dataset and results folder
+    (villani.plan.writers; tests/hardening/test_suggested_commands.py runs such lines)."""
     from villani.data.blocks import load_blocks
-    from villani.io.results import REWRITE, read_stats
+    from villani.io.results import read_stats
+    from villani.plan.writers import use_params
 
-    with pytest.raises(ValueError, match=r"stats\.json: data stats not found; run `villani tokenize`"):
-        read_stats(tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"train\.parquet: blocks file not found; run `villani tokenize`"):
-        load_blocks(tmp_path / "train.parquet")
-    assert all("villani" in how or "workflow" in how for how in REWRITE.values())
+    use_params(None)  # as a library call sees it (a CLI run in this process set its own files)
+    data = tmp_path / "results" / "data" / "tiny"
+    with pytest.raises(ValueError, match=r"stats\.json: data stats not found; run `villani tokenize --results "
+                                         r"\S+/results --dataset tiny` \(or the workflow\)$"):
+        read_stats(data)
+    with pytest.raises(FileNotFoundError, match=r"train\.parquet: blocks file not found; run `villani tokenize "
+                                                r"--results \S+/results --dataset tiny` \(or the workflow\)$"):
+        load_blocks(data / "train.parquet")

@@ -1,9 +1,9 @@
-"""Fault injection over the README's commands `villani prune`, `villani diagnose` and
+"""Fault injection over the documented commands `villani prune`, `villani diagnose` and
 `villani train`: killed at a random point, a full disk, a bad input. Every
 file under results/ that was complete before is still there with the same bytes (hashed
 before and after), except what the command is meant to delete; a rerun completes.
 
-One tiny run, trained and measured once per module (the README's order: train, measure,
+One tiny run, trained and measured once per module (the documentation's order: train, measure,
 prune); each test works on its own copy.
 """
 
@@ -129,15 +129,16 @@ def test_diagnose_on_a_full_disk_is_one_line_naming_the_file(copy, tmp_path):
 
 
 def test_train_with_a_corrupt_checkpoint_is_one_line_and_keeps_every_file(copy):
-    """Bad input to `villani train`: the checkpoint it would resume from is corrupt — one
-    line naming it and the segment to retrain; nothing under results/ changes."""
+    """Bad input to `villani train --until 24`: the checkpoint it would resume from is corrupt
+    — one line naming it and the segment to retrain; nothing under results/ changes. (`--all`
+    retrains that segment: tests/hardening/test_suggested_commands.py.)"""
     p, params, root = copy
     (RUN.path(layout.SEGMENT, root, step=24)).unlink()
     weights = RUN.path(layout.CKPT_WEIGHTS, root, step=12)
     weights.write_bytes(weights.read_bytes()[:-8] + bytes(8))
     before = _hashes(root)
     out = subprocess.run(_villani("train", "--params", params, "--results", root, "--lam", "0.01", "--seed", "0",
-                                  "--all", "--device", "cpu"), capture_output=True, text=True)
+                                  "--until", "24", "--device", "cpu"), capture_output=True, text=True)
     lines = [ln for ln in out.stderr.strip().splitlines() if " INFO " not in ln]
     assert out.returncode == 2 and len(lines) == 1, out.stderr
     assert str(weights) in lines[0] and "--until 12`" in lines[0]

@@ -125,11 +125,11 @@ def test_bounds_and_claims_computed_from_other_measurements_are_refused(tree, ca
         rc, err = _cli(capsys, stage, params, root)
         assert rc == 2 and "\n" not in err, (stage, err)
         assert f"{bounds}: computed from other measurements than those in {root} now ({rel} changed since); run " \
-               "`villani bounds`" in err, (stage, err)
+               f"`villani bounds --params {params} --results {root} --dataset tiny`" in err, (stage, err)
     assert _cli(capsys, "bounds", params, root)[0] == 0
     ledger = layout.fmt(layout.CLAIMS_JSON, root, dataset="tiny")
     rc, err = _cli(capsys, "metrics", params, root)
-    assert rc == 2 and f"{ledger}: computed from other measurements" in err and "`villani claims`" in err, err
+    assert rc == 2 and f"{ledger}: computed from other measurements" in err and "`villani claims --params " in err, err
     for stage in ("claims", "metrics"):
         rc, err = _cli(capsys, stage, params, root)
         assert rc == 0, (stage, err)

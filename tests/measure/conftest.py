@@ -73,7 +73,7 @@ def measured(micro) -> dict:
     return out
 
 
-def load_micro_model(p: dict, root: Path, lam: float, step: int, dtype=torch.float64):
+def load_micro_model(p: dict, root: Path, lam: float, step: int, dtype=torch.float64, seed: int = 0):
     """The checkpoint's model, loaded with safetensors directly (not through villani's loader)."""
     from safetensors.torch import load_file
 
@@ -82,7 +82,7 @@ def load_micro_model(p: dict, root: Path, lam: float, step: int, dtype=torch.flo
 
     stats = __import__("json").loads(layout.fmt(layout.DATA_STATS, root, dataset="micro").read_text())
     model = build_model(p["model"], stats["vocab_size"], p["data"]["seq_len"], seed=0, eos_token_id=stats.get("eos_token_id"))
-    state = load_file(str(layout.fmt(layout.CKPT_WEIGHTS, root, dataset="micro", variant="adamw", lam=lam, seed=0,
+    state = load_file(str(layout.fmt(layout.CKPT_WEIGHTS, root, dataset="micro", variant="adamw", lam=lam, seed=seed,
                                      step=step)))
     if "transformer.wte.weight" not in state:
         state["transformer.wte.weight"] = state["lm_head.weight"]

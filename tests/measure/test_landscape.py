@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from tests.measure.conftest import load_micro_model, set_ids
+from tests.measure.conftest import load_micro_model, micro_params, set_ids
 from villani.data import load_blocks
 from villani.measure.landscape import (
+    direction_seed,
     filter_normalized_direction,
     run_landscape,
     surface,
@@ -58,35 +61,87 @@ def _hf_F(model, blocks, lam):
     return float(np.mean(losses)) + 0.5 * lam * tsq  # equal-length blocks: token mean = block mean
 
 
-@pytest.mark.parametrize("lam", [0.0, 0.01])
-def test_surface_centre_equals_F_at_theta0(micro, lam):
-    """The trained run of λ at its last checkpoint (params.yaml's ``center: final``), every slice
-    through θ₀; slice 0 is what one slice drew, the next slice new directions."""
-    p, root = micro
-    p = resolve({**p, "landscape": {**p["landscape"], "slices": 2, "center": "final"}})
-    out = run_landscape(p, lam, root, "cpu")
-    table = pd.read_csv(f"{out}/surface.csv")
-    info = json.loads(open(f"{out}/surface.json").read())
+#: micro's λ matched to the paper's 10⁻³ by λ·η·T: 1e-3 · 1e-4 · 84,000 / (0.02 · 12)
+PAPER_MIDDLE = 0.035
+
+
+@pytest.fixture(scope="module")
+def two_seeds(micro, tmp_path_factory):
+    """(params, root): the micro corpus, runs λ ∈ {0, 0.035} × seeds {0, 1} trained; the landscape
+    around θ₀ and the trained θ of every seed, 2 slices each."""
+    from villani.plan.schedule import segment_ends
+    from villani.training import train_segment
+
+    _, micro_root = micro
+    root = tmp_path_factory.mktemp("landscape-two-seeds")
+    shutil.copytree(layout.fmt(layout.DATA_DIR, micro_root, dataset="micro"), layout.fmt(layout.DATA_DIR, root, dataset="micro"))
+    p = micro_params(train={"lambdas": [0.0, PAPER_MIDDLE], "seeds": [0, 1], "langevin": {"lambdas": []}},
+                     landscape={"lambdas": [0.0, PAPER_MIDDLE], "centers": ["init", "final"], "slices": 2})
+    for lam in p["train"]["lambdas"]:
+        for seed in p["train"]["seeds"]:
+            for end in segment_ends(p["train"]):
+                train_segment(p, variant="adamw", lam=lam, seed=seed, end=end, root=root, device="cpu", progress=False)
+    for lam in p["landscape"]["lambdas"]:
+        run_landscape(p, lam, root, "cpu")
+    return p, root
+
+
+def _surface(p, root, lam):
+    d = layout.fmt(layout.LANDSCAPE_DIR, root, dataset="micro", lam=lam)
+    return pd.read_csv(d / "surface.csv"), json.loads((d / "surface.json").read_text())
+
+
+def test_every_seed_is_a_centre_at_its_initialisation_and_its_last_checkpoint(two_seeds):
+    """Centres: init then final, seeds 0 and 1 within; each centre's slices; F at the grid's centre is
+    F(θ₀) of that checkpoint, computed by transformers' own loss."""
+    p, root = two_seeds
     g, last = p["landscape"]["grid"], p["train"]["steps"]
-    assert len(table) == 2 * g * g and list(table.columns) == ["slice", "a", "b", "loss", "F", "theta_sq"]
-    assert info["slices"] == 2 and len(info["per_slice"]) == 2
-    assert info["argmin"] == info["per_slice"][0]["argmin"] and info["per_slice"][0] != info["per_slice"][1]
-    first = run_landscape(resolve({**p, "landscape": {**p["landscape"], "slices": 1}}), lam, root, "cpu")
-    pd.testing.assert_frame_equal(pd.read_csv(f"{first}/surface.csv"), table[table["slice"] == 0])
-    table = table[table["slice"] == 1]
-    np.testing.assert_allclose(sorted(table["a"].unique()), np.linspace(-0.5, 0.5, g))
-    assert info["center"]["step"] == last and info["center"]["lam"] == lam and info["lam"] == lam
-    model = load_micro_model(p, root, lam, last)
+    table, info = _surface(p, root, PAPER_MIDDLE)
+    assert list(table.columns) == ["center", "seed", "slice", "a", "b", "loss", "F", "theta_sq"]
+    assert len(table) == info["evaluations"] == 2 * 2 * 2 * g * g
+    assert [(c["kind"], c["seed"], c["step"]) for c in info["centres"]] == [
+        ("init", 0, 0), ("init", 1, 0), ("final", 0, last), ("final", 1, last)]
     train = load_blocks(layout.fmt(layout.SPLIT, root, dataset="micro", split="train"))
     blocks = train[torch.from_numpy(set_ids(p, train.shape[0]))]
-    want = _hf_F(model, blocks, lam)
-    centre = table[(table["a"].abs() < 1e-12) & (table["b"].abs() < 1e-12)]
-    assert len(centre) == 1
-    assert float(centre["F"].iloc[0]) == pytest.approx(want, rel=1e-5)
-    assert info["F_center"] == pytest.approx(want, rel=1e-5)
-    assert info["per_slice"][1]["F_min"] == pytest.approx(table["F"].min()) and table["F"].min() <= info["F_center"]
-    assert info["directions"]["norms"][0] > 0 and abs(info["directions"]["cosine"]) < 0.5
-    np.testing.assert_allclose(table["F"], table["loss"] + 0.5 * lam * table["theta_sq"], rtol=1e-12)
+    for c in info["centres"]:
+        rows = table[(table["center"] == c["kind"]) & (table["seed"] == c["seed"])]
+        assert sorted(rows["slice"].unique()) == [0, 1] and len(c["per_slice"]) == 2
+        want = _hf_F(load_micro_model(p, root, PAPER_MIDDLE, c["step"], seed=c["seed"]), blocks, PAPER_MIDDLE)
+        at0 = rows[(rows["a"].abs() < 1e-12) & (rows["b"].abs() < 1e-12)]
+        assert len(at0) == 2 and np.allclose(at0["F"], want, rtol=1e-5) and c["F_center"] == pytest.approx(want, rel=1e-5)
+        assert c["per_slice"][1]["F_min"] == pytest.approx(rows[rows["slice"] == 1]["F"].min())
+        assert c["direction_seed"] == direction_seed(p["landscape"]["seed"], c["seed"])
+    np.testing.assert_allclose(table["F"], table["loss"] + 0.5 * PAPER_MIDDLE * table["theta_sq"], rtol=1e-12)
+    # different seeds: different θ₀ and independent directions
+    init = [c for c in info["centres"] if c["kind"] == "init"]
+    assert init[0]["weights_sha256"] != init[1]["weights_sha256"]
+    assert init[0]["per_slice"][0]["directions"]["cosine"] != init[1]["per_slice"][0]["directions"]["cosine"]
+
+
+def test_around_theta0_the_lambdas_differ_by_the_penalty_alone(two_seeds):
+    """A run's initialisation is seeded by its seed alone: around θ₀ the λ = 0 and λ > 0 surfaces of a
+    seed share θ₀ and directions, so their L is the same and F_λ − F_0 = (λ/2)‖θ‖² — the part of
+    Fig 3's contrast that is by construction. Around the trained θ they are different points."""
+    p, root = two_seeds
+    (t0, i0), (t1, i1) = _surface(p, root, 0.0), _surface(p, root, PAPER_MIDDLE)
+    init0, init1 = (t[t["center"] == "init"].reset_index(drop=True) for t in (t0, t1))
+    assert [c["weights_sha256"] for c in i0["centres"][:2]] == [c["weights_sha256"] for c in i1["centres"][:2]]
+    np.testing.assert_array_equal(init0["loss"], init1["loss"])
+    np.testing.assert_allclose(init1["F"] - init0["F"], 0.5 * PAPER_MIDDLE * init0["theta_sq"], rtol=1e-12)
+    fin0, fin1 = (t[t["center"] == "final"].reset_index(drop=True) for t in (t0, t1))
+    assert i0["centres"][2]["weights_sha256"] != i1["centres"][2]["weights_sha256"]
+    assert not np.allclose(fin0["loss"], fin1["loss"])
+
+
+def test_one_slice_is_the_first_of_two(two_seeds, tmp_path):
+    """Slice k is drawn after slice k − 1 from the centre's generator: one slice is slice 0 of two."""
+    p, root = two_seeds
+    table, _ = _surface(p, root, 0.0)
+    one = resolve({**p, "landscape": {**p["landscape"], "slices": 1, "lambdas": [0.0]}})
+    for sub in ("data", "runs"):
+        shutil.copytree(root / sub, tmp_path / sub)
+    got = pd.read_csv(Path(run_landscape(one, 0.0, tmp_path, "cpu")) / "surface.csv")
+    pd.testing.assert_frame_equal(got, table[table["slice"] == 0].reset_index(drop=True))
 
 
 def test_surface_does_not_move_the_weights(micro):

@@ -106,3 +106,59 @@ def test_directions_are_seeded_unit_vectors(micro):
         assert float(x["u"].norm()) == pytest.approx(1.0, abs=1e-12)
         assert bool((x["u"] == y["u"]).all())
     assert abs(float(a[0]["u"] @ a[1]["u"])) < 0.2
+
+
+#: GPT-Neo's parameter names → the group rays.csv files them under, written out by hand
+#: (the reference for villani.measure.parameter_groups as the rays stage applies it)
+def _reference_group(name: str) -> str:
+    import re
+
+    if re.search(r"\.(wte|wpe)\.", name):
+        return "embeddings"
+    if "ln_f." in name:
+        return "final.layernorm"
+    i, rest = re.search(r"\.h\.(\d+)\.(.*)$", name).groups()
+    if rest.startswith(("ln_1.", "ln_2.")):
+        return f"layer{i}.layernorm"
+    if rest.startswith("mlp."):
+        return f"layer{i}.mlp"
+    return f"layer{i}." + {"q_proj": "q", "k_proj": "k", "v_proj": "v", "out_proj": "out"}[rest.split(".")[2]]
+
+
+def test_group_gradients_match_autograd_in_float64(rays, micro):
+    """rays.csv's ‖∇_g L‖² at a random ray's points against torch.autograd on a float64 copy of
+    the model at θ = r·u, the mean token cross-entropy written out, grouped by hand."""
+    import torch
+    import torch.nn.functional as nnf
+
+    from villani.measure.measurement_set import measurement_batches
+    from villani.measure.rays import ray_directions
+    from villani.model import model_for_run
+
+    p, root = micro
+    _, table, slopes = rays
+    model = model_for_run(p, root, 0).double()
+    u = ray_directions(p, root, model)[0][0]["u"]
+    _, batches = measurement_batches(p, root)
+    named = [(n, q) for n, q in model.named_parameters() if q.requires_grad]
+    assert slopes["gradient_groups"] == {g: sum(q.numel() for n, q in named if _reference_group(n) == g)
+                                         for g in dict.fromkeys(_reference_group(n) for n, _ in named)}
+    rows = table[(table["ray"] == 0) & (table["lam"] == 0.0)].sort_values("point")
+    for _, row in rows.head(3).iterrows():
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(float(np.sqrt(row["theta_sq"])) * u, [q for _, q in named])
+        model.zero_grad()
+        total, count = 0.0, 0
+        for x in batches:
+            logits = model(input_ids=x, use_cache=False).logits[:, :-1]
+            total = total + nnf.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
+            count += x[:, 1:].numel()
+        (total / count).backward()
+        want: dict[str, float] = {}
+        for n, q in named:
+            want[_reference_group(n)] = want.get(_reference_group(n), 0.0) + float(q.grad.square().sum())
+        got = {c[len("grad_L_sq:"):]: row[c] for c in table.columns if c.startswith("grad_L_sq:")}
+        assert set(got) == set(want)
+        for g, v in want.items():
+            assert got[g] == pytest.approx(v, rel=2e-3, abs=1e-12), g
+        assert sum(got.values()) == pytest.approx(row["grad_L_sq"], rel=1e-9)

@@ -70,8 +70,8 @@ def install_plots_page(repo: Path) -> Path:
 
 
 def dvc_plots_show(repo: Path, run, *command: str) -> Path:
-    """``dvc plots show`` (or ``dvc plots <command…>``, e.g. ``diff HEAD``) as the README
-    runs it; the page it prints."""
+    """``dvc plots show`` (or ``dvc plots <command…>``, e.g. ``diff HEAD``) as docs/running/dvc.md
+    prints it; the page it prints."""
     out = run(["dvc", "plots", *(command or ["show"])], cwd=repo).stdout.strip().splitlines()[-1]
     assert out.startswith("file://"), out
     return Path(out.removeprefix("file://"))

@@ -23,11 +23,12 @@ def test_the_default_run_is_described_by_its_parameters():
     assert "This run, from ``params.yaml``" in text
     assert "``gpt_neo`` (hidden_size 64, num_layers 2, num_heads 4, intermediate_size 256, window_size 32)" in text
     assert "bpe tokenizer, vocabulary 512, sequences of 64 tokens" in text
-    assert "12 runs: each λ × seeds {0, 1}, 240 steps" in text  # 4 AdamW λ + Adam on F + Langevin, × 2 seeds
+    assert "14 runs: each λ × seeds {0, 1}, 240 steps" in text  # 4 AdamW λ + noisy AdamW + Adam on F + Langevin, × 2 seeds
     assert "AdamW (decoupled weight decay) at λ ∈ {0.0, 0.0012, 0.012, 0.12} (η = 0.003, 20 warm-up steps)" in text
+    assert "AdamW + gradient noise (not eq. 36) at λ ∈ {0.12} (gradient noise σ = 0.05)" in text
     assert "Adam on F (coupled L2) at λ ∈ {0.12}" in text
     assert "Langevin SGD on F (eq. 36) at λ ∈ {0.12} (η = 0.075 constant, β = table1)" in text
-    assert "steps {0, 80, 160, 240} of every run (4 per run, 48 in all; linear steps)" in text
+    assert "steps {0, 80, 160, 240} of every run (4 per run, 56 in all; linear steps)" in text
     assert "**claims ledger**: ``results/claims/pydoc.csv``" in text
     assert "GPT-Neo language models" not in text and "noise-injection" not in text
 

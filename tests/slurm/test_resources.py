@@ -32,7 +32,7 @@ def test_train_work_is_steps_times_tokens_at_the_measured_rate(ptb):
     wide = _with(ptb, "train", batch_size=2)
     assert R.train_work(wide, end)[0] == pytest.approx(2 * seconds)
     assert R.train_work(wide, end)[1] == pytest.approx(nbytes + 512 * 3.95 * 2**20)
-    # the README's "minutes of GPU work": a PTB segment asks for minutes, not the old 240
+    # a PTB segment asks for minutes of GPU work, not the old 240 (docs/slurm.md)
     assert R.job_runtime("train", ptb, end, 1) == math.ceil((300 + 1.5 * seconds) / 60) < 15
 
 
@@ -133,7 +133,7 @@ def test_rules_ask_for_their_work():
 
 
 def test_readme_requests():
-    """The requests the README quotes for configs/paper.yaml (minutes, attempt 1)."""
+    """The requests docs/slurm.md quotes for configs/paper.yaml (minutes, attempt 1)."""
     doc = load_params(["configs/paper.yaml"])
     for name, per_device, segment, run, measure in (
             ("ptb", 1, 12, 240, {24, 42}), ("wikitext103", 1, 147, 1764, {42}),  # a job per run's segment

@@ -1,6 +1,6 @@
 """How many sbatch calls a preset makes through profiles/slurm (villani.dag.submissions):
 the count from the plan equals the count in `snakemake -n`'s listing, the paper preset
-stays within 300, and the README prints the computed table. No cluster needed."""
+stays within 300, and docs/slurm.md prints the computed table. No cluster needed."""
 
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ def test_paper_preset_is_at_most_300_submissions(monkeypatch):
     assert sum(S.job_counts(load_params([str(REPO / "configs/paper.yaml")])).values()) == 2420
 
 
-def test_readme_prints_the_computed_table(monkeypatch):
+def test_docs_print_the_computed_table(monkeypatch):
     monkeypatch.chdir(REPO)
-    assert S.table(PRESETS) in (REPO / "README.md").read_text()
+    assert S.table(PRESETS) in (REPO / "docs" / "slurm.md").read_text()
 
 
 @pytest.mark.parametrize("bad", ["train=train\n  - rays=train", "rays=rays"])

@@ -179,15 +179,77 @@ def test_rows_held_on_the_device_log_the_same_and_stop_at_the_nonfinite_step(tmp
     assert not layout.fmt(layout.CKPT_DIR, bad, step=12, **RUN).exists()
 
 
-def test_a_compiler_failure_is_one_line(tmp_path, tiny_data_root, monkeypatch):
-    """train.compile: on where inductor cannot build its kernels (no C++ compiler at the named
-    path, its caches off): a one-line ValueError that names the key and the way out."""
+# --------------------------------------------------------------------------- train.compile: auto falls back
+def _auto_compiles_here(monkeypatch):
+    """`auto` resolved as on CUDA (the compiled step), here on the CPU: the fallback's path."""
+    real = step.step_mode
+    monkeypatch.setattr(loop, "step_mode", lambda s, d: "compiled" if s == "auto" else real(s, d))
+
+
+def _fallback_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "train.compile: auto" in r.getMessage()]
+
+
+def test_auto_undoes_a_step_whose_update_failed_to_compile(tmp_path, tiny_data_root, monkeypatch, caplog):
+    """The forward and backward graphs compile and run, the update graph fails to compile
+    (a dynamo error, forced at its first call), after the step drew its gradient noise
+    (adamw_noise): the step is undone — noise stream included — and taken again eagerly,
+    so the weights equal the eager run's bit for bit."""
+    from torch._dynamo.exc import Unsupported
+
+    noise = {"adamw_noise": {"lambdas": [0.01]}, "segments": 1, "checkpoints": {"count": 1}}
+    eager = _root(tmp_path / "eager", tiny_data_root)
+    _train(_params("off", **noise), eager, "adamw_noise")
+    _auto_compiles_here(monkeypatch)
+    real_init = step._Graphs.__init__
+
+    def failing_update(self, owner, captured):
+        real_init(self, owner, captured)
+
+        def update(*args):
+            raise Unsupported("forced: the update graph does not compile")
+        self.update = update
+
+    monkeypatch.setattr(step._Graphs, "__init__", failing_update)
+    auto = _root(tmp_path / "auto", tiny_data_root)
+    with caplog.at_level(logging.WARNING, logger="villani"):
+        _train(_params("auto", **noise), auto, "adamw_noise")
+    torch._dynamo.reset()
+    lines = _fallback_lines(caplog)
+    assert len(lines) == 1 and "Unsupported: forced: the update graph does not compile" in lines[0], lines
+    run = {**RUN, "variant": "adamw_noise"}
+    weights = [sha256_file(layout.fmt(layout.CKPT_WEIGHTS, r, step=STEPS, **run)) for r in (auto, eager)]
+    assert weights[0] == weights[1]
+    assert _meta(auto, STEPS, "adamw_noise")["train_step"] == "eager"
+
+
+# inductor keeps the compiler it looked up (a monkeypatched one included): one test forces the failure
+def test_a_compiler_failure_is_one_line_with_on_and_falls_back_with_auto(tmp_path, tiny_data_root, monkeypatch,
+                                                                          caplog):
+    """Inductor cannot build its kernels (no C++ compiler at the named path, its caches off).
+    train.compile: on — a one-line ValueError that names the key and the way out. auto, where
+    the compiled step is chosen (as on CUDA): the run finishes in the eager step, one warning
+    line names the reason, the weights are the eager run's bit for bit, and every checkpoint
+    records the eager step."""
     import torch._inductor.config as inductor_config
 
+    p_auto, p_off = (_params(c, segments=1, checkpoints={"count": 2}) for c in ("auto", "off"))
+    eager = _root(tmp_path / "eager", tiny_data_root)
+    _train(p_off, eager)
     monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/g++",))
     monkeypatch.setattr(inductor_config, "force_disable_caches", True)
     torch._dynamo.reset()
-    root = _root(tmp_path, tiny_data_root)
+    root = _root(tmp_path / "on", tiny_data_root)
     with pytest.raises(ValueError, match=r"^train.compile: torch.compile failed on cpu \(.*\); set train.compile: off$"):
         _train(_params("on", segments=1, checkpoints={"count": 1}), root)
     torch._dynamo.reset()
+    _auto_compiles_here(monkeypatch)
+    auto = _root(tmp_path / "auto", tiny_data_root)
+    with caplog.at_level(logging.WARNING, logger="villani"):
+        _train(p_auto, auto)
+    torch._dynamo.reset()
+    lines = _fallback_lines(caplog)
+    assert len(lines) == 1 and "the compiled step failed at step 1 on cpu" in lines[0], lines
+    assert "C++ compiler" in lines[0] and "goes on in the eager step" in lines[0]
+    assert _weights(auto) == _weights(eager)
+    assert {_meta(auto, s)["train_step"] for s in (12, STEPS)} == {"eager"}

@@ -119,3 +119,34 @@ def test_state_kept_only_at_segment_ends_by_default(tmp_path, tiny_data_root):
         state = layout.fmt(layout.CKPT_STATE, root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=step)
         assert state.exists() == (step in ends), step
         read_meta(root, "tiny", "adamw", 0.01, 0, step)  # verifies whatever is there
+
+
+def test_the_cpu_thread_count_is_the_parameters_and_recorded(tmp_path, tiny_data_root, caplog):
+    """train.threads sets the CPU threads whatever torch had (the shell's count): the same
+    weights at threads 1 from a process set to 2; other weights at train.threads 2 (the
+    count is part of the arithmetic); each checkpoint records it; a segment continued under
+    another count says so in one warning."""
+    import logging
+
+    import torch
+
+    p1, p2 = tiny_params(train={"threads": 1}), tiny_params(train={"threads": 2})
+    before = torch.get_num_threads()
+    try:
+        one = _train_all(p1, _root_with_data(tmp_path / "one", tiny_data_root))
+        torch.set_num_threads(2)  # what OMP_NUM_THREADS=2 or --threads 2 leaves
+        shell = _train_all(p1, _root_with_data(tmp_path / "shell", tiny_data_root))
+        two_root = _root_with_data(tmp_path / "two", tiny_data_root)
+        two = _train_all(p2, two_root)
+        mixed = _root_with_data(tmp_path / "mixed", tiny_data_root)
+        first, second = segment_ends(p1["train"])
+        train_segment(p1, variant="adamw", lam=0.01, seed=0, end=first, root=mixed, device="cpu", progress=False)
+        with caplog.at_level(logging.WARNING, logger="villani"):
+            train_segment(p2, variant="adamw", lam=0.01, seed=0, end=second, root=mixed, device="cpu", progress=False)
+    finally:
+        torch.set_num_threads(before)
+    assert shell == one != two
+    assert read_meta(two_root, dataset="tiny", variant="adamw", lam=0.01, seed=0, step=24)["cpu_threads"] == 2
+    assert [r.getMessage() for r in caplog.records if "trained otherwise" in r.getMessage()] == [
+        "train adamw λ=0.01 seed=0: continues from the checkpoint at step 12 trained otherwise (cpu_threads 1 there, "
+        "2 here): from here on equal to a run trained in one go within rounding, not bit for bit"]

@@ -35,7 +35,8 @@ from villani.plan.runs import runs
 
 pytestmark = pytest.mark.slow
 
-# The DVC commands of the README's DVC section, run below exactly as printed there.
+# The DVC commands of the documentation's DVC page (docs/running/dvc.md; the README prints some of
+# them), run below exactly as printed there.
 README_COMMANDS = {
     "status": "dvc status",
     "repro": "dvc repro",
@@ -56,7 +57,7 @@ def _git(work, *args):
 
 
 def _sh(cmd: str, work, check=True) -> subprocess.CompletedProcess:
-    """A README command line, through the shell as a user types it."""
+    """A documented command line, through the shell as a user types it."""
     return run(["bash", "-c", cmd], cwd=work, check=check)
 
 
@@ -381,9 +382,12 @@ def test_every_shipped_parameter_file_as_params_yaml_passes_dvc_repro_dry_on_a_f
         out.stdout[-2000:])
 
 
-def test_the_readme_prints_these_dvc_commands():
-    readme = (REPO / "README.md").read_text()
-    assert not [c for c in README_COMMANDS.values() if c not in readme]
+def test_the_documentation_prints_these_dvc_commands_and_no_other():
+    page = (REPO / "docs" / "running" / "dvc.md").read_text()
+    assert not [c for c in README_COMMANDS.values() if c not in page]
+    readme = [line.split("#")[0].strip() for line in (REPO / "README.md").read_text().splitlines()
+              if line.startswith("dvc ")]
+    assert readme and not [c for c in readme if c not in README_COMMANDS.values()], "README: a DVC line no test runs"
 
 
 # --------------------------------------------------------------------------- one tree, two engines at once
@@ -503,24 +507,27 @@ def _agree(work) -> None:
     _nothing_to_do(work)
 
 
-def _readme_flow() -> list[str]:
-    """The command lines of the README's DVC block, in their order, comments dropped."""
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("```bash\n", readme.index("After `make run`, and after each edit of `params.yaml`"))
-    block = readme[start + len("```bash\n"):readme.index("```", start + 3)]
+def _printed_flow(page: Path) -> list[str]:
+    """The command lines of a page's DVC block (README.md, docs/running/dvc.md), in their
+    order, comments dropped."""
+    text = page.read_text()
+    start = text.index("```bash\n", text.index("After `make run`, and after each edit of `params.yaml`"))
+    block = text[start + len("```bash\n"):text.index("```", start + 3)]
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
 def test_after_every_dvc_operation_both_engines_agree_in_a_second_clone(dvc_repo):
-    """Issue 45 items 1 and 2. The README's flow in its order — `dvc push` after the commit,
-    then an experiment and back —: a second clone's `dvc pull` restores every output of the
+    """Issue 45 items 1 and 2. The DVC page's flow (and the README's) in its order — `dvc
+    push` after the commit, then an experiment and back —: a second clone's `dvc pull` restores every output of the
     committed version. There, after a partial `dvc pull` both engines list the same stages
     to run; after the complete pull (with a `snakemake -n` between the two), `dvc checkout
     --force` of a damaged output, `dvc exp run`, the way back to the committed version,
     `dvc exp apply` and `git checkout` of the version before, both have nothing to do."""
-    flow = _readme_flow()
+    flow = _printed_flow(REPO / "docs" / "running" / "dvc.md")
     order = [flow.index(README_COMMANDS[k]) for k in ("push", "exp_run", "exp_back", "go_back")]
     assert order == sorted(order), flow
+    short = _printed_flow(REPO / "README.md")
+    assert short.index(README_COMMANDS["push"]) < short.index(README_COMMANDS["exp_run"]), short
     for k in ("push", "exp_run", "exp_back"):
         _sh(README_COMMANDS[k], dvc_repo)
     _agree(dvc_repo)

@@ -18,7 +18,7 @@ from tests.conftest import REPO, tiny_params
 from villani.cli import COMMANDS
 from villani.dag import dvc_yaml, rules
 from villani.plan import layout
-from villani.plan.runs import landscape_center, runs
+from villani.plan.runs import landscape_centres, runs
 from villani.plan.stages import ARMS, STAGES, TABLE, stage
 
 BIN = Path(sys.executable).parent
@@ -74,11 +74,15 @@ def test_snakemakes_files_of_a_job_lie_inside_dvcs_names_for_its_stage(name):
         assert all(_covered(f, outs) for f in made), (made, outs)
 
 
-def test_a_landscape_is_centred_on_the_run_dvc_names():
-    p = tiny_params()
+def test_a_landscape_is_centred_on_the_runs_dvc_names():
+    """Every seed's run of the surface's own λ: the folder ${item.lam} names (villani dvc-yaml
+    --check holds every preset to it), at step 0 and/or its last checkpoint."""
+    p = tiny_params(landscape={"centers": ["init", "final"]}, train={"seeds": [0, 1]})
     for lam in p["landscape"]["lambdas"]:
-        run, _ = landscape_center(p, lam)
-        assert run.lam == float(lam)  # the run ${item.lam} names (villani dvc-yaml --check holds every preset to it)
+        centres = landscape_centres(p, lam)
+        assert [(c.kind, c.run.seed, c.step) for c in centres] == [
+            ("init", 0, 0), ("init", 1, 0), ("final", 0, p["train"]["steps"]), ("final", 1, p["train"]["steps"])]
+        assert {c.run.lam for c in centres} == {float(lam)}
 
 
 RESULT_FILES = re.compile(r"\b(bounds|rays|surface|slopes|hvp_cost)\.(csv|json)\b")

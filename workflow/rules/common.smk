@@ -7,7 +7,7 @@
 import os
 import sys
 
-from villani.dag import dvc_sync, rules, targets
+from villani.dag import dvc_sync, failed_jobs, rules, targets
 from villani.dag.workspace_state import LockInvalid
 from villani.dag.jobs import params_args, workflow_params
 from villani.dag.summary import summary
@@ -63,16 +63,19 @@ def rule_inputs(row):
 
 
 def rule_outputs(row):
-    """The row's outputs; the figures, tables and the claims ledger as report entries."""
+    """The row's outputs; the figures, tables and the claims ledger as report entries. Each
+    flagged `update`: kept while its job runs and restored when the job fails
+    (villani.dag.failed_jobs)."""
     if row.name == "figures":
-        return report_outputs()
-    if row.name == "paper":
-        return report_paper_outputs()
-    out = rules.outputs(P, row.name)
+        out = report_outputs()
+    elif row.name == "paper":
+        out = report_paper_outputs()
+    else:
+        out = rules.outputs(P, row.name)
     if row.name == "claims":
         where = dict(category="Claims", subcategory="{dataset}")
         out[0] = report(out[0], caption=CLAIMS_CAPTION, **where)
-    return out
+    return [update(f) for f in out]
 
 
 def rule_resources(row):
@@ -153,11 +156,15 @@ def sync_with_dvc():
 
 
 def release_results(success):
-    """onsuccess/onerror: drop the claim; after a successful run of params.yaml alone,
+    """onsuccess/onerror: drop the claim; after a failed run mark the failed jobs' kept
+    outputs incomplete (villani.dag.failed_jobs); after a successful run of params.yaml alone,
     record the outputs in dvc.lock; then say where the results are and what the claims
     ledger found (villani.dag.summary)."""
     while CLAIMS:
         dvc_sync.release(CLAIMS.pop())
+    kept = None if success else failed_jobs.mark_incomplete(workflow)
+    if kept:
+        logger.info(kept)
     overrides = getattr(workflow.config_settings, "config", None)
     if not success or os.environ.get(dvc_sync.SYNCING):
         return

@@ -22,11 +22,12 @@ import pandas as pd
 from villani.claims.registry import Measured
 from villani.collapse import BASELINE_RULE, baseline_ppl, beats_baseline, is_collapsed
 from villani.io.results import bounds_frame, data_stats, measurements, rays_table, vocabulary
+from villani.io.tables import after_start
 from villani.plan.paper_lambda import LambdaMatch, match
 from villani.psi import psi_column
 from villani.stats import Interval, exact_value, seed_interval
 
-__all__ = ["Context", "Where", "none", "run_codes", "after_start", "arithmetic", "ANY_SCALE"]
+__all__ = ["Context", "Where", "none", "run_codes", "after_start", "arithmetic", "not_a_result", "ANY_SCALE"]
 
 #: Where an arithmetic row is "measured": the paper's own numbers.
 ANY_SCALE = "the paper's own numbers (any scale)"
@@ -48,11 +49,17 @@ class Where(str):
         return Where(str(self) + other, self.variant, self.lams)
 
 
-def after_start(df: pd.DataFrame) -> pd.DataFrame:
-    """The checkpoints after each run's first: a correlation over checkpoints leaves out step 0,
-    where every run is its initialisation (perplexity ≈ V, the same θ at every λ)."""
-    first = df.groupby(["variant", "lam", "seed"])["step"].transform("min")
-    return df[df["step"] > first].reset_index(drop=True)
+def by_lam_text(df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None]) -> str:
+    """``stat`` on each λ's rows (every seed's run at that λ): ``at λ = 0.012: 1.1, …``."""
+    got = [(lam, stat(g)) for lam, g in df.groupby("lam")]
+    return "at " + ", ".join(f"λ = {lam:g}: {fmt(v)}" for lam, v in got) + " (all seeds)" if got else ""
+
+
+def theta_range_text(df: pd.DataFrame) -> str:
+    """How far ‖θ‖ moves inside a run — the treatment a within-run exponent is estimated from:
+    the range over runs of max ‖θ‖ / min ‖θ‖ among the rows."""
+    f = df.groupby(["variant", "lam", "seed"])["theta_sq_norm"].agg(lambda x: float(np.sqrt(x.max() / x.min())))
+    return f"‖θ‖ moves ×{f.min():.3g}–{f.max():.3g} inside a run" if len(f) else ""
 
 
 def run_codes(df: pd.DataFrame) -> np.ndarray:
@@ -64,6 +71,13 @@ def arithmetic(value: float, how: str, note: str) -> Measured:
     """A number computed from the paper's inputs (:mod:`villani.claims.paper`): the point interval
     [v, v] (:func:`villani.stats.exact_value`) with ``how`` it was computed, and the row's note."""
     return Measured(exact_value(float(value), "arithmetic on the paper's numbers: " + how), ANY_SCALE, note)
+
+
+def not_a_result(where: str, note: str) -> Measured:
+    """A sentence of the paper that announces an experiment or a capability it never reports:
+    no statistic, the verdict *not a result of the paper* (``where``: the paper's text that
+    decides it; ``note``: what the paper says and does not)."""
+    return Measured(None, f"the paper's text: {where}", note, reported=False)
 
 
 def none(reason: str, where: str, *, match_: LambdaMatch | None = None, testable: bool = True,
@@ -157,19 +171,32 @@ class Context:
         return Where(f"{self.dataset}, {variant}, λ = {lam_text}, seeds {', '.join(map(str, seeds))}{rows}{extra}",
                      variant, lams)
 
-    def per_seed(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None]) -> tuple[Interval, dict]:
-        """``stat`` on each seed's rows (all its runs) and the t interval over seeds."""
+    def per_seed(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None], *,
+                 scale: str = "linear") -> tuple[Interval, dict]:
+        """``stat`` on each seed's rows (all its runs) and the t interval over seeds; ``scale="log"``
+        for a positive statistic whose spread is multiplicative (a ratio, a CV): the t interval
+        of the logs, back-transformed (:func:`villani.stats.seed_interval`). A seed whose value
+        is ≤ 0 leaves no log-scale interval (the method says which seed)."""
         values = {int(s): stat(g) for s, g in df.groupby("seed")}
         got = {s: v for s, v in values.items() if v is not None and np.isfinite(v)}
-        return seed_interval(list(got.values()), self.confidence), got
+        bad = [s for s, v in got.items() if v <= 0]
+        if scale == "log" and bad:
+            iv = seed_interval(list(got.values()), self.confidence)
+            return Interval(iv.estimate, None, None, iv.confidence, iv.n, iv.units, None,
+                            f"{iv.method} — no interval: a log-scale interval needs values > 0, seed "
+                            f"{', '.join(map(str, bad))} gives ≤ 0"), got
+        return seed_interval(list(got.values()), self.confidence, scale=scale), got
 
     def seed_measured(self, df: pd.DataFrame, stat: Callable[[pd.DataFrame], float | None], where: str, *,
-                      match: LambdaMatch | None, excluded: tuple[str, ...]) -> Measured:
-        """:meth:`per_seed` as a claim's result: the t interval over seeds, the per-seed values
-        and the runs left out in its note (a claim this scale cannot decide goes through
-        :func:`villani.claims.price.needs_scale`, which keeps the statistic)."""
-        iv, vals = self.per_seed(df, stat)
-        return Measured(iv, where, join(per_seed_text(vals), left_out_note(excluded)), match=match, excluded=excluded)
+                      match: LambdaMatch | None, excluded: tuple[str, ...], scale: str = "linear") -> Measured:
+        """:meth:`per_seed` as a claim's result: the t interval over seeds (on ``scale``), the
+        per-seed values (on the log scale with :func:`modes_text`) and the runs left out in its
+        note (a claim this scale cannot decide goes through :func:`villani.claims.price.needs_scale`,
+        which keeps the statistic)."""
+        iv, vals = self.per_seed(df, stat, scale=scale)
+        spread = modes_text(vals) if scale == "log" else ""
+        return Measured(iv, where, join(per_seed_text(vals), spread, left_out_note(excluded)), match=match,
+                        excluded=excluded)
 
 
 def left_out_note(excluded: tuple[str, ...]) -> str:
@@ -187,6 +214,43 @@ def fmt(x) -> str:
 
 def per_seed_text(values: Mapping[int, float]) -> str:
     return "per seed " + ", ".join(f"{s}: {v:.3g}" for s, v in values.items()) if values else ""
+
+
+#: Per-seed positive values whose largest and smallest differ by more than this factor are
+#: described in the note (two seeds) or split at their widest gap (three or more: two modes).
+SPREAD_FACTOR = 3.0
+
+
+def modes_text(values: Mapping[int, float]) -> str:
+    r"""What a mean over seeds hides when the seeds disagree by more than :data:`SPREAD_FACTOR`
+    (positive values, compared on the log scale): with two seeds, their ratio; with three or
+    more, the widest gap between consecutive sorted logs when it is over half their range —
+    two modes, named by their seeds — else the range. Empty when the values agree (or any is ≤ 0).
+
+    >>> modes_text({0: 1.0, 1: 1.2, 2: 9.0, 3: 10.0})
+    'bimodal per-seed values: seeds 0, 1 at 1–1.2, seeds 2, 3 at 9–10 (a gap of ×7.5): a mean over seeds describes neither'
+    """
+    v = {s: x for s, x in values.items() if x is not None and np.isfinite(x)}
+    if len(v) < 2 or min(v.values()) <= 0:
+        return ""
+    order = sorted(v, key=v.get)
+    logs = np.log([v[s] for s in order])
+    if logs[-1] - logs[0] <= np.log(SPREAD_FACTOR):
+        return ""
+    if len(v) == 2:
+        return f"the two seeds differ ×{v[order[1]] / v[order[0]]:.3g} (seed {order[0]}: {v[order[0]]:.3g}, seed " \
+               f"{order[1]}: {v[order[1]]:.3g})"
+    gaps = np.diff(logs)
+    k = int(np.argmax(gaps))
+    if gaps[k] <= 0.5 * (logs[-1] - logs[0]):
+        return f"per-seed values span ×{v[order[-1]] / v[order[0]]:.3g}"
+    lo, hi = order[:k + 1], order[k + 1:]
+
+    def group(ss):
+        return f"seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, sorted(ss)))} at " + (
+            f"{v[ss[0]]:.3g}" if len(ss) == 1 else f"{v[ss[0]]:.3g}–{v[ss[-1]]:.3g}")
+    return (f"bimodal per-seed values: {group(lo)}, {group(hi)} (a gap of ×{np.exp(gaps[k]):.2g}): a mean over "
+            "seeds describes neither")
 
 
 def from_units(units: list[tuple[str, Interval]], where: str, note: str = "", **kw) -> Measured:

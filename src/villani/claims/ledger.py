@@ -1,6 +1,8 @@
 r"""``villani claims``: one row per quantitative claim of the paper, with our statistic, its
-confidence interval, a verdict, its class and — for the measured ones — a power plan and the
-family-wise verdict: ``results/claims/{dataset}.csv`` (the paper's claims),
+confidence interval, a verdict, its class, the root error of an arithmetic refutation
+(:mod:`villani.claims.roots`), the premises it rests on (``rests_on``; ``void`` names the failed ones,
+:mod:`villani.claims.chain`) and — for the measured ones — a power plan and the family-wise verdict:
+``results/claims/{dataset}.csv`` (the paper's claims),
 ``results/claims/{dataset}_findings.csv`` (our findings, never counted as the paper's) and
 ``results/claims/{dataset}.json`` (both tables with every number, the counts by class ×
 verdict, the multiplicity summary and the treatment the runs applied).
@@ -23,11 +25,12 @@ import io
 import math
 from typing import Any, Mapping
 
-from villani.claims import power
+from villani.claims import chain, power
 from villani.claims.context import Context
 from villani.claims.multiplicity import decision_p, family
 from villani.claims.registry import CLASSES, FINDINGS, MEASURED, PAPER, Claim, Measured, claims, row_class
-from villani.claims.verdict import CODES, INCONCLUSIVE, UNTESTABLE, unit_verdict, verdict
+from villani.claims.roots import root_of, summary
+from villani.claims.verdict import CODES, INCONCLUSIVE, NOT_A_RESULT, UNTESTABLE, unit_verdict, verdict
 from villani.io import atomic
 from villani.io.records import write_sealed
 from villani.io.results import record_inputs
@@ -38,12 +41,14 @@ __all__ = ["COLUMNS", "claim_row", "claim_rows", "ledger", "write_claims"]
 
 COLUMNS = ("id", "class", "source", "paper_statement", "paper_value", "statistic", "claimed_region", "estimate",
            "ci_low", "ci_high", "confidence", "ci_method", "measured_on", "paper_lambda", "our_lambda", "paper_budget",
-           "our_budget", "runs_left_out", "verdict", "p_value", "p_holm", "verdict_holm",
-           "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "seeds_to_decide", "seeds_80pct",
-           "decided_by", "price_gpu_h", "note")
+           "our_budget", "runs_left_out", "verdict", "root", "p_value", "p_holm", "verdict_holm",
+           "treatment_theta_sq", "treatment_val_ppl", "seed_sd_val_ppl", "seed_sd", "min_effect", "seeds_to_decide",
+           "decided_by", "price_gpu_h", "rests_on", "void", "note")
 
 
 def _verdict(c: Claim, got: Measured) -> str:
+    if not got.reported:
+        return NOT_A_RESULT
     if not got.testable:
         return UNTESTABLE
     if got.units:
@@ -54,7 +59,7 @@ def _verdict(c: Claim, got: Measured) -> str:
 def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
     """The power columns of a measured row (empty for the other classes)."""
     out = {"p_value": None, "treatment_theta_sq": None, "treatment_val_ppl": None, "seed_sd_val_ppl": None,
-           "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": ""}
+           "seed_sd": None, "min_effect": None, "seeds_to_decide": ""}
     if row_class(c, got) != MEASURED:
         return out
     out["p_value"] = got.p_value if got.p_value is not None else decision_p(got.interval, c.region, got.units)
@@ -63,28 +68,30 @@ def _power(ctx: Context, c: Claim, got: Measured) -> dict[str, Any]:
     out.update({"treatment_theta_sq": tr.get("delta_theta_sq_rel"), "treatment_val_ppl": tr.get("delta_val_ppl"),
                 "seed_sd_val_ppl": tr.get("seed_sd_val_ppl")})
     pl = power.plan(got.interval, c.region) if not got.units else {
-        "seed_sd": None, "seeds_to_decide": "", "seeds_80pct": "",
+        "seed_sd": None, "min_effect": None, "seeds_to_decide": "",
         "power_note": "per-unit verdicts (each ray's interval is over its probes, not over seeds)"}
-    out.update({"seed_sd": pl["seed_sd"], "seeds_to_decide": pl["seeds_to_decide"] or f"n/a: {pl['power_note']}",
-                "seeds_80pct": pl["seeds_80pct"]})
+    out.update({"seed_sd": pl["seed_sd"], "min_effect": pl["min_effect"],
+                "seeds_to_decide": pl["seeds_to_decide"] or f"n/a: {pl['power_note']}",
+                "power_note": pl["power_note"] if pl["seeds_to_decide"] else ""})
     return out
 
 
 def claim_row(c: Claim, got: Measured, ctx: Context | None = None) -> dict[str, Any]:
     """The row (:data:`COLUMNS`) of one claim and what its computation returned."""
     iv, mt = got.interval, got.match
-    note = got.note
+    note, cls, v = got.note, row_class(c, got), _verdict(c, got)
     if iv is not None and (iv.low is None or iv.high is None) and got.testable:
         note = (note + "; " if note else "") + "no interval: " + iv.method.rsplit("— no interval: ", 1)[-1]
     row = {
-        "id": c.id, "class": row_class(c, got), "table": c.table, "source": c.source, "paper_statement": c.statement,
+        "id": c.id, "class": cls, "table": c.table, "source": c.source, "paper_statement": c.statement,
         "paper_value": c.paper_value, "statistic": c.statistic, "claimed_region": c.region.text,
         "estimate": None if iv is None else iv.estimate, "ci_low": None if iv is None else iv.low,
         "ci_high": None if iv is None else iv.high, "confidence": None if iv is None else iv.confidence,
         "ci_method": "" if iv is None else iv.method, "measured_on": str(got.measured_on),
         "paper_lambda": None if mt is None else mt.paper, "our_lambda": None if mt is None else mt.ours,
         "paper_budget": None if mt is None else mt.paper_budget, "our_budget": None if mt is None else mt.our_budget,
-        "runs_left_out": len(got.excluded), "verdict": _verdict(c, got),
+        "runs_left_out": len(got.excluded), "verdict": v, "root": root_of(c.id, cls, v),
+        "lams": list(getattr(got.measured_on, "lams", ())),
         "decided_by": got.decides, "price_gpu_h": got.price_gpu_h,
         "note": note if mt is None or mt.ours is not None else (note or mt.text()),
     }
@@ -92,11 +99,13 @@ def claim_row(c: Claim, got: Measured, ctx: Context | None = None) -> dict[str, 
     return row
 
 
-def _rows(ctx: Context) -> tuple[list[dict], dict]:
+def _rows(ctx: Context) -> tuple[list[dict], dict, dict]:
+    """The rows, their Holm summaries per table and the premises' status (each row's ``rests_on``
+    and ``void`` set by :func:`villani.claims.chain.mark`)."""
     rows = [claim_row(c, c.compute(ctx), ctx) for c in claims(ctx.params)]
     alpha = 1.0 - ctx.confidence
     fams = {table: family([r for r in rows if r["table"] == table], alpha) for table in (PAPER, FINDINGS)}
-    return rows, fams
+    return rows, fams, chain.mark(rows)
 
 
 def claim_rows(params: Mapping, root=layout.RESULTS) -> list[dict[str, Any]]:
@@ -112,16 +121,19 @@ def counts(rows: list[dict]) -> dict:
                          for k in CLASSES}}
 
 
-def ledger(params: Mapping, root=layout.RESULTS) -> dict:
+def ledger(params: Mapping, root=layout.RESULTS, ctx: Context | None = None) -> dict:
     """The JSON document: the paper's claims and our findings (each with its counts and Holm
-    summary) and the treatment the AdamW runs applied between the smallest and largest λ."""
-    ctx = Context(params, root)
-    rows, fams = _rows(ctx)
+    summary), the arithmetic refutations' root errors (:func:`villani.claims.roots.summary`) and the
+    treatment the AdamW runs applied between the smallest and largest λ (``ctx``: the results as read
+    for a design of :mod:`villani.claims.design`)."""
+    ctx = ctx or Context(params, root)
+    rows, fams, premises = _rows(ctx)
     paper = [r for r in rows if r["table"] == PAPER]
     found = [r for r in rows if r["table"] == FINDINGS]
     lams = [float(x) for x in params["train"]["lambdas"]]
     return {"dataset": params["data"]["name"], "rule": "docs/claims.md", "counts": counts(paper)["verdicts"],
-            "counts_by_class": counts(paper)["by_class"], "multiplicity": fams[PAPER], "claims": paper,
+            "counts_by_class": counts(paper)["by_class"], "counts_void": chain.void_counts(paper, CLASSES),
+            "premises": premises, "roots": summary(paper), "multiplicity": fams[PAPER], "claims": paper,
             "findings": {"counts": counts(found)["verdicts"], "multiplicity": fams[FINDINGS], "rows": found},
             "treatment": dict(power.treatment(ctx.m, "adamw", lams)) if len(lams) > 1 else {}, "scale": scale(ctx)}
 
@@ -173,6 +185,8 @@ def write_claims(params: Mapping, root=layout.RESULTS) -> str:
                  "claims")
     by_class = "; ".join(f"{k}: " + ", ".join(f"{v} {n}" for v, n in c.items() if n)
                          for k, c in doc["counts_by_class"].items())
-    return (f"{csv_path}: {len(doc['claims'])} claims of the paper ({by_class}); "
+    void = sum(doc["counts_void"].values())
+    return (f"{csv_path}: {len(doc['claims'])} claims of the paper ({by_class}; {void} void: resting on a failed "
+            "premise); "
             f"{len(doc['findings']['rows'])} findings; Holm keeps {doc['multiplicity']['survive']} of "
             f"{doc['multiplicity']['decided']} measured decisions")

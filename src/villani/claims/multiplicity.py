@@ -10,7 +10,8 @@ so the row is decided at level α iff p < α with p = max_b p_b over the finite 
 c lies inside the region (supported needs every boundary cleared) and p = p_{b*}, b* the
 nearest boundary, when c lies outside (refuted needs the nearest cleared). For a count
 (Clopper–Pearson, the central two-sided binomial interval) p_b = min(1, 2·min(P(X ≤ k),
-P(X ≥ k))) at the fraction b, the same duality. A row tested per unit (Fig 2's rays, each at
+P(X ≥ k))) at the fraction b, the same duality, with n the interval's independent units (the
+runs of a fraction of runs, never their checkpoints). A row tested per unit (Fig 2's rays, each at
 1 − α/k) takes its units' p-values × k (Bonferroni): the smallest over the units that lie
 outside the region when any does (refuted if any is), else the largest (supported needs all).
 
@@ -48,9 +49,9 @@ def _t_p(iv, region: Region) -> float | None:
 
 
 def _count_p(iv, region: Region) -> float | None:
-    if iv is None or iv.estimate is None or not iv.n:
+    if iv is None or iv.estimate is None or not iv.units:
         return None
-    n = int(iv.n)
+    n = int(iv.units)  # the independent trials: runs for a fraction of runs, not their checkpoints
     k = int(round(iv.estimate * n))
     bounds = [b for b in (region.low, region.high) if math.isfinite(b) and 0 < b < 1]
     if not bounds:

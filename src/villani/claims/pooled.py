@@ -11,6 +11,14 @@ but run i, the pseudo-values
 back-transformed by tanh (Quenouille–Tukey; the units are runs, so the interval respects
 them). The R² interval is the r interval squared ([0, max(lo², hi²)] when it straddles 0).
 
+**Within strata** (Fig 7's direction within each λ): pooled across λ, r mixes the association
+within each λ with the spread of the λ's means — Simpson's paradox, where a shift of a whole
+stratum (−λd moves every checkpoint of one λ alike; over-decay raises its perplexity) sets the
+sign. :func:`stratified_correlation_interval` takes each stratum's pooled r on Fisher's scale,
+averages them, z̄ = mean_g atanh r_pool(g), and jackknifes z̄ over the clusters (seeds, each
+holding a run in every stratum); :func:`villani.stats.simpson_decomposition` splits the
+pooled r exactly into its within- and between-strata parts.
+
 A difference of correlation *strength* between two groups (Fig 7: λ = 10⁻² against 0) is
 atanh|r_a| − atanh|r_b| (its sign is that of R²_a − R²_b), jackknifed over the clusters that
 hold one run of each group (seeds).
@@ -30,7 +38,8 @@ from scipy import stats as _sps
 
 from villani.intervals import R_CLIP, Interval, pearson_r
 
-__all__ = ["pooled_r", "jackknife", "pooled_correlation_interval", "strength_difference_interval"]
+__all__ = ["pooled_r", "jackknife", "pooled_correlation_interval", "stratified_correlation_interval",
+           "strength_difference_interval"]
 
 
 def pooled_r(x: Any, y: Any) -> float | None:
@@ -96,3 +105,25 @@ def strength_difference_interval(x: Any, y: Any, group: Any, clusters: Any, a: A
     method = (f"atanh|r_pool| of group {a} − of group {b}, jackknife over {k} clusters (t, df = {k - 1})"
               + ("" if lo is not None or est is None else " — no interval: fewer than 2 clusters or no spread"))
     return Interval(est, lo, hi, float(confidence), int(xs.size), k, None if lo is None else k - 1, method)
+
+
+def stratified_correlation_interval(x: Any, y: Any, strata: Any, clusters: Any, confidence: float = 0.95
+                                    ) -> Interval:
+    r"""The association within strata: tanh of :math:`\bar z = \frac1G\sum_g \operatorname{atanh} r_{pool}(g)`,
+    the mean over the G strata of each one's pooled r (all its points), with the jackknife of z̄
+    over ``clusters`` (seeds: each holds a run in every stratum; module docstring). A shift of a
+    whole stratum in x or y leaves it unchanged; no interval where a stratum's r is undefined."""
+    xs, ys, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(strata)
+    levels = list(dict.fromkeys(g.tolist()))
+
+    def stat(m):
+        zs = [_z(pooled_r(xs[m & (g == v)], ys[m & (g == v)])) for v in levels]
+        return None if any(z is None for z in zs) else float(np.mean(zs))
+
+    est, lo, hi, k = jackknife(stat, clusters, confidence)
+    method = (f"mean over {len(levels)} strata of atanh r_pool (each stratum's points pooled), jackknife over {k} "
+              f"clusters (t, df = {k - 1}), back-transformed"
+              + ("" if lo is not None or est is None else " — no interval: fewer than 2 clusters or no spread"))
+    back = (lambda v: None if v is None else float(np.tanh(v)))
+    return Interval(back(est), back(lo), back(hi), float(confidence), int(xs.size), k, None if lo is None else k - 1,
+                    method)

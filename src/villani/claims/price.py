@@ -12,7 +12,7 @@ with the rates measured on an H200 by ``benchmarks/gpu_check.sh``
 :data:`~villani.measure.cost_model.H200_HVP_S_PER_TOKEN`, 3.40 s per fp32 product of 32,704
 tokens) and K = :data:`PRODUCTS_PER_CHECKPOINT` = 76, the products one checkpoint took on
 the trained default model (the 60-step top-20 Lanczos run plus Stein's probes for a ±2 %
-trace, ``benchmarks/measure.py --mode levers``; README, "What a preset costs"). Start-up and
+trace, ``benchmarks/measure.py --mode levers``; ``docs/running/performance.md``, "What a preset costs"). Start-up and
 validation are not counted; an A100 trains at about the same rate (launch-bound) and runs
 a product ≈ 3.4× slower.
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from villani.claims.context import Context
-from villani.claims.paper import PAPER_D, PAPER_SEEDS, PAPER_STEPS, PTB_TOKENS_TABLE2, WT103_EPOCHS, WT103_TOKENS_TABLE2
+from villani.claims.paper import PAPER_D, PAPER_SEEDS, PAPER_STEPS, PTB_TOKENS_TABLE2, WT103_EPOCHS, WT103_STEPS
+from villani.plan.paper_lambda import PAPER_EPOCHS, PAPER_TOKENS_PER_STEP
 from villani.claims.registry import Measured
 from villani.measure.cost_model import H200_HVP_S_PER_TOKEN, H200_TRAIN_S_PER_TOKEN
 
@@ -35,7 +36,7 @@ __all__ = ["Design", "DESIGNS", "PRODUCTS_PER_CHECKPOINT", "TOKENS_PER_PRODUCT",
 PRODUCTS_PER_CHECKPOINT = 76
 #: Tokens of one product: the presets' 64 measurement blocks of 511 predicted tokens.
 TOKENS_PER_PRODUCT = 64 * 511
-TOKENS_PER_STEP = 512  # Table I: batch 512 tokens
+TOKENS_PER_STEP = PAPER_TOKENS_PER_STEP  # Table I: batch 512 tokens
 
 
 @dataclass(frozen=True)
@@ -53,15 +54,13 @@ class Design:
         return Design(self.what, runs, self.steps, self.checkpoints, self.sizes, self.products)
 
 
-_WT103_STEPS = round(WT103_EPOCHS * WT103_TOKENS_TABLE2 / TOKENS_PER_STEP)
-
 #: The paper's experiments, per seed and λ (``with_runs`` scales them to the λ values a claim needs).
 DESIGNS = {
-    "ptb": Design(f"configs/ptb.yaml: GPT-Neo-125M on PTB ({PTB_TOKENS_TABLE2:,} tokens), {PAPER_STEPS:,} steps "
-                  "of 512 tokens, 60 measured checkpoints per run", PAPER_SEEDS, PAPER_STEPS, 60),
-    "wikitext103": Design(f"configs/wikitext103.yaml: GPT-Neo-125M on WikiText-103, {WT103_EPOCHS} epochs = "
-                          f"{_WT103_STEPS:,} steps of 512 tokens, 12 measured checkpoints per run", PAPER_SEEDS,
-                          _WT103_STEPS, 12),
+    "ptb": Design(f"the paper's PTB design (configs/ptb.yaml): GPT-Neo-125M on PTB ({PTB_TOKENS_TABLE2:,} tokens), {PAPER_EPOCHS} epochs = "
+                  f"{PAPER_STEPS:,} steps of 512 tokens, 60 measured checkpoints per run", PAPER_SEEDS, PAPER_STEPS, 60),
+    "wikitext103": Design(f"the paper's WikiText-103 design (configs/wikitext103.yaml): GPT-Neo-125M on WikiText-103, {WT103_EPOCHS} epochs = "
+                          f"{WT103_STEPS:,} steps of 512 tokens, 12 measured checkpoints per run", PAPER_SEEDS,
+                          WT103_STEPS, 12),
     "gpu_memory": Design("`villani cost` on one GPU: the HVP's time and peak memory at d = 1.25·10⁸ … 10⁹ "
                          "(Fig 10's memory-vs-d fit)", sizes=(PAPER_D, 2.5e8, 5e8, 1e9), products=4),
 }

@@ -11,7 +11,9 @@ A claim's computation takes a :class:`~villani.claims.context.Context` and retur
 :class:`Measured`: the interval of its statistic (``None``: no statistic, the note says
 why), where it was measured, the paper-λ match it used, and optionally one interval per
 independent *unit* (a ray): then the verdict is per unit (:func:`villani.claims.verdict.unit_verdict`).
-``testable=False`` marks a claim that this scale cannot decide (the note says what would).
+``testable=False`` marks a claim that this scale cannot decide (the note says what would);
+``reported=False`` a sentence of the paper that announces what it never reports (verdict
+:data:`~villani.claims.verdict.NOT_A_RESULT`; the note quotes where the paper says so).
 
 **Class.** A claim declares its *basis*: :data:`ARITHMETIC` (decided from the paper's own
 numbers, definitions and equations — :mod:`villani.claims.paper` — at any scale, before any
@@ -39,8 +41,10 @@ from villani.stats import Interval
 __all__ = ["Measured", "Claim", "claim", "claim_family", "claims", "catalogue", "catalogue_markdown", "write_catalogue",
            "MODULES", "ARITHMETIC", "MEASURED", "NEEDS_SCALE", "CLASSES", "PAPER", "FINDINGS", "row_class"]
 
-#: The claim modules, in the order of the paper (their import registers their claims).
-MODULES = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "trace", "table3", "trace_numbers", "scale")
+#: The claim modules, in the order of the paper (their import registers their claims): the
+#: premises of the theory and its derivation first, tested before their consequences.
+MODULES = ("premises", "derivation", "fig2", "fig3", "fig4", "fig5", "noise", "fig6", "fig7", "trace", "table3",
+           "trace_numbers", "scale")
 
 #: A claim's basis, and the row classes (the ``class`` column).
 ARITHMETIC, MEASURED, NEEDS_SCALE = "arithmetic", "measured here", "needs scale"
@@ -63,6 +67,7 @@ class Measured:
     decides: str = ""
     price_gpu_h: float | None = None
     p_value: float | None = None
+    reported: bool = True
 
 
 @dataclass(frozen=True)

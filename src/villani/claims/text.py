@@ -1,11 +1,11 @@
-"""How a ledger row and the run a ledger is about read in prose (the README sections of
+"""How a ledger row and the run a ledger is about read in prose (the generated pages of
 :mod:`villani.claims.report` and :mod:`villani.claims.wrong`)."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
-__all__ = ["num", "fmt_row", "scale_text"]
+__all__ = ["num", "fmt_row", "scale_text", "roots_count", "by_root"]
 
 
 def num(x) -> str:
@@ -31,3 +31,24 @@ def scale_text(doc: Mapping) -> str:
             f"{s['largest_budget']:.3g}. λ matched by λ·η·T: {s['lambda_match']}. Runs that decide nothing (final "
             f"validation perplexity not below the corpus's unigram model's, {s['unigram_val_ppl']:.4g}): "
             f"{', '.join(s['runs_deciding_nothing']) or 'none'}.")
+
+
+def roots_count(doc: Mapping) -> str:
+    """"25 rows, 16 independent errors": the ledger's arithmetic refutations against their roots."""
+    r = doc["roots"]
+    loose = f"; {len(r['unattributed'])} without a named root: {', '.join(r['unattributed'])}" if r["unattributed"] else ""
+    return f"{r['rows']} rows, {r['errors']} independent errors{loose}"
+
+
+def by_root(doc: Mapping) -> list[str]:
+    """The refuted arithmetic rows under the root error each rests on (:mod:`villani.claims.roots`),
+    one bold line per root and its rows as :func:`fmt_row` sentences."""
+    rows = {r["id"]: r for r in doc["claims"]}
+    out: list[str] = []
+    for k, root in enumerate(doc["roots"]["roots"], 1):
+        n = len(root["rows"])
+        out += [f"{k}. **`{root['root']}`** ({n} row{'s' if n > 1 else ''}): {root['error']}."]
+        out += ["    " + fmt_row(rows[i]) for i in root["rows"]]
+    loose = doc["roots"]["unattributed"]
+    return out + ([f"{len(doc['roots']['roots']) + 1}. **no named root**:"] + ["    " + fmt_row(rows[i]) for i in loose]
+                  if loose else [])

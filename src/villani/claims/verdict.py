@@ -10,6 +10,11 @@ interval [lo, hi]. Then
 - **inconclusive** otherwise (the interval straddles a boundary of the region), and when
   the statistic or its interval cannot be computed on our data (the reason is given).
 
+Two verdicts are not the rule's: **untestable** (this scale cannot decide the claim) and
+**not a result of the paper** — a sentence of the paper that announces an experiment or a
+capability the paper never reports (its text decides: no number, figure or table carries it),
+so there is nothing to support or refute; the row quotes where the paper says so.
+
 A direction is the open half-line (0, ∞) or (−∞, 0): a correlation whose interval
 excludes 0 on the claimed side supports it, one that excludes 0 on the other side refutes
 it. A point value without sampling error (one deterministic number) is the interval
@@ -28,14 +33,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["SUPPORTED", "REFUTED", "INCONCLUSIVE", "UNTESTABLE", "CODES", "Region", "verdict", "unit_verdict", "Interval_"]
+__all__ = ["SUPPORTED", "REFUTED", "INCONCLUSIVE", "UNTESTABLE", "NOT_A_RESULT", "VERDICTS", "CODES", "Region",
+           "verdict", "unit_verdict", "Interval_"]
 
 SUPPORTED, REFUTED, INCONCLUSIVE = "supported", "refuted", "inconclusive"
 #: A claim this scale cannot decide (a magnitude that does not transfer by λ·η·T, a second
 #: dataset, a GPU): the row says what would test it.
 UNTESTABLE = "untestable"
+#: A sentence that announces what the paper never reports: nothing to test.
+NOT_A_RESULT = "not a result of the paper"
+#: Every verdict a row can have, in the order the report's tables print them.
+VERDICTS = (SUPPORTED, REFUTED, INCONCLUSIVE, UNTESTABLE, NOT_A_RESULT)
 #: Numeric codes for metrics.json (text verdicts live in claims.csv).
-CODES = {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1, UNTESTABLE: 0}
+CODES = {SUPPORTED: 1, INCONCLUSIVE: 0, REFUTED: -1, UNTESTABLE: 0, NOT_A_RESULT: 0}
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class Region:
 
     @classmethod
     def around(cls, value: float, tol: float, *, relative: bool = False) -> "Region":
-        """[value − tol, value + tol] (``relative``: tol is a fraction of |value|)."""
+        """[value − tol, value + tol] (``relative``: tol is a fraction of ``|value|``)."""
         half = abs(value) * tol if relative else tol
         txt = f"{value:g} ± {100 * tol:g}%" if relative else f"{value:g} ± {tol:g}"
         return cls(value - half, value + half, text=txt)

@@ -71,14 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("figures", parents=[common], help="render every figure and table")
     sub.add_parser("claims", parents=[common], help="write results/claims/<dataset>.csv: a verdict on every claim of "
                    "the paper")
-    cr = sub.add_parser("claims-report", parents=[common], help="the README's 'What the data say about the paper' "
-                        "and 'Where the paper is wrong' from ledgers (printed, or --write FILE between its markers)")
+    cr = sub.add_parser("claims-report", parents=[common], help="docs/results.md, docs/paper-errors.md and the "
+                        "README's verdict table from ledgers (printed, or --write FILE … between each file's markers)")
     cr.add_argument("--ledger", metavar="JSON", help="the ledger to report (default: results/claims/<dataset>.json "
                     "of --params)")
-    cr.add_argument("--sensitivity", metavar="JSON", action="append", default=[],
-                    help="a further ledger (e.g. of configs/strong.yaml) shown beside it; repeatable")
-    cr.add_argument("--write", metavar="FILE", help="replace the text between FILE's claims-report (and paper-wrong) "
-                    "markers")
+    cr.add_argument("--sensitivity", metavar="FILE", action="append", default=[],
+                    help="another design's parameter file (e.g. configs/strong.yaml, its results under --results): "
+                    "the chain of designs to it, one factor at a time, and its ledger; repeatable")
+    cr.add_argument("--write", metavar="FILE", nargs="+", default=[], help="in each FILE, replace the text between "
+                    "every pair of claims-report, paper-wrong and claims-verdicts markers it has")
     sub.add_parser("metrics", parents=[common], help="write results/metrics/<dataset>.json (headline numbers) and "
                    "results/plots/<dataset>/ (DVC plot data)")
     sub.add_parser("paper", parents=[common], help="render the cross-dataset figures and tables of every dataset "
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
                    "(ckpt/step<t>.safetensors) as Hugging Face folders ckpt/step<t>/")
     _dvc_yaml_parser(sub, common)
+    _docs_parser(sub, common)
     for action in sub._choices_actions:  # `villani COMMAND --help` opens with what COMMAND does
         if sub.choices[action.dest].description is None:
             sub.choices[action.dest].description = action.help
@@ -119,6 +121,13 @@ def _dvc_yaml_parser(sub, common) -> None:
     dy.add_argument("--output", default="dvc.yaml", metavar="FILE", help="the file (default: dvc.yaml)")
 
 
+def _docs_parser(sub, common) -> None:
+    dc = sub.add_parser("docs", parents=[common], help="write the documentation site's generated pages (parameters, "
+                        "command line, records, claim catalogue) from their sources; --check: exit 2 naming each "
+                        "page that is not current")
+    dc.add_argument("--check", action="store_true", help="check, write nothing")
+
+
 COMMANDS = {
     "validate": commands.cmd_validate, "fetch": commands.cmd_fetch, "pretrained": commands.cmd_pretrained,
     "plan": commands.cmd_plan,
@@ -128,13 +137,14 @@ COMMANDS = {
     "claims-report": commands.cmd_claims_report, "metrics": commands.cmd_metrics, "paper": commands.cmd_paper,
     "prune": commands.cmd_prune, "convert-checkpoints": commands.cmd_convert_checkpoints, "diagnose": cmd_diagnose,
     "profile": commands.cmd_profile, "run-lock": commands.cmd_run_lock, "dvc-yaml": commands.cmd_dvc_yaml,
+    "docs": lambda args: commands.cmd_docs(args, build_parser()),
 }
 
 
 # commands that compute on --device (checked before any work)
 DEVICE_COMMANDS = {"train", "measure", "rays", "landscape", "cost", "diagnose"}
 # commands that write nothing under --results
-READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml", "claims-report"}
+READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml", "claims-report", "docs"}
 
 
 def _check_writable(results: str) -> None:
@@ -211,7 +221,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"villani: error: {e}", file=sys.stderr)
         return 2
     from villani.plan.config import ParamsError
+    from villani.plan.writers import use_params
     from villani.training import TrainingDiverged
+
+    use_params(getattr(args, "params", None))  # the files a message's command names (villani.plan.writers)
 
     try:
         if args.threads:

@@ -53,7 +53,9 @@ def cmd_validate(args) -> None:
     import json
 
     from villani.io.results import current_stats
+    from villani.plan import layout
     from villani.plan.config import ParamsError
+    from villani.plan.writers import command
     from villani.plan.runs import runs
     from villani.plan.schedule import checkpoint_steps, segment_ends
 
@@ -64,14 +66,16 @@ def cmd_validate(args) -> None:
             raise ParamsError(f"measure.blocks: {p['measure']['blocks']} is invalid (≤ {blocks}, the blocks of the "
                               f"train split in {args.results}/data/{p['data']['name']}/stats.json)")
         _check_positions(p, args.results)
+        _check_architecture(p)
         rs = list(runs(p))
         print(f"ok: {p['data']['name']}: {len(rs)} runs, {len(segment_ends(p['train']))} segments and "
               f"{len(checkpoint_steps(p['train']))} checkpoints per run")
         t = p["train"]
         print(f"  train.steps = {t['steps']} covers {t['steps'] * t['batch_size'] / blocks:.2f} epochs "
               f"of {blocks} train blocks (batch {t['batch_size']})" if blocks else
-              f"  the split sizes are not known ({stale}): `villani tokenize` writes them; measure.blocks is "
-              "checked against the train split then")
+              f"  the split sizes are not known ({stale}): "
+              f"`{command(layout.fmt(layout.DATA_STATS, args.results, dataset=p['data']['name']))}` writes them; "
+              "measure.blocks is checked against the train split then")
         if args.print:
             print(json.dumps(p, indent=2))
 
@@ -94,6 +98,30 @@ def _check_positions(p, root) -> None:
     if isinstance(positions, int) and p["data"]["seq_len"] > positions:
         raise ParamsError(f"data.seq_len: {p['data']['seq_len']} is invalid (≤ {positions}, max_position_embeddings "
                           f"of model.name {p['model']['name']} in {config})")
+
+
+def _check_architecture(p) -> None:
+    """Build the model of ``model.config`` on the meta device (no memory, no weights), so that
+    every check its config and model classes make runs before any job: one line naming
+    ``model.config`` where one refuses it (the parameter check names the key of the shapes it
+    knows, :func:`villani.families.shape_problem`). A named model (``model.name``) is checked
+    when the pretrained stage reads its config."""
+    import torch
+
+    from villani.model import build_model
+
+    if p["model"]["name"]:
+        return
+    vocab = int(p["data"]["tokenizer"].get("vocab_size") or 256)  # any size builds the same shapes
+    try:
+        with torch.device("meta"):
+            build_model(p["model"], vocab, int(p["data"]["seq_len"]), seed=0)
+    except (ValueError, TypeError, NotImplementedError, RuntimeError, AttributeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        if first.startswith(("model.config", "data.seq_len")):  # the model's own one-line checks
+            raise
+        family = p["model"]["config"].get("model_type", "gpt_neo")
+        raise ValueError(f"model.config: not a valid {family} model ({first})") from None
 
 
 def cmd_fetch(args) -> None:
@@ -227,19 +255,42 @@ def cmd_claims(args) -> None:
     print(write_claims(_params(args), root=args.results))
 
 
+def _design_params(args, path: str) -> dict:
+    """The parameters of a further design (``--sensitivity FILE``): FILE over ``--params``, as
+    ``snakemake --configfile FILE`` reads it over params.yaml; one dataset."""
+    from villani.plan.config import ParamsError, dataset_names, dataset_params, load_params
+
+    if str(path).endswith(".json"):
+        raise ParamsError(f"--sensitivity {path}: a ledger; give the other design's parameter file (e.g. "
+                          "configs/strong.yaml): its chain of designs is computed from the results")
+    doc = load_params([*(args.params or ["params.yaml"]), path])
+    names = dataset_names(doc)
+    if len(names) != 1:
+        raise ParamsError(f"--sensitivity {path}: names {len(names)} datasets ({', '.join(names)}); give the file "
+                          "of one design")
+    return dataset_params(doc, names[0])
+
+
 def cmd_claims_report(args) -> None:
+    from villani.claims.design import chain_doc
     from villani.claims.report import load, report, write_report
     from villani.claims.wrong import wrong
+    from villani.io.results import claims_ledger
     from villani.plan import layout
 
+    p = _params(args)
     if args.ledger is None:  # the run's own ledger: also checked against the measurements it names
-        from villani.io.results import claims_ledger
-
-        claims_ledger(_params(args), args.results)
-    path = args.ledger or layout.fmt(layout.CLAIMS_JSON, args.results, dataset=_params(args)["data"]["name"])
-    main, others = load(path), [load(x) for x in args.sensitivity]
-    print(write_report(args.write, main, others) if args.write else report(main, others) + "\n" + wrong(main, others),
-          end="\n")
+        claims_ledger(p, args.results)
+    path = args.ledger or layout.fmt(layout.CLAIMS_JSON, args.results, dataset=p["data"]["name"])
+    main, others, chains = load(path), [], []
+    for f in args.sensitivity:  # each further design: its ledger (checked) and the chain of designs to it
+        q = _design_params(args, f)
+        claims_ledger(q, args.results)
+        others.append(load(layout.fmt(layout.CLAIMS_JSON, args.results, dataset=q["data"]["name"])))
+        chains.append(chain_doc(p, q, args.results, main_name=" + ".join(args.params or ["params.yaml"]),
+                                other_name=f))
+    print(write_report(args.write, main, others, chains) if args.write
+          else report(main, others, chains) + "\n" + wrong(main, others), end="\n")
 
 
 def cmd_metrics(args) -> None:
@@ -310,3 +361,17 @@ def cmd_dvc_yaml(args) -> None:
         return
     Path(args.output).write_text(dvc_yaml.render())
     print(f"wrote {args.output} ({len(dvc_yaml.stages())} stages)")
+
+
+def cmd_docs(args, parser) -> None:
+    from villani.cli import reference
+
+    if args.check:
+        stale = reference.stale_pages(parser)
+        if stale:
+            raise ValueError(f"not current: {', '.join(stale)} (run `villani docs` to regenerate them)")
+        print(f"ok: the {len(reference.PAGES) + len(reference.MARKED())} generated pages are current")
+        return
+    changed = reference.write_pages(parser)
+    print(f"wrote {', '.join(changed) if changed else 'nothing new'} "
+          f"({len(reference.PAGES) + len(reference.MARKED())} generated pages)")

@@ -128,7 +128,8 @@ def common_options(top: bool, *, params: bool = True) -> argparse.ArgumentParser
     p.add_argument("--device", type=device_name, default=dflt(None),
                    help="torch device: cpu, cuda, cuda:N (default: cuda if available, else cpu)")
     p.add_argument("--threads", type=integer(1, 4096), default=dflt(None), metavar="N",
-                   help="CPU threads for torch (default: torch's choice)")
+                   help="CPU threads for torch (default: torch's choice); `villani train` on the CPU uses "
+                        "train.threads instead (the count is part of the weights' arithmetic)")
     p.add_argument("--traceback", action="store_true", default=dflt(False), help="show full tracebacks on errors")
     p.add_argument("--log-level", default=dflt(None), metavar="LEVEL",  # checked by configure_logging
                    help="DEBUG, INFO, WARNING or ERROR (default: $VILLANI_LOG_LEVEL, else INFO)")

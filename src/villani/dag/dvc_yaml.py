@@ -67,7 +67,8 @@ _PER_FILE = ("{step}", "{figure}", "{plot}")  # file names DVC's templating cann
 
 def dvc_files(s: Stage, patterns, arm: Arm | None = None) -> list[str]:
     """The row's files as DVC names them: a file as it is; a file whose name has
-    ``{step}``, ``{figure}`` or ``{plot}`` as its folder; in a per-dataset stage every run's
+    ``{step}``, ``{figure}`` or ``{plot}`` as its folder; the runs of every seed at a centre λ
+    (the landscape's) as that λ's run folder; in a per-dataset stage every run's
     files as the dataset's run folder and every surface as its landscape folder (which the
     plan stage keeps to the current ones); a file inside a folder the row versions as
     that folder."""
@@ -79,6 +80,8 @@ def dvc_files(s: Stage, patterns, arm: Arm | None = None) -> list[str]:
             p = layout.RUNS_DIR
         elif every and "{lam}" in p and "{centre_lam}" not in p:
             p = layout.LANDSCAPES_DIR
+        elif "{centre_lam}" in p and "{seed}" in p:  # every seed's run at the centre λ
+            p = layout.CENTRE_LAM_DIR
         elif any(w in p.rsplit("/", 1)[-1] for w in _PER_FILE):
             p = p.rsplit("/", 1)[0]
         if s.per == "datasets":

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from villani.plan import layout
-from villani.plan.runs import landscape_center, rays_center, runs
+from villani.plan.runs import landscape_centres, rays_center, runs
 from villani.plan.schedule import checkpoint_steps, measured_steps, segment_ends
 
 
@@ -25,7 +25,7 @@ def protected(params: Mapping) -> set[tuple[str, float, int, int]]:
     t = params["train"]
     keep = {(r.variant, r.lam, r.seed, e) for r in runs(params) for e in segment_ends(t)}
     centres = [rays_center(params)] if params["rays"]["through_checkpoint"] else []
-    centres += [landscape_center(params, lam) for lam in params["landscape"]["lambdas"]]
+    centres += [(c.run, c.step) for lam in params["landscape"]["lambdas"] for c in landscape_centres(params, lam)]
     keep |= {(run.variant, run.lam, run.seed, step) for run, step in centres}
     return keep
 

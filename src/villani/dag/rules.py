@@ -13,45 +13,26 @@ from __future__ import annotations
 from typing import Mapping
 
 from villani.dag import targets
-from villani.dag.targets import ROOT, job_log, job_outputs, job_step, pattern, per_run
+from villani.dag.targets import ROOT, job_log, job_outputs, job_step, pattern, per_run, run_files
 from villani.plan import layout
-from villani.plan.runs import Run, landscape_center, rays_center, runs
-from villani.plan.schedule import measured_steps, segment_ends, segment_for
+from villani.plan.runs import Run, landscape_runs, rays_center, runs
 from villani.plan.stages import Stage, stage
 
-# files a run writes per segment end; per measured checkpoint: the rest with {step}
-_PER_SEGMENT = (layout.SEGMENT, layout.SEGMENT_LOG, layout.CENTRE_SEGMENT)
 
-
-def _steps(params: Mapping, run: Run, file: str) -> list[int]:
-    return segment_ends(params["train"]) if file in _PER_SEGMENT else measured_steps(params, run.variant)
-
-
-def _run_files(params: Mapping, run: Run, file: str, step: int | None) -> list[str]:
-    """``file`` of ``run``: at the job's ``step`` (a segment file: the segment certifying it),
-    or at every step of its kind."""
-    if "{step}" not in file:
-        return [str(run.path(file, ROOT))]
-    if step is not None:
-        step = segment_for(params["train"], step) if file in _PER_SEGMENT else step
-        return [str(run.path(file, ROOT, step=step))]
-    return [str(run.path(file, ROOT, step=s)) for s in _steps(params, run, file)]
-
-
-def _centre(params: Mapping, row: Stage, wc) -> Run:
-    run, _ = landscape_center(params, float(wc["lam"])) if row.per == "lam" else rays_center(params)
-    return run
+def _centres(params: Mapping, row: Stage, wc) -> list[Run]:
+    """The runs a stage is centred on: the landscape's every seed at its λ, the rays' one run."""
+    return landscape_runs(params, float(wc["lam"])) if row.per == "lam" else [rays_center(params)[0]]
 
 
 def _expand(params: Mapping, row: Stage, file: str, wc) -> list[str]:
     """The files of one input pattern of ``row`` for the job with wildcards ``wc``."""
     ds = params["data"]["name"]
     if "{centre_lam}" in file:
-        return _run_files(params, _centre(params, row, wc), layout.SEGMENT, None)
+        return [f for run in _centres(params, row, wc) for f in run_files(params, run, layout.SEGMENT, None)]
     if "{variant}" in file:
         if row.per == "run":
-            return _run_files(params, targets.job_run(params, wc), file, job_step(wc))
-        return [f for r in runs(params) for f in _run_files(params, r, file, None)]
+            return run_files(params, targets.job_run(params, wc), file, job_step(wc))
+        return [f for r in runs(params) for f in run_files(params, r, file, None)]
     if "{lam}" in file:  # a landscape surface
         lams = [wc["lam"]] if row.per == "lam" else params["landscape"]["lambdas"]
         return [str(layout.fmt(file, ROOT, dataset=ds, lam=lam)) for lam in lams]

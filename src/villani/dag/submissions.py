@@ -14,7 +14,7 @@ per N of them. Hence
 :func:`job_counts` counts the jobs from the plan (what ``snakemake -n`` lists under "Job
 stats"; ``tests/slurm/test_submissions.py`` checks the two agree), :func:`dry_run_count`
 counts the submissions in a ``snakemake -n`` listing, and ``python -m
-villani.dag.submissions [PRESET ...]`` prints the README's table.
+villani.dag.submissions [PRESET ...]`` prints the table of ``docs/slurm.md``, "Submissions: group jobs".
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def dry_run_count(listing: str, grouped_rules) -> int:
 
 
 def table(presets: list[str], profile: Path | str = PROFILE) -> str:
-    """The README's Markdown table: jobs and submissions per preset."""
+    """The Markdown table of ``docs/slurm.md``: jobs and submissions per preset."""
     from villani.plan.config import load_params
 
     rows = ["| preset | jobs | submissions | train (one per chain of segments) | measure (bundles) | other |", "|---|---|---|---|---|---|"]

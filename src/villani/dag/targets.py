@@ -15,7 +15,7 @@ from typing import Mapping
 
 from villani.plan import layout
 from villani.plan.config import ParamsError, dataset_names, dataset_params
-from villani.plan.runs import Run, is_sweep_arm, landscape_center, rays_center, runs, variants
+from villani.plan.runs import Run, is_sweep_arm, rays_center, runs, variants
 from villani.plan.schedule import (
     job_steps,
     measured_steps,
@@ -53,6 +53,23 @@ def data_files(params: Mapping) -> dict[str, str]:
     out["tokenizer"] = str(layout.fmt(layout.TOKENIZER, ROOT, dataset=ds))
     out["stats"] = str(layout.fmt(layout.DATA_STATS, ROOT, dataset=ds))
     return out
+
+
+# files a run writes per segment end; per measured checkpoint: the rest with {step}
+_PER_SEGMENT = (layout.SEGMENT, layout.SEGMENT_LOG, layout.CENTRE_SEGMENT, layout.CENTRE_SEEDS_SEGMENT)
+
+
+def run_files(params: Mapping, run: Run, file: str, step: int | None) -> list[str]:
+    """``file`` (a layout pattern) of ``run``: at a job's ``step`` (a segment file: the
+    segment certifying it), or with ``step`` None at every step of its kind (segment ends;
+    measured checkpoints)."""
+    if "{step}" not in file:
+        return [str(run.path(file, ROOT))]
+    if step is not None:
+        step = segment_for(params["train"], step) if file in _PER_SEGMENT else step
+        return [str(run.path(file, ROOT, step=step))]
+    steps = segment_ends(params["train"]) if file in _PER_SEGMENT else measured_steps(params, run.variant)
+    return [str(run.path(file, ROOT, step=s)) for s in steps]
 
 
 def job_run(params: Mapping, wc) -> Run:
@@ -237,11 +254,6 @@ def rays_checkpoint(params: Mapping) -> list[str]:
     return [_certifying_segment(params, *rays_center(params))] if params["rays"]["through_checkpoint"] else []
 
 
-def landscape_checkpoint(params: Mapping, wc) -> str:
-    """The segment certifying the checkpoint the λ surface is centred on."""
-    return _certifying_segment(params, *landscape_center(params, float(wc["lam"])))
-
-
 def _dataset_files(params: Mapping, patterns) -> list[str]:
     return [str(layout.fmt(p, ROOT, dataset=params["data"]["name"])) for p in patterns]
 
@@ -268,11 +280,7 @@ def cost_output(params: Mapping) -> str:
 def metrics_outputs(params: Mapping) -> list[str]:
     """Every file of ``villani metrics``: the headline ``results/metrics/{dataset}.json``, the
     table beside it and the DVC plot data — each one a target, so a missing one is made again."""
-    from villani.tracking.dvc_plots import plot_outputs
-
-    row = stage("metrics")
-    return (_dataset_files(params, [f for f in row.outputs if "{plot}" not in f])
-            + plot_outputs(ROOT, params["data"]["name"]))
+    return stage_outputs(params, "metrics")
 
 
 def claims_outputs(params: Mapping) -> list[str]:
@@ -311,14 +319,38 @@ def paper_outputs(doc: Mapping) -> list[str]:
     return [f for _, _, f in outputs(doc, ROOT)]
 
 
-def all_outputs(doc: Mapping) -> list[str]:
-    """Everything the workflow makes for a resolved document: per dataset its segments,
-    measurements, figures, tables, claims ledger and metrics (with the DVC plot data); then
-    the cross-dataset outputs."""
+def stage_outputs(params: Mapping, name: str) -> list[str]:
+    """Every file stage ``name`` declares for one dataset's parameters: its row's outputs
+    (:data:`villani.plan.stages.TABLE`) for every run and step, every landscape λ, every
+    figure and DVC plot."""
     from villani.figures import figure_outputs
+    from villani.plan.stages import stage as row_of
+    from villani.tracking.dvc_plots import plot_outputs
+
+    row, ds = row_of(name), params["data"]["name"]
+    out = []
+    for file in row.outputs:
+        if "{figure}" in file:
+            out += [f for _, _, f in figure_outputs(params, ROOT)] if file == layout.FIGURE else []
+        elif "{plot}" in file:
+            out += plot_outputs(ROOT, ds)
+        elif row.per == "run":
+            out += [f for r in runs(params) for f in run_files(params, r, file, None)]
+        elif row.per == "lam":
+            out += [str(layout.fmt(file, ROOT, dataset=ds, lam=lam)) for lam in params["landscape"]["lambdas"]]
+        else:
+            out.append(str(layout.fmt(file, ROOT, dataset=ds)))
+    return out
+
+
+def all_outputs(doc: Mapping) -> list[str]:
+    """Every declared output of every stage, per dataset, then the cross-dataset outputs —
+    the workflow's targets. Each is one: Snakemake builds its DAG from the targets and does
+    not rebuild a missing file that only an up-to-date job reads (a deleted measurement
+    Parquet beside its JSON), so a file the workflow makes is a file it makes again."""
+    from villani.plan.stages import TABLE
 
     out = []
     for p in per_dataset(doc):
-        out += (segments(p) + measurements(p) + [f for _, _, f in figure_outputs(p, ROOT)] + claims_outputs(p)
-                + metrics_outputs(p))
+        out += [f for row in TABLE if row.per != "datasets" for f in stage_outputs(p, row.name)]
     return out + paper_outputs(doc)

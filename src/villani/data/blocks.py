@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from villani.io.atomic import sha256_file, write_with
+from villani.plan.writers import how_to_rewrite
 
 COLUMN = "input_ids"
 _ROW_GROUP = 65536
@@ -64,7 +65,7 @@ def load_blocks(path: str | Path):
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: blocks file not found; run `villani tokenize` (or the workflow) to write it")
+        raise FileNotFoundError(f"{path}: blocks file not found; {how_to_rewrite(path, missing=True)}")
     try:
         table = pq.read_table(path, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as e:
@@ -108,7 +109,7 @@ def load_split(params, root, split: str):
         raise ValueError(f"{stats_path}: splits.{split}.sha256: missing (expected the sha256 of the split's file)")
     if path.is_file() and sha256_file(path) != record["sha256"]:
         raise ValueError(f"{path}: sha256 does not match splits.{split}.sha256 of {stats_path} "
-                         "(modified, or from another tokenization: rerun `villani tokenize`)")
+                         f"(modified, or from another tokenization); {how_to_rewrite(path)}")
     return check_blocks(load_blocks(path), path, seq_len=params.data.seq_len,
                         vocab_size=int(stats["vocab_size"]), n_blocks=int(record["blocks"]),
                         stats_path=stats_path)
@@ -121,11 +122,11 @@ def check_blocks(blocks, path, *, seq_len: int, vocab_size: int, n_blocks: int |
     where = f" of {stats_path}" if stats_path else ""
     if length != seq_len:
         raise ValueError(f"{path}: blocks of {length} tokens, but data.seq_len = {seq_len} "
-                         "(tokenized under other parameters: rerun `villani tokenize`)")
+                         f"(tokenized under other parameters); {how_to_rewrite(path)}")
     top = int(blocks.max())
     if top >= vocab_size:
         raise ValueError(f"{path}: token id {top} ≥ vocab_size {vocab_size}{where} "
-                         "(expected ids below the vocabulary size: rerun `villani tokenize`)")
+                         f"(expected ids below the vocabulary size); {how_to_rewrite(path)}")
     if n_blocks is not None and n != n_blocks:
-        raise ValueError(f"{path}: {n} blocks, but {n_blocks} recorded{where} (rerun `villani tokenize`)")
+        raise ValueError(f"{path}: {n} blocks, but {n_blocks} recorded{where} ; {how_to_rewrite(path)}")
     return blocks

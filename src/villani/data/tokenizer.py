@@ -30,6 +30,7 @@ import numpy as np
 
 from villani.data import hub
 from villani.plan import layout
+from villani.plan.writers import how_to_rewrite
 
 EOS_TOKEN = "<|endoftext|>"
 _BATCH = 512  # documents per encode call (bounds the memory of Encoding objects)
@@ -116,7 +117,7 @@ def load_tokenizer(out_dir: str | Path):
     out_dir = Path(out_dir)
     path = out_dir / layout.TOKENIZER_FILE
     if not path.is_file():
-        raise ValueError(f"{path}: tokenizer file not found (run `villani tokenize` first)")
+        raise ValueError(f"{path}: tokenizer file not found ({how_to_rewrite(path, missing=True)} first)")
     stats = read_stats(out_dir)
     tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token=stats["eos_token"], pad_token=stats["eos_token"])
     tok.model_max_length = int(stats["seq_len"])

@@ -1,17 +1,21 @@
-"""Fig 7: the Villani diagnostic Ψ_s vs validation perplexity across checkpoints, one panel
-per run group (variant and λ).
+"""Fig 7: the Villani diagnostic Ψ_s vs validation perplexity, pooled over λ and within λ.
 
-Ψ_s = −(tr∇²L + λd) + ‖∇F‖²/s is dominated by −λd, a constant within one λ, so the λ
-groups sit at Ψ_s values orders of magnitude apart: each gets its own panel on a linear
-axis, where the direction within the group is visible. One point per checkpoint and seed,
-marker area growing with the step, a thin line joining each seed's checkpoints in step
-order. Each panel's title gives the signed association the claims ledger decides Fig 7's
-direction rows on — Pearson r within each seed's run, pooled over the seeds on Fisher's z
-scale with a t interval (:func:`villani.stats.correlation_interval`; Spearman ρ needs ≥ 10
-checkpoints per run for an interval that covers) — and the Pearson r of all the panel's
-points, where the paper reports R² alone. The paper claims higher Ψ_s goes with lower
-perplexity (r < 0). A group whose runs all collapsed (:mod:`villani.collapse`) is drawn and
-marked: the ledger decides nothing on it.
+Every panel leaves out step 0 (each run's initialisation, where perplexity ≈ V and θ is the
+same at every λ), as every correlation of the claims ledger does.
+
+Top row, the AdamW runs that learned (final perplexity below the unigram model's), the paper's
+Fig 7: left, the pooled scatter — every checkpoint of every λ and seed, colour = λ, marker
+area growing with the step — with each λ's least-squares line (its colour) and the pooled line
+(black, dashed); the title splits the pooled r into its within-λ and between-λ parts
+(:func:`villani.stats.simpson_decomposition`). Right, the same checkpoints as deviations from
+their λ's means: the direction within λ, which −λd (a constant within one λ) and the
+perplexity that over-decay costs cannot set — Simpson's paradox when the two panels' signs
+differ. Below, one panel per (update rule, λ) on its own linear Ψ_s axis, a thin line joining
+each seed's checkpoints; titles give Pearson r within each seed's run pooled over seeds on
+Fisher's z scale with a t interval (:func:`villani.stats.correlation_interval`) and the r of all
+the panel's points. The paper claims higher Ψ_s goes with lower perplexity (r < 0). A group with
+a run that did not beat the unigram model (:mod:`villani.collapse`) is drawn and marked: the
+ledger decides nothing on such a run.
 """
 
 from __future__ import annotations
@@ -22,28 +26,22 @@ from typing import Callable, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-from villani.figures.style import (
-    DOUBLE,
-    fmt_num,
-    lam_color,
-    lam_label,
-    plain_log_ticks,
-    variant_label,
-    variant_style,
-    wrap,
-)
-from villani.collapse import is_collapsed
-from villani.io.results import data_stats, measurements, vocabulary
+from villani.collapse import baseline_ppl, beats_baseline
+from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, variant_label, variant_style, wrap
+from villani.io.results import data_stats, measurements
+from villani.io.tables import after_start
 from villani.plan.runs import variants
 from villani.psi import psi_column
-from villani.stats import correlation_interval, pearson_r
+from villani.stats import correlation_interval, pearson_r, simpson_decomposition
 
 
-def correlations(m: pd.DataFrame, col: str, params: Mapping, vocab: int | None = None) -> pd.DataFrame:
+def correlations(m: pd.DataFrame, col: str, params: Mapping, unigram: float | None = None) -> pd.DataFrame:
     """Per (variant, λ): Pearson r of Ψ_s and validation perplexity within each run, pooled over
-    the seeds (Fisher z, t) with its interval, the pooled Pearson r and r², and whether every
-    run of the group collapsed (``vocab``: the vocabulary; ``None``: not checked)."""
+    the seeds (Fisher z, t) with its interval, the pooled Pearson r and r², and how many of its
+    runs learned — final perplexity below ``unigram``, the corpus's unigram model's (``None``: not
+    checked; the claims ledger decides nothing on a run that did not learn)."""
     c = params["claims"]
     rows = []
     for (variant, lam), d in m.groupby(["variant", "lam"], sort=False):
@@ -52,62 +50,116 @@ def correlations(m: pd.DataFrame, col: str, params: Mapping, vocab: int | None =
         iv = correlation_interval(x, y, runs, kind="pearson", confidence=float(c["confidence"]))
         r = pearson_r(x, y)
         last = d.sort_values("step").groupby("seed").tail(1)
-        collapsed = vocab is not None and all(is_collapsed(p, lo, vocab) for p, lo in zip(last["val_ppl"], last["val_loss"]))
+        learned = len(last) if unigram is None else sum(bool(beats_baseline(p, unigram)) for p in last["val_ppl"])
         rows.append({"variant": variant, "lam": float(lam), "n": len(d), "r_within_runs": iv.estimate,
                      "r_ci_low": iv.low, "r_ci_high": iv.high, "pearson_r": r,
-                     "r2": None if r is None else r * r, "collapsed": bool(collapsed)})
+                     "r2": None if r is None else r * r, "runs": len(last), "runs_learned": int(learned)})
     return pd.DataFrame(rows)
 
 
 def _direction(row) -> str:
-    if row.collapsed:
-        return "collapsed"
+    if row.runs_learned < row.runs:
+        return "not learned"
     lo, hi = row.r_ci_low, row.r_ci_high
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return "undetermined"
     return "negative" if hi < 0 else "positive" if lo > 0 else "undetermined"
 
 
+def learned_adamw(m: pd.DataFrame, unigram: float) -> pd.DataFrame:
+    """The AdamW checkpoints of runs whose final validation perplexity beats the unigram model's."""
+    a = m[m["variant"] == "adamw"]
+    final = a.sort_values("step").groupby(["lam", "seed"])["val_ppl"].transform("last").reindex(a.index)
+    return a[[bool(beats_baseline(p, unigram)) for p in final]]
+
+
+def _line(ax, x, y, **kw) -> None:
+    """The least-squares line of y on x over x's range (nothing where x does not vary)."""
+    if len(x) > 1 and np.ptp(x) > 0:
+        b, a = np.polyfit(x, y, 1)
+        xs = np.array([x.min(), x.max()])
+        ax.plot(xs, a + b * xs, **kw)
+
+
+def draw_simpson(ax_pool, ax_within, a: pd.DataFrame, col: str, span: float) -> None:
+    """The pooled scatter with per-λ and pooled lines, and the within-λ deviations (module docstring)."""
+    if a.empty:
+        for ax in (ax_pool, ax_within):
+            ax.text(0.5, 0.5, "no learned AdamW run", transform=ax.transAxes, ha="center", va="center")
+        return
+    dev = a.assign(dx=a[col] - a.groupby("lam")[col].transform("mean"),
+                   dy=a["val_ppl"] - a.groupby("lam")["val_ppl"].transform("mean"))
+    size = 8 + 40 * (a["step"].to_numpy(float) - a["step"].min()) / span
+    for lam, g in dev.groupby("lam"):
+        c, s = lam_color(lam), size[(a["lam"] == lam).to_numpy()]
+        ax_pool.scatter(g[col], g["val_ppl"], s=s, color=c, alpha=0.85, edgecolors="white", lw=0.4, label=lam_label(lam))
+        _line(ax_pool, g[col].to_numpy(float), g["val_ppl"].to_numpy(float), color=c, lw=1.2)
+        ax_within.scatter(g["dx"], g["dy"], s=s, color=c, alpha=0.85, edgecolors="white", lw=0.4)
+    _line(ax_pool, a[col].to_numpy(float), a["val_ppl"].to_numpy(float), color="black", ls="--", lw=1.2)
+    _line(ax_within, dev["dx"].to_numpy(float), dev["dy"].to_numpy(float), color="black", ls="--", lw=1.2)
+    d = simpson_decomposition(a[col], a["val_ppl"], a["lam"])
+    ax_pool.set_title(wrap(f"pooled over λ (AdamW, learned): r = {fmt_num(d.pooled, 2)} = within-λ part "
+                           f"{fmt_num(d.within, 2)} + between-λ part {fmt_num(d.between, 2)}", DOUBLE / 2 - 0.3, 7.5),
+                      fontsize=7.5)
+    ax_within.set_title(wrap(f"within λ: deviations from each λ's means, r = {fmt_num(d.r_within, 2)} (r of the λ "
+                             f"means {fmt_num(d.r_between, 2)})", DOUBLE / 2 - 0.3, 7.5), fontsize=7.5)
+    ax_pool.set(xlabel="Ψ_s", ylabel="validation perplexity")
+    ax_within.set(xlabel="Ψ_s − its λ's mean", ylabel="perplexity − its λ's mean")
+    for ax in (ax_pool, ax_within):
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+    ax_pool.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.1, 1.0), title="lines: least squares\nper λ; "
+                   "dashed: pooled", title_fontsize=7)
+
+
+def draw_group(ax, d: pd.DataFrame, row, col: str, steps: np.ndarray, span: float) -> None:
+    """One (update rule, λ) panel: each seed's checkpoints joined in step order, titled with its r."""
+    variant, lam = row.variant, row.lam
+    c, st = lam_color(lam), variant_style(variant)
+    for _, r in d.groupby("seed"):
+        r = r.sort_values("step")
+        ax.plot(r[col], r["val_ppl"], color=c, lw=0.7, alpha=0.6, ls=st["ls"])
+    size = 8 + 50 * (d["step"].to_numpy(float) - steps.min()) / span
+    ax.scatter(d[col], d["val_ppl"], s=size, color=c, marker=st["marker"], alpha=0.9, edgecolors="white", lw=0.4)
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+    ax.xaxis.set_major_locator(MaxNLocator(4))
+    ci = ("" if row.r_ci_low is None or pd.isna(row.r_ci_low)
+          else f" [{fmt_num(row.r_ci_low, 2)}, {fmt_num(row.r_ci_high, 2)}]")
+    ax.set_title(f"{lam_label(lam)}, {variant_label(variant)}" + (f"\nnot learned: {row.runs - row.runs_learned} of {row.runs} runs"
+                                                              if row.runs_learned < row.runs else "")
+                 + f"\nr within runs {fmt_num(row.r_within_runs, 2)}{ci}\nr of all points {fmt_num(row.pearson_r, 2)}",
+                 fontsize=7.5)
+
+
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
-    m = measurements(params, root, variants=None)
-    s = float(params["measure"]["s_values"][0])
-    col = psi_column(s)
+    stats = data_stats(params, root)
+    col = psi_column(float(params["measure"]["s_values"][0]))
     order = {v: i for i, v in enumerate(variants(params))}
-    m = m.sort_values(["variant", "lam"], key=lambda c: c.map(order) if c.name == "variant" else c)
-    corr = correlations(m, col, params, vocabulary(data_stats(params, root))[0])
+    m = measurements(params, root, variants=None).dropna(subset=[col, "val_ppl"])
+    m = after_start(m.sort_values(["variant", "lam"], key=lambda c: c.map(order) if c.name == "variant" else c))
+    unigram = baseline_ppl(stats)
+    corr = correlations(m, col, params, unigram)
     groups = list(m.groupby(["variant", "lam"], sort=False))
-    n = len(groups)
-    ncols = min(3, n)
-    nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.3 * nrows + 0.5), squeeze=False)
+    ncols = 3
+    nrows = math.ceil(len(groups) / ncols)
+    fig = plt.figure(figsize=(DOUBLE, 3.2 + 2.3 * nrows + 0.6))
+    grid = fig.add_gridspec(1 + nrows, 2 * ncols, height_ratios=[1.45] + [1.0] * nrows)
     steps = m["step"].to_numpy(float)
     span = max(np.ptp(steps), 1.0)
-    for ax, ((variant, lam), d), row in zip(axes.ravel(), groups, corr.itertuples()):
-        c, st = lam_color(lam), variant_style(variant)
-        for _, r in d.groupby("seed"):
-            r = r.sort_values("step")
-            ax.plot(r[col], r["val_ppl"], color=c, lw=0.7, alpha=0.6, ls=st["ls"])
-        size = 8 + 50 * (d["step"].to_numpy(float) - steps.min()) / span
-        ax.scatter(d[col], d["val_ppl"], s=size, color=c, marker=st["marker"], alpha=0.9, edgecolors="white", lw=0.4)
-        ax.set_yscale("log")
-        plain_log_ticks(ax)
-        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
-        ci = ("" if row.r_ci_low is None or pd.isna(row.r_ci_low)
-              else f" [{fmt_num(row.r_ci_low, 2)}, {fmt_num(row.r_ci_high, 2)}]")
-        ax.set_title(f"{lam_label(lam)}, {variant_label(variant)}" + ("\ncollapsed: no verdict" if row.collapsed else "")
-                     + f"\nr within runs {fmt_num(row.r_within_runs, 2)}{ci}\nr of all points {fmt_num(row.pearson_r, 2)}",
-                     fontsize=7.5)
-    for ax in axes.ravel()[n:]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("validation perplexity")
-    for ax in axes.ravel()[:n]:
-        ax.set_xlabel(f"Ψ_s (s = {s:g})")
+    a = learned_adamw(m, unigram)
+    draw_simpson(fig.add_subplot(grid[0, :ncols]), fig.add_subplot(grid[0, ncols:]), a, col, span)
+    for i, (((_, _), d), row) in enumerate(zip(groups, corr.itertuples())):
+        ax = fig.add_subplot(grid[1 + i // ncols, 2 * (i % ncols):2 * (i % ncols) + 2])
+        draw_group(ax, d, row, col, steps, span)
+        ax.set_xlabel("Ψ_s")
+        if i % ncols == 0:
+            ax.set_ylabel("validation perplexity")
     dirs = corr.apply(_direction, axis=1)
-    summary = (f"r < 0 (higher Ψ_s, lower perplexity) in {int((dirs == 'negative').sum())} of {len(corr)} groups, "
-               f"r > 0 in {int((dirs == 'positive').sum())}, undetermined in {int((dirs == 'undetermined').sum())}"
-               + (f", collapsed (no verdict) in {int((dirs == 'collapsed').sum())}" if (dirs == "collapsed").any() else ""))
-    fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s vs validation perplexity per λ and update rule — {summary} "
+    summary = (f"per λ and update rule, r < 0 (higher Ψ_s, lower perplexity) in {int((dirs == 'negative').sum())} of "
+               f"{len(corr)} groups, r > 0 in {int((dirs == 'positive').sum())}, undetermined in "
+               f"{int((dirs == 'undetermined').sum())}"
+               + (f", not learned (no verdict) in {int((dirs == 'not learned').sum())}" if (dirs == "not learned").any()
+                  else ""))
+    fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s vs validation perplexity after step 0 — {summary} "
                       f"({int(100 * float(params['claims']['confidence']))}% intervals); marker area grows with the "
                       "step", DOUBLE))
     table = m[["variant", "lam", "seed", "step", col, "val_ppl", "val_loss", "laplacian_F", "lam_d",

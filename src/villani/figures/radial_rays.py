@@ -1,20 +1,24 @@
-"""Fig 2: Ψ_s along random radial rays θ(r) = r·u against ‖θ‖² (log x), one panel per λ.
+"""Fig 2: Ψ_s's two terms along random radial rays θ(r) = r·u, on log axes, one panel per λ.
 
-Each line is one direction (line style per ray; the ray through a trained checkpoint is
-drawn thicker), with a band of ±t·stderr around every point: Ψ_s's only stochastic part is
-the Hutchinson estimate of tr ∇²L, whose standard error at that point the rays stage
-stores (``trace_L_stderr``). The y axis is Ψ_s + λd = ‖∇F‖²/s − tr ∇²L: along a ray λd is
-a constant, so the shape and slope are those of Ψ_s, without a shift that puts every λ > 0
-at −λd (symlog when the values change sign). Each ray's line fitted to Ψ_s over its
-``rays.fit_points`` largest radii (the rays stage, ``slopes.json``) is drawn as a curve in
-these coordinates over the radii it was fitted to (a straight line in ‖θ‖² is curved on a
-log axis); the dashed grey line has slope λ²/s through the mean at the largest radius.
-Each panel's title gives the mean fitted slope over the random rays and the hull of the
-per-ray intervals (:func:`per_ray_intervals`, the claims ledger's: Welch–Satterthwaite
-through the fit, Bonferroni over the rays) beside λ²/s (the asymptote of ‖∇F‖²/s the paper
-quotes); the last panel shows each ray's slope / (λ²/s) with its interval — what Fig 2's
-claims are decided on, ray by ray. Only the primary s (``measure.s_values[0]``) is drawn; the CSV
-holds every s.
+Ψ_s = ‖∇F‖²/s − tr ∇²F. Each panel draws, against ‖θ‖² (log–log), for every ray (line style per
+ray; the ray through a trained checkpoint thicker): ‖∇F‖²/s = ‖∇L + λθ‖²/s (colour of λ; exact)
+and ``|tr ∇²F| = |tr ∇²L + λd|`` (grey; filled squares where tr ∇²F > 0 lowers Ψ_s, open where it
+is < 0 and raises it), with a band of ±z·stderr of the Hutchinson estimate of tr ∇²L, Ψ_s's only
+stochastic part. Beside them, straight lines of slope 1 on these axes: the paper's λ²‖θ‖²/s
+(the asymptote of ‖∇F‖²/s, dashed), Lemma 4's λ²‖θ‖²/(2s) (dotted), and each random ray's
+fitted slope b̂ of Ψ_s over its ``rays.fit_points`` largest radii (the rays stage,
+``slopes.json``) as b̂·‖θ‖² over those radii (thick; dashed where b̂ < 0, drawn as ``|b̂|·‖θ‖²``):
+the vertical gap between a fitted line and λ²‖θ‖²/s is the ratio b̂/(λ²/s) the ledger tests, and
+Ψ_s grows by the penalty only where the dashed line reaches the data terms. Nothing is shifted
+and no symlog axis hides a slope: at the paper's λ = 10⁻⁴ the penalty's λ²‖θ‖²/s lies decades
+below ‖∇L‖²/s and ``|tr ∇²L|`` along every ray, and the figure shows by how much.
+
+Each panel's title gives λ²/s and the mean fitted slope over the random rays with the hull of
+the per-ray intervals (:func:`per_ray_intervals`, the claims ledger's: Bonferroni over
+the rays); the last panel shows each ray's slope / (λ²/s) with its interval — what Fig 2's
+claims are decided on, ray by ray. λ is the paper's (``rays.lambdas``): a ray is not trained,
+so no λ·η·T match applies. Only the primary s (``measure.s_values[0]``) is drawn; the CSV holds
+every s.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, signed_log_ticks, value_axis, wrap
+from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, signed_log_ticks, wrap
 from villani.io.results import rays_table
 from villani.measure.ray_slopes import ray_slope_intervals
 from villani.psi import psi_column
@@ -85,20 +89,6 @@ def fit_segments(slopes_json: Mapping, s: float) -> pd.DataFrame:
     return pd.DataFrame([dict(f) for f in slopes_json.get("fits", []) if float(f["s"]) == float(s)])
 
 
-def _y_axis(ax, y: np.ndarray) -> None:
-    """Linear unless the values change sign over several decades; then asinh (linear within
-    the smallest values' scale, logarithmic beyond, and smooth — symlog's kink at its
-    threshold reads as a jump)."""
-    y = y[np.isfinite(y)]
-    big, small = (float(np.max(np.abs(y))), float(np.min(np.abs(y[y != 0])))) if np.any(y != 0) else (0.0, 0.0)
-    if y.size and y.min() < 0 < y.max() and big > 30 * small:
-        width = max(small, big * 1e-3)
-        ax.set_yscale("asinh", linear_width=width)
-        signed_log_ticks(ax.yaxis, width, big)
-    else:
-        value_axis(ax, y)
-
-
 def draw_slopes(ax, ivs: Mapping, s: float, conf: float) -> None:
     """What the slope claims need, ray by ray (a forest plot): each random ray's fitted slope
     divided by λ²/s with its interval (Bonferroni over the rays of its λ), for every λ > 0;
@@ -126,58 +116,94 @@ def draw_slopes(ax, ivs: Mapping, s: float, conf: float) -> None:
     ax.legend(fontsize=7, loc="lower left")
 
 
+def _positive_log(ax, axis: str = "y") -> None:
+    """Decade ticks labelled 10^k on a log axis that may span many decades."""
+    from matplotlib.ticker import LogLocator
+
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_locator(LogLocator(base=10, numticks=8))
+
+
+def draw_terms(ax, d: pd.DataFrame, segs: pd.DataFrame, lam: float, s: float, z: float) -> None:
+    """One λ's panel (module docstring): ‖∇F‖²/s and ``|tr ∇²F|`` along every ray, λ²‖θ‖²/s,
+    λ²‖θ‖²/(2s), and each random ray's fitted b̂·‖θ‖², on log–log axes."""
+    for i, (ray, r) in enumerate(d.groupby("ray", sort=False)):
+        r = r.sort_values("theta_sq")
+        x, lw = r["theta_sq"].to_numpy(float), 1.6 if str(r["kind"].iloc[0]) == "checkpoint" else 0.9
+        ls = LINESTYLES[i % len(LINESTYLES)]
+        ax.plot(x, r["grad_F_sq"] / s, linestyle=ls, marker="o", ms=2.5, color=lam_color(lam), lw=lw)
+        tr = r["laplacian_F"].to_numpy(float)
+        ax.plot(x, np.abs(tr), linestyle=ls, color="0.6", lw=0.8 * lw)
+        ax.scatter(x[tr > 0], np.abs(tr[tr > 0]), marker="s", s=8, color="0.4", lw=0, zorder=3)
+        ax.scatter(x[tr <= 0], np.abs(tr[tr <= 0]), marker="s", s=8, facecolors="none", edgecolors="0.4", lw=0.7,
+                   zorder=3)
+        half = z * r["trace_L_stderr"].to_numpy(float)
+        lo = np.abs(tr) - half
+        ax.fill_between(x, np.where(lo > 0, lo, np.abs(tr) / 10), np.abs(tr) + half, color="0.5", alpha=0.15, lw=0)
+    xs = np.geomspace(float(d["theta_sq"].min()), float(d["theta_sq"].max()), 50)
+    if lam > 0:
+        ax.plot(xs, lam**2 * xs / s, color="0.1", ls="--", lw=1.0)
+        ax.plot(xs, lam**2 * xs / (2 * s), color="0.1", ls=":", lw=1.2)
+    for seg in segs.itertuples():
+        x = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 20)
+        ax.plot(x, abs(seg.slope) * x, color="black", lw=2.2, alpha=0.8, ls="-" if seg.slope > 0 else (0, (1.5, 0.8)),
+                solid_capstyle="butt", zorder=4)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _positive_log(ax)
+
+
+def _legend(fig, d: pd.DataFrame, conf: float) -> None:
+    from matplotlib.lines import Line2D
+
+    rays = d[["ray", "kind"]].drop_duplicates()
+    h = [Line2D([], [], color="0.3", ls=LINESTYLES[i % len(LINESTYLES)], lw=1.6 if k == "checkpoint" else 0.9,
+                label="ray through a checkpoint" if k == "checkpoint" else f"random ray {ray}")
+         for i, (ray, k) in enumerate(zip(rays["ray"], rays["kind"]))]
+    h += [Line2D([], [], color="tab:olive", marker="o", ms=3, label="‖∇F‖²/s (colour of λ)"),
+          Line2D([], [], color="0.6", marker="s", ms=3.5, mfc="0.4", mec="0.4", label="|tr ∇²F|: ■ > 0, □ < 0"),
+          plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0,
+                        label=f"{int(round(100 * conf))}% interval of the Hutchinson tr ∇²L"),
+          Line2D([], [], color="0.1", ls="--", label="λ²‖θ‖²/s (the paper's slope)"),
+          Line2D([], [], color="0.1", ls=":", lw=1.2, label="λ²‖θ‖²/(2s) (Lemma 4)"),
+          Line2D([], [], color="black", lw=2.2, alpha=0.8, label="fitted slope of Ψ_s: b̂·‖θ‖² (dashed: b̂ < 0)")]
+    fig.legend(handles=h, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+
+
 def render(params: Mapping, root, *, name: str, save: Callable) -> list[str]:
     df, slopes_json = rays_table(params, root)
     s = float(params["measure"]["s_values"][0])
-    col = _require_psi_column(df, s)
+    _require_psi_column(df, s)
+    if "kind" not in df:
+        df = df.assign(kind="random")
     fits = slopes(slopes_json, df, s, params)
     lines = fit_segments(slopes_json, s)
     lams = sorted(df["lam"].unique())
     n = len(lams) + 1  # one panel per λ and the slopes; the legend below them
     ncols = 3 if n > 4 else 2
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.6 * nrows + 0.9), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(DOUBLE, 2.7 * nrows + 1.1), squeeze=False)
     flat = axes.ravel()
     conf = float(params["claims"]["confidence"])
     z = float(sps.norm.ppf(0.5 + conf / 2))
     for ax, lam in zip(flat, lams):
-        d = df[df["lam"] == lam].copy()
-        d["y"] = d[col] + d["lam_d"]
-        for i, (ray, r) in enumerate(d.groupby("ray", sort=False)):
-            r = r.sort_values("theta_sq")
-            through = str(r["kind"].iloc[0]) == "checkpoint" if "kind" in r else False
-            ls = LINESTYLES[i % len(LINESTYLES)]
-            ax.plot(r["theta_sq"], r["y"], linestyle=ls, marker="o", ms=2.5, color=lam_color(lam),
-                    lw=1.6 if through else 0.9, label="ray through a checkpoint" if through else f"random ray {ray}")
-            if "trace_L_stderr" in r:
-                half = z * r["trace_L_stderr"].to_numpy(float)
-                ax.fill_between(r["theta_sq"], r["y"] - half, r["y"] + half, color=lam_color(lam), alpha=0.13, lw=0)
-        shift = float(d["lam_d"].iloc[0])
-        for k, seg in enumerate(lines[lines["lam"] == lam].itertuples() if len(lines) else []):
-            xs = np.geomspace(seg.theta_sq_min, seg.theta_sq_max, 60)
-            ax.plot(xs, seg.intercept + shift + seg.slope * xs, color="0.15", lw=1.4, alpha=0.45,
-                    label="line fitted to the largest radii" if k == 0 else None)
-        ax.set_xscale("log")
-        _y_axis(ax, d["y"].to_numpy(float))
+        segs = lines[(lines["lam"] == lam) & (lines["kind"] == "random")] if len(lines) else lines
+        draw_terms(ax, df[df["lam"] == lam], segs, lam, s, z)
         f = fits[fits["lam"] == lam].iloc[0]
         ci = ("" if f.get("slope_ci_low") is None or pd.isna(f.get("slope_ci_low"))
               else f" [{fmt_num(f['slope_ci_low'], 2)}, {fmt_num(f['slope_ci_high'], 2)}]")
-        ax.set_title(f"{lam_label(lam)}, λ²/s = {fmt_num(f['asymptote'])}\nslope {fmt_num(f['slope_mean'], 2)}{ci}",
+        ax.set_title(f"{lam_label(lam)}: λ²/s = {fmt_num(f['asymptote'])}\nfitted b̂ = {fmt_num(f['slope_mean'], 2)}{ci}",
                      fontsize=7.5)
-        ax.set(xlabel="‖θ‖² along the ray", ylabel=f"Ψ_s + λd (s = {s:g})")
+        ax.set(xlabel="‖θ‖² along the ray", ylabel=f"‖∇F‖²/s and |tr ∇²F| (s = {s:g})")
     draw_slopes(flat[len(lams)], per_ray_intervals(slopes_json, df, s, params), s, conf)
-    handles, labels = flat[0].get_legend_handles_labels()
-    handles.append(plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.3, lw=0))
-    labels.append(f"band: {int(round(100 * conf))}% interval of the\nHutchinson estimate of tr ∇²L")
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+    _legend(fig, df, conf)
     for ax in flat[len(lams) + 1:]:
         ax.set_visible(False)
-    n_random = df[df["kind"] != "checkpoint"]["ray"].nunique() if "kind" in df else df["ray"].nunique()
-    extra = " and the ray through a trained checkpoint" if "kind" in df and (df["kind"] == "checkpoint").any() else ""
-    fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s + λd = ‖∇F‖²/s − tr ∇²L along {n_random} random radial rays"
-                      f"{extra}; slopes of Ψ_s vs ‖θ‖² over the {params['rays']['fit_points']} largest radii: mean over "
-                      f"random rays, [hull of the per-ray {int(100 * conf)}% intervals]",
-                      DOUBLE))
+    n_random = df[df["kind"] != "checkpoint"]["ray"].nunique()
+    extra = " and the ray through a trained checkpoint" if (df["kind"] == "checkpoint").any() else ""
+    fig.suptitle(wrap(f"{params['data']['name']}: Ψ_s = ‖∇F‖²/s − tr ∇²F along {n_random} random radial rays{extra}, "
+                      f"its two terms on log axes; fitted slopes b̂ of Ψ_s vs ‖θ‖² over the "
+                      f"{params['rays']['fit_points']} largest radii (mean over random rays, [hull of the per-ray "
+                      f"{int(100 * conf)}% intervals]) beside λ²/s and λ²/(2s)", DOUBLE))
     table = pd.concat([df.assign(series="ray"), fits.assign(series="slope_summary"),
                        lines.drop(columns=["slope_parts"], errors="ignore").assign(series="slope_fit_per_ray")],
                       ignore_index=True)

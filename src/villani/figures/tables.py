@@ -25,6 +25,7 @@ import pandas as pd
 
 from villani.bounds.table import format_row, format_value
 from villani.bounds.theory import guideline_checks
+from villani.convergence import first_reach
 from villani.families import config_value, family_of
 from villani.io.results import data_stats, measurements, run_records, train_tokens
 from villani.plan.runs import variant_params
@@ -210,8 +211,8 @@ def trace_stats(params: Mapping, root) -> pd.DataFrame:
 
     - ``trace_F_mean`` = mean of tr∇²F = λd + tr∇²L; ``lam_d``; ``trace_L_mean``;
       ``dominant``: the term with the larger magnitude;
-    - ``rel_error`` = mean over checkpoints of stderr/|tr∇²F| (the relative error of the
-      M-probe estimate of tr∇²F); ``rel_error_L`` = the same relative to |tr∇²L|;
+    - ``rel_error`` = mean over checkpoints of ``stderr/|tr∇²F|`` (the relative error of the
+      M-probe estimate of tr∇²F); ``rel_error_L`` = the same relative to ``|tr∇²L|``;
     - ``ci95_low``/``ci95_high`` = mean over checkpoints of the t-interval of tr∇²F
       (λd + the interval of tr∇²L); ``final_*`` the same at the last checkpoint (seed mean).
     """
@@ -268,9 +269,9 @@ def efficiency(params: Mapping, root) -> pd.DataFrame:
         hits = []
         for seed, r in d.groupby("seed"):
             r = r.sort_values("step")
-            reached = r[r["val_ppl"] <= target]
-            if len(reached):
-                hits.append(reached.iloc[0])
+            step = first_reach(r["step"], r["val_ppl"], target)
+            if step is not None:
+                hits.append(r[r["step"] == step].iloc[0])
         secs = np.array([float(h["wall_clock_s"]) for h in hits])
         last = d[d["step"] == d["step"].max()]
         rows.append({

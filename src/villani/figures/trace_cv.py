@@ -1,13 +1,13 @@
 """Fig 9: CV of the Hutchinson trace estimate vs step, measured and predicted (SPEC §5).
 
-Left: the per-sample CV, std(sample)/|tr∇²L| — measured from the M samples (std =
-stderr·√M) and predicted as √Var/|tr∇²L| with Var the variance of *the estimator used*:
+Left: the per-sample CV, ``std(sample)/|tr∇²L|`` — measured from the M samples (std =
+stderr·√M) and predicted as ``√Var/|tr∇²L|`` with Var the variance of *the estimator used*:
 plain Hutchinson, 2(‖∇²L‖_F² − Σ diag²) (exact for Rademacher probes when Σ diag² is
 measured) or 2‖∇²L‖_F² (the bound used when it is not); deflated Hutchinson (samples
 tr(QᵀHQ) + (Pv)ᵀ∇²L(Pv)), 2(‖PHP‖_F² − Σ(PHP)_ii²) of the remainder — all from the same
 products. For deflated measurements a dotted line adds what plain Hutchinson's would have
 been at the same M (from the unbiased ‖∇²L‖_F² and Σ diag²): the gap is the deflation's
-gain. Right: the relative error of the M-probe mean, stderr/|tr∇²L|, and its prediction
+gain. Right: the relative error of the M-probe mean, ``stderr/|tr∇²L|``, and its prediction
 (the left one divided by √M; M may vary by checkpoint under a CI target). Lines are means
 over seeds, bars ± s.e.m.; one line per λ (colour) and update rule (line style and marker:
 AdamW, Adam on F, Langevin SGD on F). The grey line marks the paper's "√(2d/M) ≈ 4.9%",

@@ -28,10 +28,16 @@ from typing import Mapping
 from villani.io import atomic
 from villani.plan.digest import params_difference, run_digest, stage_digest, stage_inputs, trained_params
 from villani.plan.runs import Run
+from villani.plan.writers import command
 
 __all__ = ["check_measure_links", "check_inputs"]
 
-_AGAIN = "measure it again: `villani measure` (or the workflow: `dvc repro`, `make run`)"
+
+def _again(path) -> str:
+    """Measure the checkpoint of measure JSON ``path`` again: its command (the workflow does
+    not redo a measurement whose file is there)."""
+    return f"measure it again: `{command(path)}`"
+
 
 
 def check_measure_links(rec: Mapping, path, params: Mapping, run: Run, meta: Mapping | None, meta_path: Path) -> None:
@@ -40,20 +46,20 @@ def check_measure_links(rec: Mapping, path, params: Mapping, run: Run, meta: Map
     trained and measured under ``params`` (module doc)."""
     if meta is None:
         raise ValueError(f"{path}: its checkpoint {meta_path} is missing, so what it was measured on cannot be "
-                         f"checked; train the run (`villani train … --all`), then {_AGAIN}")
+                         f"checked; train the run (`{command(meta_path)}`), then {_again(path)}")
     if rec.get("weights_sha256") != meta["weights_sha256"]:
         raise ValueError(f"{path}: weights_sha256 {str(rec.get('weights_sha256'))[:12]}… is not the checkpoint's "
-                         f"({meta['weights_sha256'][:12]}…, {meta_path}): measured on other weights; {_AGAIN}")
+                         f"({meta['weights_sha256'][:12]}…, {meta_path}): measured on other weights; {_again(path)}")
     if rec.get("checkpoint_meta_sha256") != atomic.sha256_file(meta_path):
         raise ValueError(f"{path}: checkpoint_meta_sha256 is not the sha256 of {meta_path} (the checkpoint was "
-                         f"retrained or replaced since it was measured); {_AGAIN}")
+                         f"retrained or replaced since it was measured); {_again(path)}")
     if rec.get("train_digest") != run_digest(params, run.variant, run.lam, run.seed):
         diff = params_difference(rec.get("train_params") or {}, trained_params(params, run.variant))
         raise ValueError(f"{path}: measured on a checkpoint trained under other parameters ({diff or 'train digest'}"
-                         "); retrain the run and measure it again (`dvc repro`, `make run`)")
+                         f"); retrain the run (`{command(meta_path)}`), then {_again(path)}")
     if rec.get("measure_digest") != stage_digest(params, "measure", run.variant):
         diff = params_difference(rec.get("measure_params") or {}, stage_inputs(params, "measure", run.variant))
-        raise ValueError(f"{path}: measured under other parameters ({diff or 'measure digest'}); {_AGAIN}")
+        raise ValueError(f"{path}: measured under other parameters ({diff or 'measure digest'}); {_again(path)}")
 
 
 def check_inputs(doc: Mapping, path, measurements: Mapping[str, str], bounds_sha256: str | None, root, what: str,

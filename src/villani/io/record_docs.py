@@ -43,7 +43,7 @@ def reference_markdown() -> str:
     lines = []
     for kind in KINDS:
         s = schema(kind)
-        lines += [f"### `{s['title']}`", "", _cell(s["description"]), "",
+        lines += [f"## `{s['title']}`", "", _cell(s["description"]), "",
                   f"Schema: `villani/schemas/{kind}.schema.yaml`; required: "
                   + ", ".join(f"`{k}`" for k in s.get("required", [])) + ".", "",
                   "| key | holds | meaning |", "|---|---|---|", *_rows(kind, s["properties"]), ""]

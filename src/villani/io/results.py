@@ -47,6 +47,7 @@ from villani.plan import layout
 from villani.plan.runs import Run, runs
 from villani.plan.runs import variants as variant_names
 from villani.plan.schedule import checkpoint_steps, measured_steps, segment_ends
+from villani.plan.writers import how_to_rewrite
 from villani.psi import psi_column
 
 __all__ = [
@@ -60,29 +61,14 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- missing files
-# what each file a stage reads is, and how to get it back when it is missing
-REWRITE = {
-    "data stats": "run `villani tokenize` (or the workflow) to write it",
-    "checkpoint metadata": "train the run: `villani train … --all` (or the workflow)",
-    "segment manifest": "train the run: `villani train … --all` (or the workflow)",
-    "measurement": "run `villani measure` for it (or the workflow)",
-    "measurement samples": "rerun `villani measure` for it (or the workflow)",
-    "radial-ray samples": "run `villani rays` (or the workflow)",
-    "ray slopes": "rerun `villani rays` (or the workflow)",
-    "loss surface": "run `villani landscape --lam λ` (or the workflow)",
-    "surface metadata": "rerun `villani landscape --lam λ` (or the workflow)",
-    "bounds summary": "run `villani bounds` (or the workflow)",
-    "claims ledger": "run `villani claims` (or the workflow)",
-    "HVP cost sweep": "run `villani cost` (or the workflow)",
-    "training log": "retrain its segment (`villani train … --until <end>`; `--all` retrains every segment that "
-                    "is not intact)",
-}
+# how to get a file back: the command that writes it (villani.plan.writers), which the
+# messages below end with
 
 
 def _read_json(path, what: str) -> Any:
     """:func:`villani.io.atomic.read_json`; a missing file says which command writes it."""
     if not Path(path).exists():
-        raise ValueError(f"{path}: {what} not found; {REWRITE[what]}")
+        raise ValueError(f"{path}: {what} not found; {how_to_rewrite(path, missing=True)}")
     return atomic.read_json(path, what)
 
 
@@ -156,7 +142,7 @@ def checkpoint_table(params: Mapping, run: Run, root="results") -> pd.DataFrame:
         rows.append(read_checkpoint_meta(path))
         if recorded.get(s) != atomic.sha256_file(path):
             raise ValueError(f"{path}: not the checkpoint.json its segment manifest recorded (edited, or its segment "
-                             f"did not finish); {REWRITE['training log']}")
+                             f"did not finish); {how_to_rewrite(path, params)}")
     return pd.DataFrame(rows)
 
 
@@ -210,7 +196,7 @@ def read_measure(path: str | Path, run: Run | None = None, step: int | None = No
     records.check("measure", rec, path)
     measure_record.check_identity(rec, path, step=step, **ident)
     measure_record.check_precision_audit(rec, path)
-    records.check_sealed(rec, path, "measurement", REWRITE["measurement samples"])
+    records.check_sealed(rec, path, "measurement", how_to_rewrite(path))
     return rec
 
 
@@ -276,7 +262,7 @@ def measurements(params: Mapping, root=layout.RESULTS, *, variants: Iterable[str
         if not path.exists():
             if missing_ok:
                 continue
-            raise ValueError(f"{path}: measurement not found (run `villani measure` for it)")
+            raise ValueError(f"{path}: measurement not found; {how_to_rewrite(path, missing=True)}")
         rows.append(measurement_row(checked_measure(params, root, run, step, path), path))
     if not rows:
         return pd.DataFrame(columns=["dataset", "variant", "lam", "seed", "step", "path"])
@@ -307,7 +293,7 @@ def measure_samples(params: Mapping, root=layout.RESULTS, *, variant: str = "ada
     path = layout.fmt(layout.MEASURE_PARQUET, root, dataset=params["data"]["name"], variant=variant, lam=lam,
                       seed=seed, step=step)
     if not path.exists():
-        raise ValueError(f"{path}: measurement samples not found; {REWRITE['measurement samples']}")
+        raise ValueError(f"{path}: measurement samples not found; {how_to_rewrite(path, missing=True)}")
     try:
         df = pd.read_parquet(path)
     except Exception as e:  # pyarrow raises several classes
@@ -356,7 +342,7 @@ def rays_table(params: Mapping, root) -> tuple[pd.DataFrame, dict]:
     """``rays.csv`` and ``slopes.json`` of the dataset."""
     samples, slopes = (layout.fmt(f, root, dataset=params["data"]["name"]) for f in (layout.RAYS_CSV, layout.RAYS_SLOPES))
     if not samples.exists():
-        raise ValueError(f"{samples}: radial-ray samples not found; {REWRITE['radial-ray samples']}")
+        raise ValueError(f"{samples}: radial-ray samples not found; {how_to_rewrite(samples, missing=True)}")
     return _read_csv(samples, "radial-ray samples", {}), records.check("ray_slopes", _read_json(slopes, "ray slopes"),
                                                                         slopes)
 
@@ -366,7 +352,7 @@ def landscape_surface(params: Mapping, lam: float, root) -> tuple[pd.DataFrame, 
     surface, meta = (layout.fmt(f, root, dataset=params["data"]["name"], lam=lam)
                      for f in (layout.SURFACE_CSV, layout.SURFACE_JSON))
     if not surface.exists():
-        raise ValueError(f"{surface}: loss surface not found; {REWRITE['loss surface']}")
+        raise ValueError(f"{surface}: loss surface not found; {how_to_rewrite(surface, missing=True)}")
     return _read_csv(surface, "loss surface", {}), records.check("surface", _read_json(meta, "surface metadata"),
                                                                  meta)
 
@@ -376,9 +362,9 @@ def bounds_summary(params: Mapping, root) -> dict:
     its ``record_sha256`` checked and the measure JSONs it names those under ``root`` now."""
     path = layout.fmt(layout.BOUNDS_JSON, root, dataset=params["data"]["name"])
     doc = records.check("bounds", _read_json(path, "bounds summary"), path)
-    records.check_sealed(doc, path, "bounds summary", REWRITE["bounds summary"])
+    records.check_sealed(doc, path, "bounds summary", how_to_rewrite(path))
     provenance.check_inputs(doc, path, measurement_hashes(params, root), None, root, "bounds summary",
-                            REWRITE["bounds summary"])
+                            how_to_rewrite(path))
     return doc
 
 
@@ -396,10 +382,10 @@ def claims_ledger(params: Mapping, root) -> dict:
     and the measure JSONs and bounds.json it names those under ``root`` now."""
     path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
     doc = records.check("claims", _read_json(path, "claims ledger"), path)
-    records.check_sealed(doc, path, "claims ledger", REWRITE["claims ledger"])
+    records.check_sealed(doc, path, "claims ledger", how_to_rewrite(path))
     bounds = (doc.get("inputs") or {}).get("bounds_sha256") and bounds_summary(params, root)[records.RECORD_HASH]
     provenance.check_inputs(doc, path, measurement_hashes(params, root), bounds, root, "claims ledger",
-                            REWRITE["claims ledger"])
+                            how_to_rewrite(path))
     return doc
 
 
@@ -431,7 +417,7 @@ def cost_table(params: Mapping, root) -> pd.DataFrame:
     """``results/cost/{dataset}/hvp_cost.csv`` (the HVP cost sweep of Fig 10)."""
     path = layout.fmt(layout.COST_CSV, root, dataset=params["data"]["name"])
     if not Path(path).exists():
-        raise ValueError(f"{path}: HVP cost sweep not found; {REWRITE['HVP cost sweep']}")
+        raise ValueError(f"{path}: HVP cost sweep not found; {how_to_rewrite(path, missing=True)}")
     return _read_csv(path, "HVP cost sweep", {})
 
 
@@ -440,7 +426,7 @@ def _read_csv(path, what: str, required: Mapping[str, str]) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
     except FileNotFoundError:
-        raise ValueError(f"{path}: {what} not found; {REWRITE.get(what, 'rerun the workflow to write it')}") from None
+        raise ValueError(f"{path}: {what} not found; {how_to_rewrite(path, missing=True)}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: {what} is corrupt ({' '.join(str(e).split())[:200]})") from None
     return tables.columns(df, path, required)

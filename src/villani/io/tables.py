@@ -5,6 +5,8 @@ columns a reader needs, each of its kind; :func:`measure_samples` the raw sample
 measurement; :func:`step_log` a training segment's per-step log. Each returns what it was
 given or raises a one-line ``ValueError`` naming the file, the column (and row) and what is
 allowed — the same form as a record's error (:func:`villani.io.records.check`).
+:func:`after_start` selects the checkpoints of a measurement table that every correlation over
+checkpoints uses (the claims ledger's and the figures'): those after each run's first.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["SAMPLE_COLUMNS", "columns", "measure_samples", "step_log"]
+__all__ = ["SAMPLE_COLUMNS", "columns", "measure_samples", "step_log", "after_start"]
 
 SAMPLE_COLUMNS = {"kind": "text", "probe": "integer", "index": "integer", "block": "text", "value": "number",
                   "weight": "number"}
@@ -81,3 +83,10 @@ def step_log(df, path, *, start: int, end: int):
             i = int(np.flatnonzero(bad)[0])
             raise _invalid(path, f"row {i + 1} (step {steps[i]}): {col}", float(df[col].iloc[i]), "a finite number")
     return df
+
+
+def after_start(df):
+    """The checkpoints after each run's first: a correlation over checkpoints leaves out step 0,
+    where every run is its initialisation (perplexity ≈ V, the same θ at every λ)."""
+    first = df.groupby(["variant", "lam", "seed"])["step"].transform("min")
+    return df[df["step"] > first].reset_index(drop=True)

@@ -40,8 +40,8 @@ __all__ = ["Clock", "ci_target", "curvature", "ds_curvature"]
 
 
 def ci_target(me: Mapping, grad_F_sq: float, lam: float, d: int) -> CITarget | None:
-    """The CI target of ``measure.trace_rel_ci`` (relative to |tr ∇²L|) and
-    ``measure.psi_rel_ci`` (relative to |Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)| for every s), or None."""
+    """The CI target of ``measure.trace_rel_ci`` (relative to ``|tr ∇²L|``) and
+    ``measure.psi_rel_ci`` (relative to ``|Ψ_s| = |tr ∇²L − (‖∇F‖²/s − λd)|`` for every s), or None."""
     bounds = []
     if me.get("trace_rel_ci") is not None:
         bounds.append((float(me["trace_rel_ci"]), 0.0))

@@ -1,32 +1,37 @@
-r"""2-D loss surfaces around a checkpoint (Fig 3): ``results/landscape/{dataset}/lam{lam}/surface.{csv,json}``.
+r"""2-D loss surfaces around checkpoints (Fig 3): ``results/landscape/{dataset}/lam{lam}/surface.{csv,json}``.
 
 F(θ₀ + a·δ₁ + b·δ₂) = L + (λ/2)‖θ₀ + a·δ₁ + b·δ₂‖² for a, b ∈ linspace(−span, span, grid),
 L on the fixed measurement set (:mod:`villani.measure.measurement_set`), evaluated with
 ``torch.func.functional_call`` — the model's own weights are never modified, so there is
-no drift from repeated in-place updates — without gradients; ‖θ‖² in float64.
+no drift from repeated in-place updates — without gradients; ‖θ‖² in float64. λ is the
+job's, a ``landscape.lambdas`` value: the paper's 0 and our λ matched to its 10⁻³ by
+λ·η·T (:func:`villani.plan.paper_lambda.match`) — the penalty at the λ the runs trained with.
 
-Centre θ₀: the step-0 checkpoint (``landscape.center: init``) or the last checkpoint
-(``final``) of (adamw, λ if λ ∈ ``train.lambdas`` else ``train.lambdas[0]``,
-``train.seeds[0]``) — :func:`villani.plan.runs.landscape_center`. The paper's Sec. VI-B
-compares λ = 0 with λ = 10⁻³; params.yaml's ``landscape.lambdas`` are 0 and our λ matched
-to 10⁻³ by λ·η·T (:func:`villani.plan.paper_lambda.match`), each around its own trained
-run (``final``). The Fig 3 caption draws its slice "around the initialization point θ₀";
-``center: init`` gives that reading.
+Centres θ₀ (:func:`villani.plan.runs.landscape_centres`): for each kind of
+``landscape.centers`` and every seed s of ``train.seeds``, the AdamW run of λ (λ if λ ∈
+``train.lambdas`` else ``train.lambdas[0]``) at step 0 (``init``: the initialisation the
+run started from — Fig 3's caption draws its slices "around the initialization point θ₀";
+the Fig 3 claims) or at its last checkpoint (``final``: the trained θ; our findings). A
+run's initialisation is seeded by s alone, so at ``init`` every λ's surface of seed s is
+centred on the same θ₀ and, with the same directions, F_λ − F₀ is the penalty alone.
 
-Slices: ``landscape.slices`` independent pairs of directions (slice k drawn after slice
-k − 1 from one generator), every one on the same grid; F on a slice is exact, the slice is
-the random part, so the claims (:mod:`villani.claims.fig3`) give intervals over slices and the
-figure draws slice 0.
+Slices: ``landscape.slices`` independent pairs of directions per centre, every one on the
+same grid, drawn from a generator seeded by ``landscape.seed``·1,000,003 + s (slice k after
+slice k − 1): a seed's slices are the same draws at every λ and at both centres (each
+scaled to its own θ₀), different seeds' independent. F on a slice is exact, the slice is
+the random part, so the claims (:mod:`villani.claims.fig3`) treat the slices as their
+units and the figure draws slice 0. A job evaluates F at centres × slices × grid² points
+(``evaluations`` in the record): 2 centres × 2 seeds × 5 slices × 121 = 2,420 per λ on params.yaml.
 
 Directions (Li et al. 2018, "Visualizing the loss landscape of neural nets"): δ = Gaussian
-draws (seeded by ``landscape.seed``, δ₁ then δ₂, tensor by tensor in parameter order),
-*filter-normalised*: for every tensor with ≥ 2 dimensions, each slice along its
-output-unit axis — an output unit of an ``nn.Linear`` weight (stored ``(out, in)``: dim
-0) or of a transformers ``Conv1D`` weight (GPT-2's attention and MLP, stored ``(in,
-out)``: dim 1, :func:`output_unit_dims`), a token row of the ``(vocab, hidden)``
-embedding, a position row of the position embedding — is rescaled to the norm of the
-same slice of θ₀; 1-D tensors (biases, LayerNorm/RMSNorm) are zeroed. The surface is thus
-invariant to the per-unit rescalings a network is insensitive to.
+draws (δ₁ then δ₂, tensor by tensor in parameter order), *filter-normalised*: for every
+tensor with ≥ 2 dimensions, each slice along its output-unit axis — an output unit of an
+``nn.Linear`` weight (stored ``(out, in)``: dim 0) or of a transformers ``Conv1D`` weight
+(GPT-2's attention and MLP, stored ``(in, out)``: dim 1, :func:`output_unit_dims`), a token
+row of the ``(vocab, hidden)`` embedding, a position row of the position embedding — is
+rescaled to the norm of the same slice of θ₀; 1-D tensors (biases, LayerNorm/RMSNorm) are
+zeroed. The surface is thus invariant to the per-unit rescalings a network is insensitive
+to, and ‖δ₁‖ = ‖δ₂‖ = the norm of θ₀'s ≥ 2-D tensors.
 """
 
 from __future__ import annotations
@@ -42,12 +47,13 @@ import torch
 from villani.io import atomic, records
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
+from villani.model import pick_device
 from villani.plan import layout
-from villani.plan.runs import landscape_center
+from villani.plan.runs import LandscapeCentre, landscape_centres
 from villani.progress import Progress
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["run_landscape", "filter_normalized_direction", "output_unit_dims", "surface"]
+__all__ = ["run_landscape", "filter_normalized_direction", "output_unit_dims", "surface", "direction_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -116,48 +122,62 @@ def _slice(model, batches, theta0, gen, units, axis, lam, bar) -> tuple[pd.DataF
                    "argmin": {"a": float(table["a"].iloc[imin]), "b": float(table["b"].iloc[imin])}}
 
 
-def run_landscape(params: Mapping, lam: float, root="results", device: str | None = None) -> str:
-    """Compute the ``landscape.slices`` surfaces of F for λ = ``lam``; write surface.csv (a
-    ``slice`` column, 0 first) then surface.json (slice 0's numbers at the top level, every
-    slice's under ``per_slice``); return the folder."""
-    t0 = time.perf_counter()
-    la, me, ds = params["landscape"], params["measure"], params["data"]["name"]
-    lam, slices = float(lam), int(la.get("slices", 1))
-    run, step = landscape_center(params, lam)
-    model, meta = load_run_model(params, root, run, step, device)
-    dev = next(model.parameters()).device
+def direction_seed(landscape_seed: int, run_seed: int) -> int:
+    """The seed of the generator a centre's directions are drawn from: ``landscape.seed``·1,000,003 + s."""
+    return int(landscape_seed) * 1_000_003 + int(run_seed)
+
+
+def _centre_surfaces(params: Mapping, root, centre: LandscapeCentre, lam: float, device, batches, axis,
+                     bar) -> tuple[pd.DataFrame, dict, int]:
+    """The ``landscape.slices`` slices around one centre: (their table, the centre's record, d)."""
+    run, la = centre.run, params["landscape"]
+    model, meta = load_run_model(params, root, run, centre.step, device)
     theta0 = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    gen = torch.Generator().manual_seed(int(la["seed"]))
-    units = output_unit_dims(model)
-    ids, batches = measurement_batches(params, root, dev)
-    axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
-    what = f"landscape {ds} λ={layout.format_lam(lam)}"
+    seed = direction_seed(la["seed"], run.seed)
+    gen, units = torch.Generator().manual_seed(seed), output_unit_dims(model)
     tables, per_slice = [], []
-    with Progress(what, slices * len(axis) ** 2, unit="point", logger=log) as bar:
-        for k in range(slices):
-            table, rec = _slice(model, batches, theta0, gen, units, axis, lam, bar)
-            tables.append(table.assign(slice=k)[["slice", *table.columns]])
-            per_slice.append(rec)
-    table = pd.concat(tables, ignore_index=True)
-    where = str(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam))
-    check_finite(table[["loss", "F"]].to_numpy(), where, "surface values")
+    for k in range(int(la["slices"])):
+        table, rec = _slice(model, batches, theta0, gen, units, axis, lam, bar)
+        tables.append(table.assign(center=centre.kind, seed=run.seed, slice=k))
+        per_slice.append(rec)
     loss0, _ = mean_token_loss(model, batches)
     tsq0 = float(sum(v.double().square().sum() for v in theta0.values()))
-    first = per_slice[0]
+    record = {"kind": centre.kind, "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": centre.step,
+              "weights_sha256": meta["weights_sha256"], "checkpoint": str(run.path(layout.CKPT_DIR, root, step=centre.step)),
+              "theta0_sq_norm": tsq0, "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,
+              "direction_seed": seed, "per_slice": per_slice}
+    return pd.concat(tables, ignore_index=True), record, int(sum(v.numel() for v in theta0.values()))
+
+
+def run_landscape(params: Mapping, lam: float, root="results", device: str | None = None) -> str:
+    """Compute the surfaces of F for λ = ``lam`` around every centre (:func:`landscape_centres`),
+    ``landscape.slices`` each; write surface.csv (columns center, seed, slice, a, b, loss, F,
+    theta_sq) then surface.json (each centre's record under ``centres``, in the same order);
+    return the folder."""
+    t0 = time.perf_counter()
+    la, me, ds = params["landscape"], params["measure"], params["data"]["name"]
+    lam, centres = float(lam), landscape_centres(params, float(lam))
+    dev = pick_device(device)
+    ids, batches = measurement_batches(params, root, dev)
+    axis = np.linspace(-float(la["span"]), float(la["span"]), int(la["grid"]))
+    evaluations = len(centres) * int(la["slices"]) * len(axis) ** 2
+    tables, records_, d = [], [], 0
+    with Progress(f"landscape {ds} λ={layout.format_lam(lam)}", evaluations, unit="point", logger=log) as bar:
+        for centre in centres:
+            table, rec, d = _centre_surfaces(params, root, centre, lam, dev, batches, axis, bar)
+            tables.append(table)
+            records_.append(rec)
+    table = pd.concat(tables, ignore_index=True)[["center", "seed", "slice", "a", "b", "loss", "F", "theta_sq"]]
+    where = str(layout.fmt(layout.LANDSCAPE_DIR, root, dataset=ds, lam=lam))
+    check_finite(table[["loss", "F"]].to_numpy(), where, "surface values")
     info = {
-        "dataset": ds, "lam": lam,
-        "center": {"kind": la["center"], "variant": run.variant, "lam": run.lam, "seed": run.seed, "step": step,
-                   "weights_sha256": meta["weights_sha256"],
-                   "checkpoint": str(run.path(layout.CKPT_DIR, root, step=step))},
-        "d": int(sum(v.numel() for v in theta0.values())),
-        "theta0_sq_norm": tsq0,
-        "loss_center": loss0, "F_center": loss0 + 0.5 * lam * tsq0,
+        "dataset": ds, "lam": lam, "d": d, "centres": records_,
         "directions": {"kind": "filter-normalised Gaussian (Li et al. 2018): output-unit slices of ≥2-D tensors "
-                               "rescaled to θ₀'s slice norms, 1-D tensors zero; slice k draws δ₁, δ₂ after slice k − 1",
-                       "seed": int(la["seed"]), **first["directions"]},
+                               "rescaled to θ₀'s slice norms, 1-D tensors zero; a centre's slice k draws δ₁, δ₂ after "
+                               "slice k − 1 from a generator seeded landscape.seed·1,000,003 + its run's seed",
+                       "seed": int(la["seed"])},
         "grid": int(la["grid"]), "span": float(la["span"]), "levels": int(la["levels"]), "axis": axis.tolist(),
-        "slices": slices, "F_min": first["F_min"], "argmin": first["argmin"], "F_max": first["F_max"],
-        "per_slice": per_slice,
+        "slices": int(la["slices"]), "evaluations": evaluations,
         "measurement_set": {"blocks": len(ids), "set_seed": int(me["set_seed"]), "ids": ids.tolist()},
         "seconds": round(time.perf_counter() - t0, 3),
     }

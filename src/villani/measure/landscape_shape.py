@@ -1,8 +1,9 @@
 r"""The shape of F on one 2-D slice (Fig 3): isotropy, a unique minimum, radial gradients (numpy).
 
 A slice is the grid table of :mod:`villani.measure.landscape` (columns ``a``, ``b``, ``F``; one
-``slice`` at a time). F there is computed exactly; what is random is the slice (its two
-directions), so the ledger states each number per slice and gives intervals over slices.
+``slice`` at a time: :func:`seed_slices` splits a surface table by centre, seed and slice). F
+there is computed exactly; what is random is the slice (its two directions), so the ledger
+states each number per slice and gives intervals over slices.
 
 - :func:`quadratic_hessian` — the 2×2 Hessian A of the quadratic
   F ≈ c + g·(a, b) + ½ (a, b) A (a, b)ᵀ fitted to every grid point by least squares;
@@ -31,8 +32,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["grid_values", "quadratic_hessian", "quadratic_isotropy", "local_minima", "unique_minimum",
+__all__ = ["seed_slices", "grid_values", "quadratic_hessian", "quadratic_isotropy", "local_minima", "unique_minimum",
            "radial_slope"]
+
+
+def seed_slices(df: pd.DataFrame, kind: str) -> dict[int, list[pd.DataFrame]]:
+    """Seed → its slices (slice 0 first) around the centres of ``kind`` (``init``, ``final``) of
+    a surface table (columns ``center``, ``seed``, ``slice``, ``a``, ``b``, ``F`` …); empty
+    when the table has no centre of that kind."""
+    rows = df[df["center"] == kind]
+    return {int(s): [g.reset_index(drop=True) for _, g in by.groupby("slice", sort=True)]
+            for s, by in rows.groupby("seed", sort=True)}
 
 
 def grid_values(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -22,7 +22,11 @@ from collections.abc import Sequence
 
 from villani.families import FAMILIES, LAYOUTS
 
-__all__ = ["parameter_group", "group_columns", "FAMILIES"]
+__all__ = ["parameter_group", "group_columns", "group_kind", "GROUP_KINDS", "FAMILIES"]
+
+#: The kinds of parameter group (:func:`group_kind`): what a reader asks of a group
+#: ("does the growth come from the LayerNorm gains or the embeddings?").
+GROUP_KINDS = ("embeddings", "attention", "mlp", "layernorm", "other")
 
 
 def parameter_group(name: str, model_type: str) -> str:
@@ -57,3 +61,23 @@ def group_columns(names: Sequence[str], model_type: str) -> dict[str, list[int]]
     for j, n in enumerate(names):
         out.setdefault(parameter_group(n, model_type), []).append(j)
     return out
+
+
+def group_kind(group: str) -> str:
+    """The kind of a group of :func:`parameter_group` (one of :data:`GROUP_KINDS`): ``embeddings``,
+    ``attention`` (``layer{i}.q/k/v/qkv/out``), ``mlp``, ``layernorm`` (every block's and the
+    final one: gains and biases) or ``other``.
+
+    >>> [group_kind(g) for g in ("embeddings", "layer0.k", "layer1.mlp", "final.layernorm", "other")]
+    ['embeddings', 'attention', 'mlp', 'layernorm', 'other']
+    """
+    if group == "embeddings":
+        return "embeddings"
+    last = group.rsplit(".", 1)[-1]
+    if last == "layernorm":
+        return "layernorm"
+    if last == "mlp":
+        return "mlp"
+    if group.startswith("layer") and last in ("q", "k", "v", "qkv", "out"):
+        return "attention"
+    return "other"

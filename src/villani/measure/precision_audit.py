@@ -22,7 +22,7 @@ outputs). With :math:`a_i` the cheaper product, :math:`r_i` the ``highest`` one 
 - ``trace_rel_error`` = :math:`\max_i|\delta_i| / |\widehat{\operatorname{tr}}|`: the
   error of the trace estimate if every sample were off by the worst one audited (a
   systematic shift moves the mean by that much; independent errors by ≈ √M less), set
-  against ``trace_rel_stderr`` = stderr/|tr̂|, the trace's statistical relative error;
+  against ``trace_rel_stderr`` = ``stderr/|tr̂|``, the trace's statistical relative error;
 - ``error_over_stderr``: that worst error over the standard error of each quantity it
   enters — ``trace_L`` (and so ΔF and Ψ_s, which differ from it by exact terms),
   the worst of the ``block_traces`` groups (:math:`\delta_{i,g}` summed over the group's

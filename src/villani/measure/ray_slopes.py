@@ -23,12 +23,22 @@ import pandas as pd
 from villani.psi import psi_column
 from villani.stats import Interval, probe_combination_interval
 
-__all__ = ["probe_column", "probe_samples", "slope_weights", "trace_slope_stderr", "ray_slope_intervals"]
+__all__ = ["probe_column", "group_grad_column", "GROUP_GRAD_PREFIX", "probe_samples", "slope_weights",
+           "trace_slope_stderr", "ray_slope_intervals"]
 
 
 def probe_column(j: int) -> str:
     """rays.csv's column of probe j's trace sample at each point."""
     return f"trace_L_probe{int(j)}"
+
+
+#: rays.csv's columns of ‖∇_g L‖², one per parameter group g: ``grad_L_sq:<group>``.
+GROUP_GRAD_PREFIX = "grad_L_sq:"
+
+
+def group_grad_column(group: str) -> str:
+    """rays.csv's column of ‖∇_g L‖² for the parameter group ``group``."""
+    return GROUP_GRAD_PREFIX + group
 
 
 def probe_samples(points: pd.DataFrame) -> np.ndarray | None:

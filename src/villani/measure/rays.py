@@ -9,7 +9,9 @@ grid of ``rays.points`` values in [``theta_sq_min``, ``theta_sq_max``]. Model: t
 architecture of the runs (its weights are overwritten by r·u); data: the fixed
 measurement set of :mod:`villani.measure.measurement_set`.
 
-At every point the L-quantities are computed once — L, ∇L, θ·∇L, and tr ∇²L by
+At every point the L-quantities are computed once — L, ∇L, θ·∇L, ‖∇_g L‖² per parameter
+group g of :mod:`villani.measure.parameter_groups` (``grad_L_sq:<group>``: which groups make
+‖∇L‖ grow along a ray, eq. 17's premise; they sum to ``grad_L_sq``), and tr ∇²L by
 Hutchinson with ``rays.num_probes`` Rademacher probes of ``rays.seed`` (the same probes at
 every point and for every λ); with ``rays.deflation_steps`` = k > 0, a k-step Lanczos run
 of ∇²L from probe 0 first gives tr(QᵀHQ) exactly and the probes 1, 2, … estimate only the
@@ -67,22 +69,47 @@ from villani.curvature import ModelHessian, deflation_from_lanczos, hutchinson, 
 from villani.io import atomic, records
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import measurement_batches
+from villani.measure.parameter_groups import parameter_group
 from villani.model import describe_model, model_for_run, pick_device
 from villani.plan import layout
 from villani.plan.runs import rays_center
 from villani.progress import Progress
 from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
-from villani.measure.ray_slopes import probe_column, trace_slope_stderr
+from villani.measure.ray_slopes import group_grad_column, probe_column, trace_slope_stderr
 from villani.stats import fit_slope
 from villani.training.checkpoint import load_run_model
 
-__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes"]
+__all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes", "gradient_groups", "group_sizes"]
 
 log = logging.getLogger(__name__)
 
 
 def _flat(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).double() for p in model.parameters() if p.requires_grad])
+
+
+def gradient_groups(names: list[str], blocks: Mapping[str, slice], model_type: str) -> dict[str, list[slice]]:
+    """Group → the slices of the flat vector its tensors occupy (``blocks``: a Hessian's
+    :meth:`~villani.curvature.HessianOperator.param_blocks`; groups in order of first appearance)."""
+    out: dict[str, list[slice]] = {}
+    for n in names:
+        out.setdefault(parameter_group(n, model_type), []).append(blocks[n])
+    return out
+
+
+def group_sizes(model: torch.nn.Module) -> dict[str, int]:
+    """Group → its number of trainable parameters (slopes.json ``gradient_groups``)."""
+    out: dict[str, int] = {}
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            g = parameter_group(n, model.config.model_type)
+            out[g] = out.get(g, 0) + p.numel()
+    return out
+
+
+def _group_grad_sq(grad: torch.Tensor, groups: Mapping[str, list[slice]]) -> dict[str, float]:
+    """{``grad_L_sq:<group>``: Σ over the group's slices of ∇L²} — a partition of ‖∇L‖²."""
+    return {group_grad_column(g): float(sum(grad[sl].square().sum() for sl in sls)) for g, sls in groups.items()}
 
 
 def ray_directions(params: Mapping, root, model: torch.nn.Module) -> tuple[list[dict], dict | None]:
@@ -112,7 +139,7 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
     (the trace deflated by a ``deflation_steps``-step Lanczos basis when > 0; ``progress``, if
     given, advances one unit per point)."""
     ps = [p for p in model.parameters() if p.requires_grad]
-    rows = []
+    rows, group_cols = [], []
     for dr in directions:
         for k, tsq in enumerate(theta_sq):
             with torch.no_grad():
@@ -127,10 +154,12 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
             else:
                 est = hutchinson(H, num_probes, seed=probe_seed)
             H.release()
+            by_group = _group_grad_sq(gL, gradient_groups(H.names, H.param_blocks(), model.config.model_type))
+            group_cols = list(by_group)
             base = {"ray": dr["ray"], "kind": dr["kind"], "point": k, "theta_sq": float(theta.square().sum()),
                     "loss": H.data_loss(), "grad_L_sq": float(gL.square().sum()), "theta_dot_grad_L": float(theta @ gL),
                     "trace_L": est.mean, "trace_L_stderr": est.stderr,
-                    **{probe_column(j): float(v) for j, v in enumerate(est.samples)}}
+                    **{probe_column(j): float(v) for j, v in enumerate(est.samples)}, **by_group}
             check_finite(base, f"ray {dr['ray']} ({dr['kind']}) at ‖θ‖² = {tsq:g}")
             for lam in lambdas:
                 lam = float(lam)
@@ -144,7 +173,7 @@ def ray_table(model: torch.nn.Module, batches, directions: list[dict], theta_sq:
                                 trace_L=est.mean)
     cols = ["ray", "kind", "lam", "point", "theta_sq", "loss", "F", "grad_L_sq", "theta_dot_grad_L", "trace_L",
             "trace_L_stderr", "lam_d", "laplacian_F", "grad_F_sq"] + [psi_column(s) for s in s_values]
-    cols += [probe_column(j) for j in range(num_probes)]
+    cols += [probe_column(j) for j in range(num_probes)] + group_cols
     return pd.DataFrame(rows)[cols]
 
 
@@ -250,6 +279,7 @@ def run_rays(params: Mapping, root="results", device: str | None = None) -> str:
         "deflation_steps": int(r.get("deflation_steps", 0)),
         "seed": int(r["seed"]), "fit_points": int(r["fit_points"]), "fit_space": "linear",
         "checkpoint_ray": ckpt,
+        "gradient_groups": group_sizes(model),
         "fits": fits,
         "summary": summary,
         "hvp_count": int(len(directions) * len(theta_sq) * (int(r["num_probes"]) + int(r.get("deflation_steps", 0)))),

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from villani.families import shape_problem
 from villani.plan.frozen import Params, freeze, thaw
 from villani.plan.layout import ACROSS
 from villani.plan.params_file import (  # noqa: F401 (the reader of parameter files is part of this module's API)
@@ -139,7 +140,7 @@ def _coerce_numbers(doc: Any, schema: Mapping, root: Mapping | None = None) -> A
     return doc
 
 
-def _describe(s: Mapping) -> str:
+def describe(s: Mapping) -> str:
     """What a (sub)schema allows, in words: its const/enum, or type, range, pattern, sizes."""
     if "const" in s:
         return json.dumps(s["const"])
@@ -168,10 +169,10 @@ def _describe(s: Mapping) -> str:
 def _allowed(error: jsonschema.ValidationError) -> str:
     s = error.schema if isinstance(error.schema, Mapping) else {}
     if "anyOf" in s:
-        return "allowed: " + ", or ".join(_describe(alt) for alt in s["anyOf"])
+        return "allowed: " + ", or ".join(describe(alt) for alt in s["anyOf"])
     if error.validator == "additionalProperties":
         return "allowed keys: " + ", ".join(sorted(s.get("properties", {})))
-    parts = _describe(s)
+    parts = describe(s)
     if parts:
         return "allowed: " + parts
     desc = " ".join(str(s.get("description", "")).split())
@@ -219,6 +220,9 @@ def _cross_checks(p: dict, source: str) -> None:
         _fail(source, "data.tokenizer.name", None, "kind `pretrained` needs a tokenizer name or path")
     if m["init"] == "pretrained" and not m["name"]:
         _fail(source, "model.name", None, "init `pretrained` needs a model name or path")
+    shape = None if m["name"] else shape_problem(m["config"], prefix="model.config.")
+    if shape is not None:
+        _fail(source, *shape)
     max_pos = m["config"].get("max_position_embeddings")
     if max_pos is not None and d["seq_len"] > max_pos:
         _fail(source, "data.seq_len", d["seq_len"], f"≤ model.config.max_position_embeddings = {max_pos}")
@@ -254,10 +258,11 @@ def _cross_checks(p: dict, source: str) -> None:
         _fail(source, "rays.fit_points", r["fit_points"], f"≤ rays.points = {r['points']}")
     if len(set(la["lambdas"])) != len(la["lambdas"]):
         _fail(source, "landscape.lambdas", la["lambdas"], "no duplicates")
-    if la["center"] == "final":
+    if "final" in la["centers"]:
         for lam in la["lambdas"]:
             if lam not in t["lambdas"]:
-                _fail(source, "landscape.lambdas", la["lambdas"], f"with center `final`, values from train.lambdas = {t['lambdas']}")
+                _fail(source, "landscape.lambdas", la["lambdas"],
+                      f"with `final` in landscape.centers, values from train.lambdas = {t['lambdas']}")
 
 
 def resolve(doc: Mapping | None, *, source: str = "params") -> Params:

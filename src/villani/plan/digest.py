@@ -27,7 +27,7 @@ _RUN_LISTS = ("lambdas", "seeds", "adamw_noise", "adam_l2", "langevin", "sweep")
 _VARIANT_KEYS = {"adamw_noise": ["train.adamw_noise.grad_std", "train.adamw_noise.langevin_beta"],
                  "langevin": ["train.langevin.lr", "train.langevin.beta", "train.langevin.table1_std"]}
 _OBSERVATION = ("tensorboard",)  # what a job writes beside its outputs; never changes them
-_EXECUTION = ("compile",)  # how a step runs: the same update within rounding, recorded in each checkpoint
+_EXECUTION = ("compile", "threads")  # how a step runs: the same update within rounding, recorded in each checkpoint
 
 
 def stage_keys(p: Mapping, stage: str, variant: str = "adamw") -> list[str]:

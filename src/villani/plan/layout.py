@@ -37,9 +37,10 @@ RUNS_DIR = "{root}/runs/{dataset}"
 PLAN = "{root}/plan/{dataset}.json"
 RETIRED_DIR = "{root}/retired/{dataset}"
 RUN_DIR = RUNS_DIR + "/{variant}/lam{lam}/seed{seed}"
-# The run a stage is centred on (rays, landscape: villani.plan.runs.rays_center /
-# landscape_center): AdamW at {centre_lam}, the first seed.
-CENTRE_RUN_DIR = RUNS_DIR + "/adamw/lam{centre_lam}/seed{centre_seed}"
+# The runs a stage is centred on (villani.plan.runs.rays_center / landscape_runs): AdamW at
+# {centre_lam}; the rays' the first seed ({centre_seed}), a landscape's every seed ({seed}).
+CENTRE_LAM_DIR = RUNS_DIR + "/adamw/lam{centre_lam}"
+CENTRE_RUN_DIR = CENTRE_LAM_DIR + "/seed{centre_seed}"
 # A checkpoint is a folder that transformers' from_pretrained opens (config.json +
 # model.safetensors); checkpoint.json, written last, holds our metadata and the sha256 of
 # the other files; state.pt the optimizer/scheduler/RNG state (segment ends by default).
@@ -51,6 +52,7 @@ CKPT_STATE = CKPT_DIR + "/state.pt"
 OLD_CKPT_FILES = tuple(RUN_DIR + f"/ckpt/step{{step}}{ext}" for ext in (".safetensors", ".json", ".state.pt"))
 SEGMENT = RUN_DIR + "/segments/seg{step}.json"
 CENTRE_SEGMENT = SEGMENT.replace(RUN_DIR, CENTRE_RUN_DIR)
+CENTRE_SEEDS_SEGMENT = SEGMENT.replace(RUN_DIR, CENTRE_LAM_DIR + "/seed{seed}")
 SEGMENT_LOG = RUN_DIR + "/logs/seg{step}.csv"
 WORK_DIR = RUN_DIR + "/work"
 WORK_STATE = WORK_DIR + "/state.pt"  # the interrupted segment's state (weights, optimizer, RNGs) for a resume

@@ -21,8 +21,8 @@ settings; it is a folder of every run path, so two variants never share a file:
 Every run of every variant is trained and measured. :func:`variant_params` gives the
 parameters a run of a variant trains under (its lr, warm-up, clipping, decay mode), so
 training, the digests and the bounds read one place. The radial rays go through the last
-checkpoint of :func:`rays_center`; the landscape of a λ is centred on
-:func:`landscape_center`.
+checkpoint of :func:`rays_center`; the landscape of a λ is centred on every seed's run
+(:func:`landscape_centres`).
 """
 
 from __future__ import annotations
@@ -156,14 +156,30 @@ def rays_center(params: Mapping) -> tuple[Run, int]:
     return Run(params["data"]["name"], "adamw", float(t["lambdas"][0]), int(t["seeds"][0])), int(t["steps"])
 
 
-def landscape_center(params: Mapping, lam: float) -> tuple[Run, int]:
-    """The run and step at the centre of the λ surface: step 0 (``landscape.center: init``)
-    or the last checkpoint (``final``) of (adamw, λ if λ ∈ ``train.lambdas`` else
-    ``train.lambdas[0]``, ``train.seeds[0]``)."""
+@dataclass(frozen=True)
+class LandscapeCentre:
+    """A point a landscape surface is centred on: ``kind`` (a ``landscape.centers`` value: ``init``, the
+    step-0 checkpoint — Fig 3's caption; ``final``, the last — the trained θ), the run and its step."""
+
+    kind: str
+    run: Run
+    step: int
+
+
+def landscape_runs(params: Mapping, lam: float) -> list[Run]:
+    """The runs the λ surface is centred on: (adamw, λ if λ ∈ ``train.lambdas`` else
+    ``train.lambdas[0]``, s) for every s of ``train.seeds``."""
     t = params["train"]
     run_lam = float(lam) if float(lam) in [float(x) for x in t["lambdas"]] else float(t["lambdas"][0])
-    step = 0 if params.landscape.center == "init" else t.steps
-    return Run(params["data"]["name"], "adamw", run_lam, int(t["seeds"][0])), step
+    return [Run(params["data"]["name"], "adamw", run_lam, int(s)) for s in t["seeds"]]
+
+
+def landscape_centres(params: Mapping, lam: float) -> list[LandscapeCentre]:
+    """Every centre of the λ surface, ``landscape.centers`` outer, :func:`landscape_runs`
+    inner: ``init`` at step 0, ``final`` at ``train.steps``."""
+    steps = {"init": 0, "final": int(params["train"]["steps"])}
+    return [LandscapeCentre(kind, run, steps[kind]) for kind in params["landscape"]["centers"]
+            for run in landscape_runs(params, lam)]
 
 
 def langevin_beta(spec, lam: float, lr: float, std: float) -> float | None:

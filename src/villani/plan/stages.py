@@ -14,7 +14,8 @@ stage repeats (``per``):
 
 - ``{variant}``, ``{lam}``, ``{seed}`` (a run): the job's run in a per-run stage, every run
   of the dataset in a per-dataset one; ``{centre_lam}``/``{centre_seed}``: the run a
-  stage is centred on (rays: the first λ; landscape: its own λ);
+  stage is centred on (rays: the first λ, the first seed); ``{centre_lam}``/``{seed}``:
+  the runs (landscape: its own λ, every seed);
 - ``{step}``: the job's segment end or checkpoint, or every one of the run (segment files:
   :func:`~villani.plan.schedule.segment_ends`; measurements:
   :func:`~villani.plan.schedule.measured_steps`);
@@ -23,9 +24,10 @@ stage repeats (``per``):
   and DVC plot (:data:`villani.tracking.dvc_plots.PLOTS`).
 
 Snakemake gets the files; DVC gets what its templating can name: a file as it is, a
-pattern whose file name has ``{step}``, ``{figure}`` or ``{plot}`` as its folder, and in a
-per-dataset stage the runs as the dataset's run folder and the surfaces as its landscape
-folder — which the ``plan`` stage keeps to the runs and surfaces the parameters define.
+pattern whose file name has ``{step}``, ``{figure}`` or ``{plot}`` as its folder, the
+landscape's runs of every seed as the folder of its λ's runs, and in a per-dataset stage
+the runs as the dataset's run folder and the surfaces as its landscape folder — which the
+``plan`` stage keeps to the runs and surfaces the parameters define.
 """
 
 from __future__ import annotations
@@ -106,14 +108,16 @@ TABLE: tuple[Stage, ...] = (
     Stage("rays", (*_EVAL, *_MEASUREMENT_SET, "measure.s_values", "measure.hvp_method", "rays"),
           (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT), _RAYS, (_SRC + "measure/rays.py", _SRC + "curvature"),
           runtime=120),
-    Stage("landscape", (*_EVAL, *_MEASUREMENT_SET, LANDSCAPE_KEYS), (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEGMENT),
+    Stage("landscape", (*_EVAL, *_MEASUREMENT_SET, "train.seeds", LANDSCAPE_KEYS),
+          (L.TRAIN_BLOCKS, L.DATA_STATS, L.CENTRE_SEEDS_SEGMENT),
           _SURFACES, (_SRC + "measure/landscape.py",), per="lam", args="--lam {lam}"),
     Stage("bounds", ("data.name", "train.lr", "train.langevin.lr", "measure.s_values", "bounds"),
           (L.DATA_STATS, L.PLAN, *_MEASURED), _BOUNDS, (_SRC + "bounds",), runtime=20),
     Stage("cost", ("data.seq_len", "model", "measure.batch_size", "measure.hvp_method", "figures.model_sizes",
                    "figures.cost_repeats"), (L.DATA_STATS,), (L.COST_CSV,),
           (_SRC + "measure/hvp_cost.py", _SRC + "curvature"), runtime=30),
-    Stage("figures", ("data", "model", "train", "measure", "rays", "landscape", "bounds", "figures"),
+    Stage("figures", ("data", "model", "train", "measure", "rays", "landscape", "bounds", "figures",
+                         "claims.paper_corpus"),
           (L.DATA_STATS, *_RUNS, *_MEASURED, *_RAYS, *_SURFACES, *_BOUNDS, L.COST_CSV), (L.FIGURE, L.TABLE),
           (_SRC + "figures",), runtime=30),
     Stage("claims", ("data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds", "claims"),

@@ -14,7 +14,7 @@ Every row carries ``variant``, ``lam`` (Python's repr, as in paths), ``seed``, `
 - ``psi_vs_ppl.csv`` — Fig 7: Ψ_s at the first ``measure.s_values`` (``psi_s``) and the
   validation perplexity at every checkpoint;
 - ``spectrum.csv`` — Fig 4: λ_max of ∇²F against ‖θ‖² at every checkpoint;
-- ``trace_cv.csv`` — Fig 9: the measured relative error stderr / |tr ∇²L| of the
+- ``trace_cv.csv`` — Fig 9: the measured relative error ``stderr / |tr ∇²L|`` of the
   Hutchinson estimate at every checkpoint.
 """
 

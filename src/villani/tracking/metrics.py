@@ -6,7 +6,7 @@ claims per verdict, and per variant and λ the final validation perplexity and �
 first ``measure.s_values`` (mean over seeds) — the two quantities of the paper's Fig 7.
 Nested as DVC nests metrics: ``claims.refuted``, ``adamw.lam0p012.val_ppl``,
 ``adamw.lam0p012.psi_s1p0`` (λ and s written without dots or ``=``, :func:`metric_key`:
-DVC addresses a metric by its dotted path). 16 numbers for the shipped ``params.yaml``.
+DVC addresses a metric by its dotted path). 19 numbers for the shipped ``params.yaml``.
 
 ``results/metrics/{dataset}.csv`` — every number per variant and λ (:func:`metrics_table`):
 final training loss, ‖θ‖² and tokens seen (:func:`training_metrics`); validation perplexity,
@@ -99,7 +99,7 @@ def claims_metrics(params: Mapping, root) -> dict:
     if not layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"]).exists():
         return {}
     doc = claims_ledger(params, root)
-    return {"claims": {v: sum(c["verdict"] == v for c in doc["claims"]) for v in CODES}}
+    return {"claims": {v.replace(" ", "_"): sum(c["verdict"] == v for c in doc["claims"]) for v in CODES}}
 
 
 def _mean(values) -> float | None:

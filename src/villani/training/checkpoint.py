@@ -47,6 +47,7 @@ from villani.io.results import read_checkpoint_meta
 from villani.model import load_weights, model_for_run, pick_device, save_config, save_weights
 from villani.plan import layout
 from villani.plan.runs import Run
+from villani.plan.writers import command
 from villani.training.hf_folder import TOKENIZER_FILES, save_tokenizer, write_model_card
 
 FILES = (("weights_sha256", layout.CKPT_WEIGHTS), ("config_sha256", layout.CKPT_CONFIG),
@@ -60,10 +61,6 @@ def _paths(root, dataset, variant, lam, seed, step) -> dict[str, Path]:
     out = {key: layout.fmt(pattern, root, **kw) for key, pattern in FILES + OPTIONAL_FILES}
     out["meta"] = layout.fmt(layout.CKPT_META, root, **kw)
     return out
-
-
-def _run_cmd(variant, lam, seed) -> str:
-    return f"villani train --variant {variant} --lam {layout.format_lam(lam)} --seed {seed}"
 
 
 def _manifests(root, dataset, variant, lam, seed) -> tuple[list[tuple[Path, dict]], list[str]]:
@@ -94,13 +91,14 @@ def listing_manifest(root, dataset, variant, lam, seed, step) -> tuple[Path, dic
 
 
 def retrain_hint(root, dataset, variant, lam, seed, step) -> str:
-    """How to get checkpoint ``step`` of a run back: retrain the segment that wrote it."""
-    found = listing_manifest(root, dataset, variant, lam, seed, step)
+    """How to get checkpoint ``step`` of a run back: the command that retrains the segment
+    that wrote it (:func:`villani.plan.writers.command`), or the run's every segment that is
+    not intact where no manifest lists it."""
+    ident = dict(dataset=dataset, variant=variant, lam=lam, seed=seed)
+    found = listing_manifest(root, step=step, **ident)
     if found is None:
-        return f"train it: `{_run_cmd(variant, lam, seed)} --all` (or rerun the workflow)"
-    end = int(found[0].stem[len("seg"):])
-    return (f"retrain its segment: `{_run_cmd(variant, lam, seed)} --until {end}` (`--all` retrains every segment "
-            "that is not intact)")
+        return f"train it: `{command(layout.fmt(layout.CKPT_META, root, step=step, **ident))}` (or rerun the workflow)"
+    return f"retrain its segment: `{command(found[0])}`"
 
 
 def manifest_entry(root, dataset, variant, lam, seed, step) -> dict:

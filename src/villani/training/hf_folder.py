@@ -25,6 +25,7 @@ from typing import Mapping
 
 from villani.io import atomic
 from villani.plan import layout
+from villani.plan.writers import how_to_rewrite
 
 __all__ = ["TOKENIZER_FILES", "CARD_FILE", "save_tokenizer", "write_model_card", "model_card"]
 
@@ -50,8 +51,8 @@ def save_tokenizer(root, dataset: str, ckpt_dir: Path) -> dict[str, str]:
     data_dir = layout.fmt(layout.DATA_DIR, root, dataset=dataset)
     source = data_dir / "tokenizer.json"
     if not source.is_file():
-        raise ValueError(f"{source}: tokenizer file not found (run `villani tokenize` first); a checkpoint folder "
-                         "carries its dataset's tokenizer")
+        raise ValueError(f"{source}: tokenizer file not found ({how_to_rewrite(source, missing=True)} first); a "
+                         "checkpoint folder carries its dataset's tokenizer")
     files = _tokenizer_bytes(str(data_dir), source.stat().st_mtime_ns)
     out = {}
     for name, key in TOKENIZER_FILES.items():

@@ -5,9 +5,12 @@ and RNG state) and runs to its end step, writing every checkpoint in between. In
 segment a work state is saved every ``train.save_every`` steps under ``work/`` — outside
 the declared outputs, so Snakemake's deletion of a failed job's outputs never removes it.
 A segment killed mid-way (SIGKILL) and started again resumes from that state and ends
-with bit-identical weights on CPU. SIGTERM and SIGUSR1 (a SLURM time limit, preemption,
-``scancel``; :mod:`villani.stop`) stop it at the next step boundary with a work state
-written at that step, so the resumed segment recomputes no step.
+with bit-identical weights on CPU. On the CPU a segment trains on ``train.threads``
+threads, never the shell's count (the thread count sets the reduction order of every
+kernel), so a segment retrained by hand writes the bytes the workflow wrote. SIGTERM and
+SIGUSR1 (a SLURM time limit, preemption, ``scancel``; :mod:`villani.stop`) stop it at the
+next step boundary with a work state written at that step, so the resumed segment
+recomputes no step.
 
 Update of one step t → t+1 on the batch B_t (see :mod:`villani.training.batches`), by
 variant (:mod:`villani.plan.runs`; its settings from :func:`~villani.plan.runs.variant_params`):
@@ -41,6 +44,7 @@ from villani.plan import layout
 from villani.plan.digest import run_digest
 from villani.plan.runs import langevin_beta, variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
+from villani.plan.writers import command
 from villani.progress import Progress
 from villani.training.batches import batch_indices
 from villani.training.checkpoint import (check_work_state, load_checkpoint, load_state_file, save_checkpoint,
@@ -98,7 +102,7 @@ class _SegmentState:
         elif self.kind == "langevin":
             lv = self.t["langevin"]
             self.beta = langevin_beta(lv["beta"], self.lam, float(self.t["lr"]), float(lv["table1_std"]))
-        self.stepper = TrainStep(self, step_mode(self.t["compile"], device))
+        self.stepper = TrainStep(self, step_mode(self.t["compile"], device), fallback=self.t["compile"] == "auto")
 
     # ----------------------------------------------------------------- state
     def state(self) -> dict:
@@ -160,7 +164,7 @@ class _SegmentState:
             "decayed_params": sorted(self.decayed),
             "d_decayed": sum(p.numel() for n, p in self.model.named_parameters() if n in self.decayed),
             "digest": self.digest, "train_params": trained_params(self.params, self.variant),
-            "device": self.device.type,
+            "device": self.device.type, "cpu_threads": torch.get_num_threads(),
             "precision": "bf16" if self.autocast._enabled else "fp32", "train_step": self.stepper.mode,
         }
         self.ckpt_losses = []
@@ -326,9 +330,10 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
     if done is not None:
         log.info(f"{what}: trained earlier with these parameters; outputs restored from work/done/")
         return done
-    # the manifest says the segment is done: a segment trained again is not, until it ends
-    layout.fmt(layout.SEGMENT, root, step=end, **ident).unlink(missing_ok=True)
-    run = _SegmentState(params, root, **ident, device=pick_device(device), initial=start == 0)
+    device = pick_device(device)
+    if device.type == "cpu":  # the reduction order of every CPU kernel: the parameters', never the shell's
+        torch.set_num_threads(int(t["threads"]))
+    run = _SegmentState(params, root, **ident, device=device, initial=start == 0)
     # this job is the one writer of its run's training folders (the training lock) — the
     # checkpoint folders of this segment, segments/, logs/, work/; a killed predecessor's
     # temporaries go (measure/ is not swept)
@@ -338,13 +343,7 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
         atomic.remove_stale_temps(folder)
     resumed_from = None
     if start > 0:
-        _, state = load_checkpoint(root, step=start, model=run.model, with_state=True, **ident)
-        if state.get("digest") != run.digest:
-            raise ValueError(
-                f"{layout.fmt(layout.CKPT_STATE, root, step=start, **ident)}: written with other parameters "
-                f"(digest {state.get('digest')} ≠ {run.digest}); rerun the earlier segments")
-        run.restore(state)
-        run.last_checkpoint = str(layout.fmt(layout.CKPT_DIR, root, step=start, **ident))
+        _continue_from(run, root, ident, start)
     work = _work_path(root, ident)
     step_log = StepLog(layout.fmt(layout.SEGMENT_LOG_PARTIAL, root, step=end, **ident),
                        layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident))
@@ -358,6 +357,11 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
         log.info(f"{what}: resumed from the work state at step {resumed_from}")
     else:
         step_log.open()
+    # the manifest says the segment is done: a segment trained again is not, until it ends —
+    # removed only now, when its first checkpoint is about to be rewritten, so a job that
+    # fails while it prepares (unreadable data, a damaged start checkpoint) leaves the
+    # manifest vouching for the checkpoints it still describes
+    layout.fmt(layout.SEGMENT, root, step=end, **ident).unlink(missing_ok=True)
     tb = tensorboard_writer(layout.fmt(layout.TENSORBOARD_DIR, root, **ident), run.step) if t["tensorboard"] else None
     if start == 0 and resumed_from is None:
         run.model.eval()
@@ -373,6 +377,29 @@ def _train_segment(params: Mapping, ident: dict, end: int, root, device, progres
     return _finish(params, root, ident, end, step_log, work, resumed_from)
 
 
+def _continue_from(run: _SegmentState, root, ident: dict, start: int) -> None:
+    """Load the segment's start checkpoint (weights, optimizer, schedule, random streams),
+    written under the run's parameters; a warning names what the checkpoint records of
+    how it was trained that differs here (the device, the CPU threads, the precision: what
+    no parameter fixes), since this segment's weights then differ from a run trained in one
+    go within rounding."""
+    meta, state = load_checkpoint(root, step=start, model=run.model, with_state=True, **ident)
+    if state.get("digest") != run.digest:
+        raise ValueError(
+            f"{layout.fmt(layout.CKPT_STATE, root, step=start, **ident)}: written with other parameters "
+            f"(digest {state.get('digest')} ≠ {run.digest}); train the earlier segments again: "
+            f"`{command(layout.fmt(layout.CKPT_STATE, root, step=start, **ident))}`")
+    run.restore(state)
+    run.last_checkpoint = str(layout.fmt(layout.CKPT_DIR, root, step=start, **ident))
+    here = {"device": run.device.type, "precision": "bf16" if run.autocast._enabled else "fp32",
+            "cpu_threads": torch.get_num_threads() if run.device.type == "cpu" else meta.get("cpu_threads")}
+    differ = [f"{k} {meta[k]} there, {v} here" for k, v in here.items() if meta.get(k) not in (None, v)]
+    if differ:
+        log.warning(f"train {run.variant} λ={layout.format_lam(run.lam)} seed={run.seed}: continues from the "
+                    f"checkpoint at step {start} trained otherwise ({'; '.join(differ)}): from here on equal to "
+                    "a run trained in one go within rounding, not bit for bit")
+
+
 def _finish(params: Mapping, root, ident: dict, end: int, step_log: StepLog, work: Path, resumed_from) -> dict:
     """Check the step log, publish it, write the manifest (the segment is done) and its
     copies; a damaged log is set aside with the work state, and the segment is not done."""
@@ -383,7 +410,8 @@ def _finish(params: Mapping, root, ident: dict, end: int, step_log: StepLog, wor
         step_log.partial.replace(step_log.partial.with_suffix(".invalid.csv"))
         work.unlink(missing_ok=True)
         raise ValueError(f"{e}; the segment is not marked done (log moved to "
-                         f"{step_log.partial.with_suffix('.invalid.csv').name}): rerun to train it again") from None
+                         f"{step_log.partial.with_suffix('.invalid.csv').name}): train it again: "
+                         f"`{command(layout.fmt(layout.SEGMENT, root, step=end, **ident))}`") from None
     step_log.publish()
     manifest = write_manifest(params, root, ident, end, resumed_from)
     keep_finished(root, ident, end, manifest["digest"])

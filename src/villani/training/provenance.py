@@ -16,6 +16,7 @@ from typing import Mapping
 
 from villani.plan.digest import params_difference, run_digest, trained_params
 from villani.plan.runs import Run
+from villani.plan.writers import command
 
 __all__ = ["trained_params", "check_trained_under"]
 
@@ -34,17 +35,24 @@ def check_trained_under(params: Mapping, run: Run, meta: Mapping, meta_path) -> 
         return
     if got is None:
         raise ValueError(f"{meta_path}: records no training digest, so the parameters it was trained under are "
-                         "unknown (retrain the run with this villani)")
+                         f"unknown; {_retrain(meta_path)}")
     recorded = meta.get("train_params")
     if not isinstance(recorded, Mapping):
         raise ValueError(f"{meta_path}: trained under other parameters (digest {got} ≠ {want}; the checkpoint does "
-                         "not record which keys differ): retrain the run, or use the params it was trained with")
+                         f"not record which keys differ): {_retrain(meta_path)}, or use the params it was trained with")
     shown = params_difference(recorded, trained_params(params, run.variant))
     if not shown:
         raise ValueError(f"{meta_path}: trained under other parameters ({_run_difference(meta, run, got, want)}): "
-                         "retrain the run (villani train / make run), or use the params it was trained with")
-    raise ValueError(f"{meta_path}: trained under other parameters ({shown}): retrain the run "
-                     "(villani train / make run), or use the params it was trained with")
+                         f"{_retrain(meta_path)}, or use the params it was trained with")
+    raise ValueError(f"{meta_path}: trained under other parameters ({shown}): {_retrain(meta_path)}, or use the "
+                     "params it was trained with")
+
+
+def _retrain(meta_path) -> str:
+    """Retrain the run of checkpoint.json ``meta_path``: its every segment not done under the
+    parameters asked now (`--all`), or the workflow."""
+    cmd = command(meta_path)
+    return f"retrain the run (`{cmd}`, or the workflow)" if cmd else "retrain the run (the workflow)"
 
 
 def _run_difference(meta: Mapping, run: Run, got: str, want: str) -> str:

@@ -15,10 +15,13 @@ every checkpoint of the segment and its step log are on disk; it records
 **Done** (:func:`segment_status`): a segment is done only when its manifest reads, its
 digest is the one the parameters asked now give the run, each checkpoint's
 ``checkpoint.json`` still has the recorded sha256, its start checkpoint is the one it
-continued from, its step log is the one it wrote, and the segment end's weights and state
-are there (the next segment resumes from them). Anything else — a missing, truncated or
-edited manifest, a parameter edited since (``train.lr`` under ``dvc repro``) — is "not
-done", with the reason, and ``villani train --all`` retrains the segment: files left from
+continued from, its step log is the one it wrote, every file of its checkpoints that is
+there has the sha256 its ``checkpoint.json`` records (a truncated ``model.safetensors`` is
+not intact), and the segment end's weights and state are there (the next segment resumes
+from them; elsewhere ``villani prune`` may have deleted them). Anything else — a missing,
+truncated or edited manifest or checkpoint file, a parameter edited since (``train.lr``
+under ``dvc repro``) — is "not done", with the reason, and ``villani train --all`` retrains
+the segment: files left from
 an earlier training (a persisted, pulled or copied output) never stand for a segment
 trained under the parameters asked now. (A manifest written before the start and log
 links were recorded is checked on the rest.)
@@ -47,11 +50,12 @@ from villani.io import atomic, records, tables
 from villani.plan import layout
 from villani.plan.digest import params_difference, run_digest, trained_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
-from villani.training.checkpoint import manifest_entry, read_meta
+from villani.training.checkpoint import FILES, OPTIONAL_FILES, manifest_entry, read_meta
 
 __all__ = ["write_manifest", "segment_status", "check_step_log", "keep_finished", "restore_finished"]
 
 _OUTPUTS = (layout.SEGMENT, layout.SEGMENT_LOG)
+_PRUNED = ("weights_sha256", "state_sha256")  # what `villani prune` deletes of a measured checkpoint
 
 
 def _start_weights(root, ident: Mapping, start: int) -> str | None:
@@ -114,11 +118,28 @@ def segment_status(params: Mapping, root, ident: Mapping, end: int) -> str | Non
     log = layout.fmt(layout.SEGMENT_LOG, root, step=end, **ident)
     if not log.exists() or ("log_sha256" in m and atomic.sha256_file(log) != m["log_sha256"]):
         return f"{log}: missing, or not the step log {path.name} recorded"
-    last = json.loads(layout.fmt(layout.CKPT_META, root, step=end, **ident).read_text())  # as recorded, above
-    for key, pattern in (("weights_sha256", layout.CKPT_WEIGHTS), ("state_sha256", layout.CKPT_STATE)):
-        file = layout.fmt(pattern, root, step=end, **ident)
-        if last.get(key) is not None and not file.exists():
-            return f"{file}: missing (the next segment resumes from it)"
+    for step in checkpoints_in_segment(t, end):
+        why = _damaged_file(root, ident, step, resumes=step == end)
+        if why:
+            return why
+    return None
+
+
+def _damaged_file(root, ident: Mapping, step: int, resumes: bool) -> str | None:
+    """Why checkpoint ``step``'s files are not those its ``checkpoint.json`` (already checked
+    against the manifest) records, or None: a file there whose sha256 differs (a truncated
+    or edited ``model.safetensors``), or one missing — the weights and state only where the
+    next segment ``resumes`` from them (elsewhere ``villani prune`` deletes them on purpose)."""
+    meta = json.loads(layout.fmt(layout.CKPT_META, root, step=step, **ident).read_text())  # as recorded
+    for key, pattern in FILES + OPTIONAL_FILES:
+        file = layout.fmt(pattern, root, step=step, **ident)
+        if meta.get(key) is None:
+            continue
+        if not file.exists():
+            if resumes or key not in _PRUNED:
+                return f"{file}: missing" + (" (the next segment resumes from it)" if resumes else "")
+        elif atomic.sha256_file(file) != meta[key]:
+            return f"{file}: sha256 does not match its checkpoint.json (corrupt or modified)"
     return None
 
 

@@ -30,6 +30,17 @@ it (:func:`step_mode`; ``train.compile``: ``auto`` | ``on`` | ``off``):
   segment may resume in the other mode; from there on it is a run of that mode, and each
   checkpoint records the mode it was trained in (``train_step``).
 
+**``auto`` falls back.** ``auto`` picks the captured step on CUDA, where it may meet a
+compiler or a driver that cannot build or capture its graphs. There a compiler failure (an
+exception of ``torch._dynamo`` or ``torch._inductor``, at any step) or any failure of the
+captured step while it compiles, warms up and records its graphs (its first
+:data:`TRIAL_STEPS` steps in a process) does not stop the run: the step is undone — the
+weights, the optimizer state and the random streams as they were before it, from a copy
+kept over those first steps (a compiler failure comes before its graph runs, so later
+steps need only the random streams) — one warning line names the reason, and the run goes
+on in the eager step, from that step on, recorded in its checkpoints (``train_step``).
+``on`` fails on the first such failure, in one line (:class:`CompileFailed`).
+
 **No host sync per step.** A step's loss, gradient norm and ‖θ‖² stay on the device
 (:class:`PendingRows`) until the loop needs them: every :data:`ROWS_PER_SYNC` steps or
 :data:`SYNC_EVERY_S` seconds on CUDA, before every checkpoint, work state and stop, at the
@@ -43,6 +54,7 @@ On CUDA a step's seconds are the time between two CUDA events around it.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -54,11 +66,24 @@ import torch
 from villani.model import theta_sq_tensor
 from villani.training.optim import l2_penalty
 
-__all__ = ["STEP_MODES", "ROWS_PER_SYNC", "SYNC_EVERY_S", "step_mode", "TrainStep", "PendingRows"]
+__all__ = ["STEP_MODES", "ROWS_PER_SYNC", "SYNC_EVERY_S", "TRIAL_STEPS", "step_mode", "TrainStep", "PendingRows",
+           "CompileFailed"]
+
+log = logging.getLogger(__name__)
 
 STEP_MODES = ("eager", "compiled", "captured")
 ROWS_PER_SYNC = {"cuda": 32}  # steps a row may wait on the device; 1 on any other device
 SYNC_EVERY_S = 1.0
+TRIAL_STEPS = 3  # compiled steps of a process that compile, warm up and record their graphs (CUDA graph trees)
+
+
+class CompileFailed(ValueError):
+    """``torch.compile`` failed on the compiled step: one line naming the key and the way out;
+    ``reason``: the compiler's exception, in one line."""
+
+    def __init__(self, device: str, reason: str):
+        super().__init__(f"train.compile: torch.compile failed on {device} ({reason}); set train.compile: off")
+        self.reason = reason
 
 
 def step_mode(setting: str, device: torch.device) -> str:
@@ -105,11 +130,13 @@ class TrainStep:
     """One step of ``run`` (:class:`villani.training.loop._SegmentState`) in ``mode``; a call
     returns its :class:`Pending` row and advances the run's step and token counters."""
 
-    def __init__(self, run, mode: str):
+    def __init__(self, run, mode: str, fallback: bool = False):
         if mode not in STEP_MODES:
             raise ValueError(f"step mode {mode!r} is not one of {', '.join(STEP_MODES)}")
         self.run, self.mode = run, mode
         self.graphs = _Graphs(self, captured=mode == "captured") if mode != "eager" else None
+        self.fallback = fallback and self.graphs is not None  # train.compile: auto (module doc)
+        self.tried = 0  # compiled steps taken in this process
 
     def with_l2(self, ce: torch.Tensor) -> torch.Tensor:
         """The loss whose gradient is taken: L_B, + (λ/2)‖θ_dec‖² in ``coupled`` mode."""
@@ -127,7 +154,7 @@ class TrainStep:
         x = run.batch(run.step)
         lr = run.opt.param_groups[0]["lr"]
         start = _clock_start(run.device)
-        ce, grad_norm, theta = self._eager(x, lr) if self.graphs is None else self.graphs.step(x, lr)
+        ce, grad_norm, theta = self._eager(x, lr) if self.graphs is None else self._compiled(x, lr)
         skipped = grad_norm is None
         if skipped:
             run.opt.zero_grad(set_to_none=True)
@@ -145,6 +172,26 @@ class TrainStep:
         run.step += 1
         run.tokens += x.numel()
         return Pending(run.step, lr, x.numel(), run.tokens, values, skipped, seconds)
+
+    def _compiled(self, x: torch.Tensor, lr: float):
+        """The compiled step; with ``auto`` a failure undoes it and the run goes on eager (module doc)."""
+        if not self.fallback:
+            return self.graphs.step(x, lr)
+        saved = _Undo(self.run, weights=self.tried < TRIAL_STEPS)
+        self.tried += 1
+        try:
+            return self.graphs.step(x, lr)
+        except Exception as e:
+            if not (isinstance(e, CompileFailed) or (self.graphs.captured and saved.weights)):
+                raise
+            saved.restore()
+            run = self.run
+            why = e.reason if isinstance(e, CompileFailed) else _reason(e)
+            log.warning(f"train.compile: auto: the {self.mode} step failed at step {run.step + 1} on {run.device.type} "
+                        f"({why}); this run goes on in the eager step (train.compile: off skips the attempt)")
+            self.graphs, self.mode = None, "eager"
+            run.opt.load_state_dict(run.opt.state_dict())  # the optimizer state in the eager step's form
+            return self._eager(x, lr)
 
     def _eager(self, x: torch.Tensor, lr: float):
         run = self.run
@@ -168,6 +215,14 @@ class TrainStep:
                 for p in run.model.parameters():
                     p.add_(torch.randn(p.shape, generator=run.noise_gen, device=p.device), alpha=scale)
         return ce, grad_norm, None
+
+
+def _reason(e: BaseException) -> str:
+    """``Type: first line`` of an exception (a first line that ends in ``:`` — inductor's
+    ``backend='inductor' raised:`` — with the line after it)."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [""]
+    text = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+    return f"{type(e).__name__}: {text}"[:240]
 
 
 def _compiler_failed(e: BaseException) -> bool:
@@ -200,9 +255,7 @@ class _Graphs:
         except Exception as e:
             if not _compiler_failed(e):
                 raise
-            first = (str(e).strip().splitlines() or [""])[0][:200]
-            raise ValueError(f"train.compile: torch.compile failed on {self.run.device.type} ({type(e).__name__}: "
-                             f"{first}); set train.compile: off") from None
+            raise CompileFailed(self.run.device.type, _reason(e)) from None
 
     def step(self, x: torch.Tensor, lr: float):
         owner, run = self.owner, self.run
@@ -214,7 +267,7 @@ class _Graphs:
         if owner.skips(ce):
             return ce, None, None
         run.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        self._call(loss.backward)  # the backward graph compiles on its first call
         params = list(run.model.parameters())
         with_grad = [p for p in params if p.grad is not None]
         grad_noise = [torch.randn(p.shape, generator=run.noise_gen, device=p.device)
@@ -279,6 +332,38 @@ class _Graphs:
                     p.add_(z * scale)
             theta = torch.stack([p.detach().double().pow(2).sum() for p in params if p.requires_grad]).sum()
         return norm, theta
+
+
+class _Undo:
+    """What a compiled step may change, as it was before it: the random streams, and with
+    ``weights`` the model's tensors and the optimizer state (copies on the device)."""
+
+    def __init__(self, run, weights: bool):
+        self.run, self.weights = run, weights
+        self.rng = (torch.get_rng_state(), run.noise_gen.get_state(),
+                    torch.cuda.get_rng_state(run.device) if run.device.type == "cuda" else None)
+        if weights:
+            self.tensors = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+            self.opt = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in st.items()}
+                        for p, st in run.opt.state.items()}
+
+    def restore(self) -> None:
+        run = self.run
+        torch.set_rng_state(self.rng[0])
+        run.noise_gen.set_state(self.rng[1])
+        if self.rng[2] is not None:
+            torch.cuda.set_rng_state(self.rng[2], run.device)
+        run.opt.zero_grad(set_to_none=True)
+        if not self.weights:
+            return
+        with torch.no_grad():
+            for k, v in run.model.state_dict().items():
+                v.copy_(self.tensors[k])
+        for p in list(run.opt.state):
+            if p in self.opt:
+                run.opt.state[p] = self.opt[p]
+            else:
+                del run.opt.state[p]
 
 
 class PendingRows:
