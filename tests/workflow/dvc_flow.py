@@ -41,7 +41,7 @@ def dvc_status(work) -> dict:
     return json.loads(run([BIN / "dvc", "status", "--json"], cwd=work).stdout or "{}")
 
 
-def ran(text: str) -> set[str]:
+def stages_run(text: str) -> set[str]:
     return set(re.findall(r"Running stage '([^']+)'", text))
 
 

@@ -34,9 +34,9 @@ from tests.workflow.dvc_flow import (
     dvc_status,
     git,
     nothing_to_do,
-    ran,
     sh,
     snakemake_plan,
+    stages_run,
 )
 from villani.dag import dvc_sync
 from villani.plan import layout
@@ -79,7 +79,7 @@ def test_make_run_is_recorded_status_is_clean_and_repro_does_nothing(dvc_repo):
     assert sh(README_COMMANDS["status"], dvc_repo).stdout.strip().endswith("Data and pipelines are up to date.")
     before = _tree(dvc_repo)
     out = sh(README_COMMANDS["repro"], dvc_repo)
-    assert ran(out.stdout + out.stderr) == set(), out.stdout[-3000:]
+    assert stages_run(out.stdout + out.stderr) == set(), out.stdout[-3000:]
     assert _tree(dvc_repo) == before
     metrics = json.loads((dvc_repo / "results/metrics/tiny.json").read_text())
     assert metrics["adamw"]["lam0p01"]["val_ppl"] > 0
@@ -224,7 +224,7 @@ def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_rep
                      "landscape": {"lambdas": [0.0, 0.02]}})
     smk = snakemake_plan(dvc_repo)
     out = sh(README_COMMANDS["repro"], dvc_repo)
-    ran = ran(out.stdout)
+    ran = stages_run(out.stdout)
     assert ran == smk, (sorted(ran - smk), sorted(smk - ran))
     assert {"plan", "train@0.02-0", "measure@0.02-0", "train_langevin@0.02-0", "landscape@0.02", "metrics"} <= ran
     assert not ran & {"fetch", "tokenize", "rays", "cost", "train@0.0-0", "landscape@0.0"}, ran
@@ -273,7 +273,7 @@ def test_an_experiment_tried_twice_comes_from_the_run_cache(dvc_repo):
     style: the values (one changed) and the comments stay, as docs/running/dvc.md says."""
     before = (dvc_repo / "params.yaml").read_text()
     out = sh(README_COMMANDS["exp_run"], dvc_repo)
-    assert ran(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
+    assert stages_run(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
     try:
         after = (dvc_repo / "params.yaml").read_text()
         want = yaml.safe_load(before)
@@ -282,7 +282,7 @@ def test_an_experiment_tried_twice_comes_from_the_run_cache(dvc_repo):
         git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
         run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
         again = sh(README_COMMANDS["exp_run"], dvc_repo)
-        assert ran(again.stdout) == set(), again.stdout[-3000:]  # both restored from the run-cache
+        assert stages_run(again.stdout) == set(), again.stdout[-3000:]  # both restored from the run-cache
         assert "is cached" in again.stdout + again.stderr
         show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
         baseline = next(e for e in show if e.get("experiments"))
@@ -311,7 +311,7 @@ def test_every_shipped_parameter_file_as_params_yaml_passes_dvc_repro_dry_on_a_f
     cmd = README_COMMANDS["preset"].replace("configs/ptb.yaml", preset)
     out = sh(cmd if preset != "params.yaml" else "dvc repro --dry --force", work)
     assert not (work / "results").exists(), "a dry run wrote results/"
-    ran = ran(out.stdout)
+    ran = stages_run(out.stdout)
     assert {"fetch", "plan", "tokenize", "rays", "metrics", "paper"} <= ran and any(s.startswith("train@") for s in ran), (
         out.stdout[-2000:])
 
@@ -411,7 +411,7 @@ def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
     _set(dvc_repo, "  lr: 0.01\n", "  lr: 0.012\n")
     try:
         out = sh(README_COMMANDS["repro"], dvc_repo)
-        ran = ran(out.stdout)
+        ran = stages_run(out.stdout)
         assert {"train@0.0-0", "train@0.01-0", "measure@0.0-0", "measure@0.01-0", "bounds", "claims",
                 "metrics"} <= ran, ran
         assert out.stdout.count("segment 0→12: trained;") == 2, out.stdout[-3000:]
