@@ -17,12 +17,13 @@ install: $(STAMP) $(PLOTS_PAGE)
 # torch first: a torch already in the venv (e.g. the user's CUDA build) is kept and pinned
 # as installed; otherwise the tested CPU build from requirements/torch.txt. Then the rest
 # at the tested versions of requirements/lock.txt (`make lock` refreshes it), constrained
-# so nothing can pull another torch.
+# so nothing can pull another torch. The pin is read from torch's package metadata: importing
+# torch before numpy is installed prints "Failed to initialize NumPy".
 $(STAMP): pyproject.toml requirements/torch.txt requirements/lock.txt requirements/oracle.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q -r requirements/torch.txt
-	$(BIN)/python -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
+	$(BIN)/python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > $(VENV)/constraints.txt
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -c requirements/lock.txt -e ".[workflow,test,slurm,tensorboard,docs]"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/oracle.txt
 	rm -f $(VENV)/lib/python*/site-packages/villani_dvc_dry_run.pth   # a start-up hook older versions installed
@@ -53,9 +54,10 @@ profile: install
 	$(BIN)/villani profile install $(ARGS)
 
 # One run at a time; after a killed run, the next one removes Snakemake's stale lock itself
-# (villani.dag.run_lock).
+# (villani.dag.run_lock). --brief: the plan, progress, errors and the summary at the terminal
+# (villani.dag.run_output); each job's inputs and outputs stay in .snakemake/log/.
 run: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock -- $(BIN)/snakemake --profile profiles/local
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/villani run-lock --brief -- $(BIN)/snakemake --profile profiles/local
 
 dryrun: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --profile profiles/local -n

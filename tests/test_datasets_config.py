@@ -110,7 +110,7 @@ def test_no_output_of_one_dataset_is_an_output_of_another():
     for q in targets.per_dataset(p):
         ds = q["data"]["name"]
         files = (targets.segments(q) + targets.measurements(q) + targets.figure_inputs(q)
-                 + [targets.metrics_output(q), targets.fetch_record(q)] + targets.pretrained_files(q)
+                 + targets.metrics_outputs(q) + [targets.fetch_record(q)] + targets.pretrained_files(q)
                  + list(targets.data_files(q).values()))
         assert all(f"/{ds}/" in f or f"/{ds}." in f for f in files), ds
         per[ds] = set(files)

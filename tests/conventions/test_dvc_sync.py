@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import villani
-from villani.dag import dvc_sync
+from villani.dag import dvc_sync, workspace_state
 
 
 @pytest.fixture
@@ -106,3 +107,104 @@ def test_a_failed_dvc_commit_prints_dvcs_own_reason(project):
     line = dvc_sync.record(project)
     assert line.startswith("dvc.lock not updated: `dvc commit --force` failed: "), line
     assert "model.name" in line and "missing" in line, line
+
+
+# --------------------------------------------------------------------------- the state both engines agree on
+LOCK = """schema: '2.0'
+stages:
+  s:
+    cmd: echo
+    outs:
+    - path: out.txt
+      hash: md5
+      md5: 0cc175b9c0f1b6a831c399e269772661
+      size: 1
+    - path: folder
+      hash: md5
+      md5: 0cc175b9c0f1b6a831c399e269772661.dir
+      size: 1
+      nfiles: 1
+"""
+
+
+def _outs(project):
+    (project / "dvc.lock").write_text(LOCK)
+    (project / "out.txt").write_text("a")
+    (project / "folder").mkdir()
+    (project / "folder" / "f.txt").write_text("a")
+
+
+def test_the_state_changes_with_any_output_or_the_lock_and_with_nothing_else(project):
+    """A pull, a checkout or an edit rewrites an output (new mtime or inode), removes one or
+    adds one to a folder; a git checkout changes the lock: each changes the digest. Editing
+    params.yaml or a file outside the outputs does not."""
+    _outs(project)
+    s0 = workspace_state.state(project)
+    (project / "params.yaml").write_text("x: 1\n")
+    (project / "elsewhere.txt").write_text("b")
+    assert workspace_state.state(project) == s0
+    changes = [lambda: os.utime(project / "out.txt", ns=(1, 1)),
+               lambda: (project / "folder" / "new.txt").write_text("n"),
+               lambda: (project / "out.txt").unlink(),
+               lambda: (project / "dvc.lock").write_text(LOCK.replace("size: 1\n", "size: 2\n", 1))]
+    seen = {s0}
+    for change in changes:
+        change()
+        now = workspace_state.state(project)
+        assert now not in seen
+        seen.add(now)
+    workspace_state.remember(project)
+    assert workspace_state.seen(workspace_state.state(project), project)
+    (project / "out.txt").write_text("a")
+    assert not workspace_state.seen(workspace_state.state(project), project)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "conflict"])
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_unreadable_lock_is_one_line_whose_command_repairs_it(project, damage, committed):
+    """A truncated dvc.lock with garbage after it, or one left with merge-conflict markers:
+    one line naming the file and the command; the command, run, gives a lock that reads
+    (the committed one) or none (a run then writes it)."""
+    _outs(project)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    if committed:
+        subprocess.run(["git", "add", "dvc.lock"], cwd=project, check=True)
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lock"], cwd=project,
+                       check=True)
+    bad = (LOCK[: len(LOCK) // 2] + "\ngarbage: [\n" if damage == "truncated"
+           else f"<<<<<<< HEAD\n{LOCK}=======\n{LOCK}>>>>>>> other\n")
+    (project / "dvc.lock").write_text(bad)
+    with pytest.raises(workspace_state.LockInvalid) as e:
+        workspace_state.read_lock(project)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("dvc.lock: "), line
+    assert ("merge-conflict" if damage == "conflict" else "not valid YAML") in line, line
+    cmd = re.search(r"restore it with `([^`]+)`", line).group(1)
+    assert cmd == ("git checkout HEAD -- dvc.lock" if committed else "rm dvc.lock"), line
+    subprocess.run(["bash", "-c", cmd], cwd=project, check=True)
+    assert (workspace_state.read_lock(project) is not None) == committed
+
+
+def test_a_lock_that_dvcs_schema_refuses_stops_the_sync_in_one_line(project):
+    """Valid YAML that DVC's lock schema refuses (a key it does not know): `dvc status`
+    fails, and the sync turns DVC's words into the one line with the repair."""
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "dvc.yaml").write_text("stages:\n  s:\n    cmd: echo\n    outs: [out.txt, folder]\n")
+    _outs(project)
+    (project / "results").mkdir()
+    (project / "dvc.lock").write_text(LOCK.replace("    cmd: echo\n", "    cmd: echo\n    bogus: 1\n"))
+    with pytest.raises(workspace_state.LockInvalid) as e:
+        dvc_sync.sync("Snakefile", project)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("dvc.lock: refused by DVC (") and "bogus" in line, line
+    assert "restore it with `rm dvc.lock`" in line, line
+
+
+def test_the_touch_executors_pause_is_the_attribute_the_sync_sets():
+    """The sync runs Snakemake's --touch without its touch executor's 0.1 s pause per job
+    (villani.dag.dvc_sync._TOUCH sets Executor.SLEEPING_TIME); a Snakemake that renames the
+    attribute would leave the pause in place unnoticed but for this test."""
+    from snakemake.executors import touch
+
+    assert touch.Executor.SLEEPING_TIME == 0.1
+    assert "touch.Executor.SLEEPING_TIME = 0.0" in dvc_sync._TOUCH

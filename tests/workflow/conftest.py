@@ -80,3 +80,24 @@ def snakemake_done(tmp_path_factory):
     git_repo(work)
     run([BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"], cwd=work)
     return work
+
+
+# `make run`'s command (the Makefile), with the two cores of the test machine
+MAKE_RUN = [BIN / "villani", "run-lock", "--brief", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores",
+            "2"]
+
+
+@pytest.fixture(scope="session")
+def dvc_repo(tmp_path_factory):
+    """A clean clone with the committed files (params.yaml: the tiny values written over
+    the shipped file), after `make run`'s command, its dvc.lock committed."""
+    work = git_repo(copy_repo(tmp_path_factory.mktemp("dvc")))
+    assert (work / ".dvc" / "config").exists(), "the repository ships its DVC setup"
+    write_params(work / "params.yaml")
+    run(["git", "commit", "-qam", "tiny values"], cwd=work)
+    assert not (work / "dvc.lock").exists(), "no dvc.lock is shipped: the first run writes it"
+    out = run(MAKE_RUN, cwd=work, timeout=2400)
+    (work / ".make-run.log").write_text(out.stdout + out.stderr)
+    run(["git", "add", "dvc.lock"], cwd=work)
+    run(["git", "commit", "-qm", "make run"], cwd=work)
+    return work

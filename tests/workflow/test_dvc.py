@@ -5,8 +5,10 @@ both engines up to date → a commit → `dvc metrics diff HEAD~1`, `dvc plots d
 show both versions → `dvc push`, a second clone, `dvc pull` → both engines up to date
 there; `dvc exp run -S …` twice: the second from DVC's run-cache; a failing stage loses
 nothing `dvc checkout` cannot bring back; every preset copied to params.yaml passes `dvc
-repro --dry --force`. One workflow run (the module fixture) serves the whole file; every
-test leaves the repository as it found it (HEAD, workspace and results/)."""
+repro --dry --force`. After every other DVC operation both engines agree:
+test_dvc_agreement.py. One workflow run (the session's ``dvc_repo`` fixture, conftest)
+serves both files; every test leaves the repository as it found it (HEAD, workspace and
+results/)."""
 
 from __future__ import annotations
 
@@ -21,60 +23,26 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
 from tests.conftest import REPO, copy_repo, tiny_params
-from tests.workflow.conftest import BIN, env, git_repo, run, write_params
+from tests.workflow.conftest import BIN, env, git_repo, run
+from tests.workflow.dvc_flow import (
+    README_COMMANDS,
+    dvc_status,
+    git,
+    nothing_to_do,
+    sh,
+    snakemake_plan,
+    stages_run,
+)
 from villani.dag import dvc_sync
 from villani.plan import layout
 from villani.plan.runs import runs
 
 pytestmark = pytest.mark.slow
-
-# The DVC commands of the documentation's DVC page (docs/running/dvc.md; the README prints some of
-# them), run below exactly as printed there.
-README_COMMANDS = {
-    "status": "dvc status",
-    "repro": "dvc repro",
-    "metrics_diff": "dvc metrics diff HEAD~1",
-    "plots_diff": "dvc plots diff HEAD~1",
-    "exp_run": "dvc exp run -S 'claims.confidence=0.9'",
-    "exp_show": "dvc exp show --only-changed",
-    "push": "dvc push",
-    "pull": "dvc pull",
-    "preset": "cp configs/ptb.yaml params.yaml && dvc repro --dry --force",
-    "go_back": "git checkout HEAD~1 -- params.yaml dvc.lock && villani plan && dvc checkout",
-}
-
-
-def _git(work, *args):
-    return run(["git", *args], cwd=work)
-
-
-def _sh(cmd: str, work, check=True) -> subprocess.CompletedProcess:
-    """A documented command line, through the shell as a user types it."""
-    return run(["bash", "-c", cmd], cwd=work, check=check)
-
-
-@pytest.fixture(scope="module")
-def dvc_repo(tmp_path_factory):
-    """A clean clone with the committed files (params.yaml: the tiny values written over
-    the shipped file), after `make run`'s command, its dvc.lock committed."""
-    work = git_repo(copy_repo(tmp_path_factory.mktemp("dvc")))
-    assert (work / ".dvc" / "config").exists(), "the repository ships its DVC setup"
-    write_params(work / "params.yaml")
-    _git(work, "commit", "-qam", "tiny values")
-    assert not (work / "dvc.lock").exists(), "no dvc.lock is shipped: the first run writes it"
-    out = run([BIN / "villani", "run-lock", "--", BIN / "snakemake", "--profile", "profiles/local", "--cores", "2"],
-              cwd=work, timeout=2400)
-    (work / ".make-run.log").write_text(out.stdout + out.stderr)
-    _git(work, "add", "dvc.lock")
-    _git(work, "commit", "-qm", "make run")
-    return work
-
-
-def _status(work) -> dict:
-    return json.loads(run([BIN / "dvc", "status", "--json"], cwd=work).stdout or "{}")
 
 
 def _tree(work: Path) -> dict:
@@ -84,19 +52,19 @@ def _tree(work: Path) -> dict:
             if f.is_file() and f.relative_to(root).parts[0] != "logs" and "work" not in f.relative_to(root).parts}
 
 
-def _ran(text: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", text))
-
-
-def _nothing_to_do(work) -> None:
-    out = run([BIN / "snakemake", "-n", "--profile", "profiles/local"], cwd=work)
-    assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
-
-
-def test_make_run_ends_with_a_summary(dvc_repo):
-    """The last lines say where the figures, tables, ledger and report are, what the ledger
-    found (its counts, as results/claims/<dataset>.json has them) and how to open them."""
-    tail = (dvc_repo / ".make-run.log").read_text().strip().splitlines()[-12:]
+def test_make_run_shows_progress_and_ends_with_a_summary(dvc_repo):
+    """The plan and a progress line per job, no job's input or output list (Snakemake's log
+    file keeps them); the last lines say where the figures, tables, ledger and report are,
+    what the ledger found (its counts, as results/claims/<dataset>.json has them) and how
+    to open them."""
+    shown = (dvc_repo / ".make-run.log").read_text()
+    lines = shown.splitlines()
+    assert not [x for x in lines if x.startswith(("    input:", "    output:", "rule ", "localrule "))], shown[:3000]
+    n = len(re.findall(r"^\d+ of (\d+) steps", shown, re.M))
+    assert n > 10 and f"{n} of {n} steps (100%) done: all" in lines and len(lines) < n + 60, shown[:3000]
+    first_log = sorted((dvc_repo / ".snakemake" / "log").glob("*.snakemake.log"))[0].read_text()
+    assert "    input: results/" in first_log and "villani train --threads 1" in first_log
+    tail = lines[-12:]
     text = "\n".join(tail)
     counts = json.loads((dvc_repo / "results/claims/tiny.json").read_text())["counts"]
     from villani.dag.summary import format_counts
@@ -107,15 +75,15 @@ def test_make_run_ends_with_a_summary(dvc_repo):
 
 
 def test_make_run_is_recorded_status_is_clean_and_repro_does_nothing(dvc_repo):
-    assert _status(dvc_repo) == {}
-    assert _sh(README_COMMANDS["status"], dvc_repo).stdout.strip().endswith("Data and pipelines are up to date.")
+    assert dvc_status(dvc_repo) == {}
+    assert sh(README_COMMANDS["status"], dvc_repo).stdout.strip().endswith("Data and pipelines are up to date.")
     before = _tree(dvc_repo)
-    out = _sh(README_COMMANDS["repro"], dvc_repo)
-    assert _ran(out.stdout + out.stderr) == set(), out.stdout[-3000:]
+    out = sh(README_COMMANDS["repro"], dvc_repo)
+    assert stages_run(out.stdout + out.stderr) == set(), out.stdout[-3000:]
     assert _tree(dvc_repo) == before
     metrics = json.loads((dvc_repo / "results/metrics/tiny.json").read_text())
-    assert "training_adamw_lam0p01_train_loss" in metrics
-    _nothing_to_do(dvc_repo)
+    assert metrics["adamw"]["lam0p01"]["val_ppl"] > 0
+    nothing_to_do(dvc_repo)
 
 
 def _plot_specs(work) -> dict:
@@ -153,20 +121,35 @@ def test_plots_draw_one_line_per_run_and_colour_scatters_by_lambda(dvc_repo):
             assert all(r[field] not in ("", None) for r in spec["data"]["values"]), (name, field)
 
 
-def test_metrics_are_flat_numbers_with_dvc_safe_keys(dvc_repo):
+def _leaves(d: dict, path=()) -> dict:
+    return {k: v for key, x in d.items() for k, v in (_leaves(x, (*path, key)) if isinstance(x, dict)
+                                                      else {".".join((*path, key)): x}).items()}
+
+
+def test_headline_metrics_are_few_nested_numbers_and_the_rest_a_table(dvc_repo):
+    """`dvc metrics show`: the ledger's counts and per variant and λ the final perplexity
+    and Ψ_s — nested, DVC-safe keys, ≤ 25 numbers —; every other number per variant and λ
+    in results/metrics/tiny.csv; the wall-clock beside, untracked."""
     out = json.loads(run([BIN / "dvc", "metrics", "show", "--json"], cwd=dvc_repo).stdout)
     (entry,) = out.values()
-    metrics = entry["data"]["results/metrics/tiny.json"]["data"]
-    assert metrics and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
-    assert all("." not in k and "=" not in k for k in metrics)
-    assert not any(k.endswith("train_seconds") for k in metrics)  # wall-clock: beside, untracked
-    timings = json.loads((dvc_repo / "results/metrics/tiny.timings.json").read_text())
-    assert timings["training_adamw_lam0p01_train_seconds"] > 0
-    assert not any(k.startswith("bounds_adamw_lam0p0_") for k in metrics)  # no bound at λ = 0: left out
-    assert metrics["bounds_adamw_lam0p01_n_checkpoints"] == 5
+    metrics = _leaves(entry["data"]["results/metrics/tiny.json"]["data"])
+    assert 0 < len(metrics) <= 25, sorted(metrics)
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values())
+    assert all(re.fullmatch(r"[a-z0-9_]+", part) for k in metrics for part in k.split(".")), sorted(metrics)
+    groups = {(r.variant, layout.format_lam(r.lam).replace(".", "p")) for r in runs(tiny_params())}
+    assert {k for k in metrics if not k.startswith("claims.")} == {
+        f"{v}.lam{lam}.{name}" for v, lam in groups for name in ("val_ppl", "psi_s1p0")}
+    assert sum(v for k, v in metrics.items() if k.startswith("claims.")) == len(
+        json.loads((dvc_repo / "results/claims/tiny.json").read_text())["claims"])
+    table = pd.read_csv(dvc_repo / "results/metrics/tiny.csv", dtype={"lam": str}).set_index(["variant", "lam"])
+    assert {"train_loss", "theta_sq_norm", "trace_L", "lambda_max", "n_checkpoints"} <= set(table.columns)
+    assert pd.isna(table.loc[("adamw", "0.0"), "n_checkpoints"])  # no bound at λ = 0: left empty
+    row = table.loc[("adamw", "0.01")]
+    assert row["n_checkpoints"] == 5 and row["val_ppl"] == metrics["adamw.lam0p01.val_ppl"]
     # the PAC-Bayes ratio only where its hypotheses hold somewhere (bounds.json says why not)
-    assert ("bounds_adamw_lam0p01_pac_bayes_final_ratio" in metrics) == (
-        metrics["bounds_adamw_lam0p01_pac_bayes_n_applicable"] > 0)
+    assert pd.notna(row["pac_bayes_final_ratio"]) == (row["pac_bayes_n_applicable"] > 0)
+    timings = json.loads((dvc_repo / "results/metrics/tiny.timings.json").read_text())
+    assert timings["training_adamw_lam0p01_train_seconds"] > 0 and "train_seconds" not in table.columns
 
 
 def test_files_beside_the_outputs_change_no_stage(dvc_repo):
@@ -179,7 +162,7 @@ def test_files_beside_the_outputs_change_no_stage(dvc_repo):
         for f in extra:
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text("x")
-        assert _status(dvc_repo) == {}
+        assert dvc_status(dvc_repo) == {}
     finally:
         for f in extra:
             f.unlink()
@@ -201,18 +184,18 @@ def test_a_failing_stage_loses_nothing_under_repro_and_exp_run(dvc_repo):
     before = _tree(dvc_repo)
     _set(dvc_repo, "  blocks: 8\n", "  blocks: 100000\n")
     try:
-        p = _sh("dvc repro", dvc_repo, check=False)
+        p = sh("dvc repro", dvc_repo, check=False)
         assert p.returncode != 0 and "measure.blocks" in p.stdout + p.stderr, (p.stdout + p.stderr)[-3000:]
     finally:
-        _git(dvc_repo, "checkout", "params.yaml")
+        git(dvc_repo, "checkout", "params.yaml")
     run([BIN / "dvc", "checkout"], cwd=dvc_repo)
     assert _tree(dvc_repo) == before
-    p = _sh("dvc exp run -S 'measure.blocks=100000'", dvc_repo, check=False)
+    p = sh("dvc exp run -S 'measure.blocks=100000'", dvc_repo, check=False)
     assert p.returncode != 0 and "measure.blocks" in p.stdout + p.stderr, (p.stdout + p.stderr)[-3000:]
-    _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")  # a failed experiment leaves its -S values there
+    git(dvc_repo, "checkout", "params.yaml", "dvc.lock")  # a failed experiment leaves its -S values there
     run([BIN / "dvc", "checkout"], cwd=dvc_repo)
     assert _tree(dvc_repo) == before
-    assert _status(dvc_repo) == {}
+    assert dvc_status(dvc_repo) == {}
 
 
 def _edit(work: Path, values: dict) -> None:
@@ -229,33 +212,7 @@ def _edit(work: Path, values: dict) -> None:
 
 
 def _lams(metrics: dict) -> set[str]:
-    return {m.group(1) for k in metrics for m in [re.match(r"training_adamw_lam(\w+?)_", k)] if m}
-
-
-def _dvc_name(rule: str, wildcards: dict) -> str:
-    """The DVC stage of a Snakemake job (dvc.yaml's names: train@<λ>-<seed>, train_langevin@…, landscape@<λ>)."""
-    from villani.plan.runs import variant_kind
-    from villani.plan.stages import stage
-
-    row = stage(rule)
-    if row.per == "run":
-        kind = variant_kind(wildcards["variant"])
-        suffix = "" if wildcards["variant"] == "adamw" else f"_{kind}"
-        return f"{rule}{suffix}@{wildcards['lam']}-{wildcards['seed']}"
-    return f"{rule}@{wildcards['lam']}" if row.per == "lam" else rule
-
-
-def _snakemake_plan(work) -> set[str]:
-    """The jobs `snakemake -n` would run, as DVC stage names."""
-    out = run([BIN / "snakemake", "-n", "--profile", "profiles/local"], cwd=work)
-    jobs = set()
-    for rule, body in re.findall(r"^\s*(?:local)?rule (\w+):\n((?:\s+\w+: .*\n)+)", out.stdout + out.stderr, re.M):
-        if rule == "all":
-            continue
-        m = re.search(r"wildcards: (.*)", body)
-        wildcards = dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {}
-        jobs.add(_dvc_name(rule, wildcards))
-    return jobs
+    return set(metrics["adamw"])
 
 
 def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_repo):
@@ -265,57 +222,67 @@ def test_a_lambda_edit_travels_through_both_engines_a_commit_and_a_clone(dvc_rep
     second clone, `dvc pull`: both engines up to date there; back to the first version."""
     _edit(dvc_repo, {"train": {"lambdas": [0.0, 0.02], "langevin": {"lambdas": [0.02]}},
                      "landscape": {"lambdas": [0.0, 0.02]}})
-    smk = _snakemake_plan(dvc_repo)
-    out = _sh(README_COMMANDS["repro"], dvc_repo)
-    ran = _ran(out.stdout)
+    smk = snakemake_plan(dvc_repo)
+    out = sh(README_COMMANDS["repro"], dvc_repo)
+    ran = stages_run(out.stdout)
     assert ran == smk, (sorted(ran - smk), sorted(smk - ran))
     assert {"plan", "train@0.02-0", "measure@0.02-0", "train_langevin@0.02-0", "landscape@0.02", "metrics"} <= ran
     assert not ran & {"fetch", "tokenize", "rays", "cost", "train@0.0-0", "landscape@0.0"}, ran
     assert (dvc_repo / "results/retired/tiny/runs/adamw/lam0.01/seed0/segments").is_dir()
-    assert _status(dvc_repo) == {}
-    _nothing_to_do(dvc_repo)
-    _git(dvc_repo, "commit", "-qam", "λ = 0.02")
+    assert dvc_status(dvc_repo) == {}
+    nothing_to_do(dvc_repo)
+    git(dvc_repo, "commit", "-qam", "λ = 0.02")
     try:
-        diff = json.loads(_sh(README_COMMANDS["metrics_diff"] + " --json", dvc_repo).stdout)
+        diff = json.loads(sh(README_COMMANDS["metrics_diff"] + " --json", dvc_repo).stdout)
         entries = diff["results/metrics/tiny.json"]
         assert any("lam0p02" in k and v.get("old") is None and v.get("new") is not None for k, v in entries.items())
         assert any("lam0p01" in k and v.get("new") is None and v.get("old") is not None for k, v in entries.items()
-                   if k.startswith("training_adamw"))
-        plots = json.loads(_sh(README_COMMANDS["plots_diff"] + " --json", dvc_repo).stdout)
+                   if k.startswith("adamw."))
+        plots = json.loads(sh(README_COMMANDS["plots_diff"] + " --json", dvc_repo).stdout)
         assert not plots.get("errors"), plots["errors"]
         for name, spec in plots["data"].items():
             assert {r["rev"] for r in spec[0]["content"]["data"]["values"]} == {"HEAD~1", "workspace"}, name
-        assert "index.html" in _sh(README_COMMANDS["plots_diff"], dvc_repo).stdout
-        _sh(README_COMMANDS["push"], dvc_repo)
+        assert "index.html" in sh(README_COMMANDS["plots_diff"], dvc_repo).stdout
+        sh(README_COMMANDS["push"], dvc_repo)
         clone = dvc_repo.parent / (dvc_repo.name + "-clone")  # beside the first: the same ../dvc-remote
-        _git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))
+        git(dvc_repo.parent, "clone", "-q", str(dvc_repo), str(clone))
         try:
-            _sh(README_COMMANDS["pull"], clone)
+            sh(README_COMMANDS["pull"], clone)
             ours = {k: v for k, v in _tree(dvc_repo).items()
                     if not k.startswith(("retired/", "metrics/tiny.timings", ".villani.lock"))}
             assert _tree(clone) == ours, sorted(set(ours) ^ set(_tree(clone)))[:20]
-            assert _status(clone) == {}
-            _nothing_to_do(clone)
+            assert dvc_status(clone) == {}
+            nothing_to_do(clone)
         finally:
             shutil.rmtree(clone)
     finally:
-        _sh(README_COMMANDS["go_back"], dvc_repo)
-        _git(dvc_repo, "commit", "-qam", "back to λ = 0.01")
-    assert _status(dvc_repo) == {}
-    assert _lams(json.loads((dvc_repo / "results/metrics/tiny.json").read_text())) == {"0p0", "0p01"}
-    _nothing_to_do(dvc_repo)
+        sh(README_COMMANDS["go_back"], dvc_repo)
+        git(dvc_repo, "commit", "-qam", "back to λ = 0.01")
+    assert dvc_status(dvc_repo) == {}
+    assert _lams(json.loads((dvc_repo / "results/metrics/tiny.json").read_text())) == {"lam0p0", "lam0p01"}
+    nothing_to_do(dvc_repo)
+
+
+def _comments(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("#")]
 
 
 def test_an_experiment_tried_twice_comes_from_the_run_cache(dvc_repo):
     """The experiment, back to the baseline, the same experiment again: its stages come
-    from DVC's run-cache, none runs."""
-    out = _sh(README_COMMANDS["exp_run"], dvc_repo)
-    assert _ran(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
+    from DVC's run-cache, none runs. `dvc exp run -S` rewrites params.yaml in DVC's YAML
+    style: the values (one changed) and the comments stay, as docs/running/dvc.md says."""
+    before = (dvc_repo / "params.yaml").read_text()
+    out = sh(README_COMMANDS["exp_run"], dvc_repo)
+    assert stages_run(out.stdout) == {"claims", "metrics"}, out.stdout[-3000:]
     try:
-        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        after = (dvc_repo / "params.yaml").read_text()
+        want = yaml.safe_load(before)
+        want["claims"]["confidence"] = 0.9
+        assert yaml.safe_load(after) == want and _comments(after) == _comments(before)
+        git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
         run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
-        again = _sh(README_COMMANDS["exp_run"], dvc_repo)
-        assert _ran(again.stdout) == set(), again.stdout[-3000:]  # both restored from the run-cache
+        again = sh(README_COMMANDS["exp_run"], dvc_repo)
+        assert stages_run(again.stdout) == set(), again.stdout[-3000:]  # both restored from the run-cache
         assert "is cached" in again.stdout + again.stderr
         show = json.loads(run([BIN / "dvc", "exp", "show", "--json"], cwd=dvc_repo).stdout)
         baseline = next(e for e in show if e.get("experiments"))
@@ -323,12 +290,12 @@ def test_an_experiment_tried_twice_comes_from_the_run_cache(dvc_repo):
         assert len(exps) == 2, show
         for rev in (baseline, *exps):
             assert rev["data"]["metrics"]["results/metrics/tiny.json"]["data"], rev  # in the cache, not `!`
-        text = _sh(README_COMMANDS["exp_show"], dvc_repo).stdout
+        text = sh(README_COMMANDS["exp_show"], dvc_repo).stdout
         assert "claims.confidence" in text and "0.9" in text and "…" not in text, text[-3000:]
     finally:
-        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
         run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
-    assert _status(dvc_repo) == {}
+    assert dvc_status(dvc_repo) == {}
 
 
 @pytest.mark.parametrize("preset", ["params.yaml", "configs/laptop.yaml", "configs/ptb.yaml",
@@ -342,9 +309,9 @@ def test_every_shipped_parameter_file_as_params_yaml_passes_dvc_repro_dry_on_a_f
     assert not list(Path(sysconfig.get_paths()["purelib"]).glob("villani_*.pth"))
     work = git_repo(copy_repo(tmp_path))
     cmd = README_COMMANDS["preset"].replace("configs/ptb.yaml", preset)
-    out = _sh(cmd if preset != "params.yaml" else "dvc repro --dry --force", work)
+    out = sh(cmd if preset != "params.yaml" else "dvc repro --dry --force", work)
     assert not (work / "results").exists(), "a dry run wrote results/"
-    ran = _ran(out.stdout)
+    ran = stages_run(out.stdout)
     assert {"fetch", "plan", "tokenize", "rays", "metrics", "paper"} <= ran and any(s.startswith("train@") for s in ran), (
         out.stdout[-2000:])
 
@@ -413,7 +380,7 @@ def test_dvc_repro_refuses_while_snakemake_runs(dvc_repo):
     finally:
         out = smk.communicate(timeout=600)[0]
     assert smk.returncode == 0, out[-3000:]
-    assert _status(dvc_repo) == {}  # the Snakemake run recorded itself in dvc.lock
+    assert dvc_status(dvc_repo) == {}  # the Snakemake run recorded itself in dvc.lock
 
 
 def test_snakemake_refuses_in_one_line_while_dvc_runs(dvc_repo):
@@ -430,7 +397,7 @@ def test_snakemake_refuses_in_one_line_while_dvc_runs(dvc_repo):
     finally:
         out = dvc.communicate(timeout=600)[0]
     assert dvc.returncode == 0, out[-3000:]
-    assert _status(dvc_repo) == {}
+    assert dvc_status(dvc_repo) == {}
 
 
 def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
@@ -443,8 +410,8 @@ def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
 
     _set(dvc_repo, "  lr: 0.01\n", "  lr: 0.012\n")
     try:
-        out = _sh(README_COMMANDS["repro"], dvc_repo)
-        ran = _ran(out.stdout)
+        out = sh(README_COMMANDS["repro"], dvc_repo)
+        ran = stages_run(out.stdout)
         assert {"train@0.0-0", "train@0.01-0", "measure@0.0-0", "measure@0.01-0", "bounds", "claims",
                 "metrics"} <= ran, ran
         assert out.stdout.count("segment 0→12: trained;") == 2, out.stdout[-3000:]
@@ -462,6 +429,6 @@ def test_an_edited_training_parameter_retrains_under_dvc_repro(dvc_repo):
         ledger = json.loads(layout.fmt(layout.CLAIMS_JSON, root, dataset="tiny").read_text())
         assert {k: v for k, v in ledger["inputs"]["measurements"].items() if k in hashes} == hashes
     finally:
-        _git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
+        git(dvc_repo, "checkout", "params.yaml", "dvc.lock")
         run([BIN / "dvc", "checkout", "--force"], cwd=dvc_repo)
-    assert _status(dvc_repo) == {}
+    assert dvc_status(dvc_repo) == {}

@@ -8,6 +8,7 @@ import os
 import sys
 
 from villani.dag import dvc_sync, failed_jobs, rules, targets
+from villani.dag.workspace_state import LockInvalid
 from villani.dag.jobs import params_args, workflow_params
 from villani.dag.summary import summary
 from villani.dag.resources import job_mem_mb, job_runtime
@@ -136,17 +137,22 @@ def claim_results():
 
 
 def sync_with_dvc():
-    """At the parse of a run (or dry run) of params.yaml: if DVC wrote or restored results
-    since Snakemake last recorded them, record them in Snakemake's metadata first. Not
-    for --lint, --list-rules, --report, --unlock, --touch … (dvc_sync.builds_jobs)."""
+    """At the parse of a run (or dry run) of params.yaml: if the workspace is not the one
+    both engines last agreed on and DVC vouches for it, record it in Snakemake's metadata
+    first; a dvc.lock DVC cannot read stops here (dvc_sync.sync). Not for --lint,
+    --list-rules, --report, --unlock, --touch … (dvc_sync.builds_jobs)."""
     overrides = getattr(workflow.config_settings, "config", None)
     if (
         dvc_sync.builds_jobs(sys.argv)
         and workflow.is_main_process
         and dvc_sync.is_committed_params(workflow.configfiles, overrides)
-        and dvc_sync.dvc_changed()
     ):
-        logger.info(dvc_sync.sync(workflow.main_snakefile))
+        try:
+            line = dvc_sync.sync(workflow.main_snakefile)
+        except LockInvalid as e:
+            raise WorkflowError(str(e)) from None
+        if line:
+            logger.info(line)
 
 
 def release_results(success):

@@ -93,10 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--partition", help="sbatch -p for every rule (fills the USER: slurm_partition line)")
     pf.add_argument("--gpu-partition", help="sbatch -p for the GPU rules (train, measure, rays, landscape, cost)")
     add_diagnose_parser(sub, common_options(top=False, params=False))
-    rl = sub.add_parser("run-lock", parents=[common], help="run a Snakemake command holding RESULTS/.villani.lock "
-                        "(one run at a time; a killed run's stale Snakemake lock is removed first): "
-                        "villani run-lock -- snakemake …")
-    rl.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    _run_lock_parser(sub, common)
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     sub.add_parser("convert-checkpoints", parents=[common], help="rewrite checkpoints of the old flat layout "
@@ -107,6 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
         if sub.choices[action.dest].description is None:
             sub.choices[action.dest].description = action.help
     return parser
+
+
+# --------------------------------------------------------------------------- villani run-lock
+def _run_lock_parser(sub, common) -> None:
+    rl = sub.add_parser("run-lock", parents=[common], help="run a Snakemake command holding RESULTS/.villani.lock "
+                        "(one run at a time; a killed run's stale Snakemake lock is removed first): "
+                        "villani run-lock -- snakemake …")
+    rl.add_argument("--brief", action="store_true", help="show the plan, progress, errors and the closing "
+                    "summary of Snakemake's output, not each job's inputs and outputs (its log file "
+                    ".snakemake/log/ keeps all of it)")
+    rl.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
 
 
 # --------------------------------------------------------------------------- villani dvc-yaml

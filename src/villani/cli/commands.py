@@ -334,7 +334,7 @@ def cmd_run_lock(args) -> None:
     from villani.dag.run_lock import run_locked
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    rc = run_locked(cmd, root=args.results)
+    rc = run_locked(cmd, root=args.results, brief=args.brief)
     if rc:
         raise SystemExit(rc)
 

@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -69,10 +70,12 @@ def _holder(lock: Path) -> str:
         return "unknown"
 
 
-def run_locked(cmd: Sequence[str], root: str | Path = "results", workdir: str | Path = ".") -> int:
+def run_locked(cmd: Sequence[str], root: str | Path = "results", workdir: str | Path = ".", brief: bool = False) -> int:
     """Run ``cmd`` (a Snakemake command line) holding ``root/.villani.lock``; remove a stale
     Snakemake lock first (``cmd + ["--unlock"]``). Returns the command's exit status;
-    :class:`RunBusy` when a live run holds the lock or a Snakemake process runs in ``workdir``."""
+    :class:`RunBusy` when a live run holds the lock or a Snakemake process runs in ``workdir``.
+    ``brief``: show only what :class:`~villani.dag.run_output.BriefOutput` keeps of the
+    command's output (its log file keeps all of it)."""
     if not cmd:
         raise ValueError("run-lock: no command given (usage: villani run-lock -- snakemake …)")
     root = Path(root)
@@ -95,13 +98,17 @@ def run_locked(cmd: Sequence[str], root: str | Path = "results", workdir: str | 
             log.warning("removing the Snakemake lock left by an interrupted run (snakemake --unlock)")
             subprocess.run([*cmd, "--unlock"], cwd=workdir, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-        proc = subprocess.Popen(list(cmd), cwd=workdir, pass_fds=(fd,))
+        piped = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                     env={**os.environ, "PYTHONUNBUFFERED": "1"}) if brief else {}
+        proc = subprocess.Popen(list(cmd), cwd=workdir, pass_fds=(fd,), **piped)
         _write_holder(fd, f"pid {os.getpid()}, snakemake pid {proc.pid}")
         # Ctrl-C reaches Snakemake too (same process group), which stops its jobs cleanly;
         # the wrapper waits for it instead of dying first. SIGTERM is passed on.
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
         old_term = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
         try:
+            if brief:
+                _show_brief(proc.stdout)
             rc = proc.wait()
             return 128 - rc if rc < 0 else rc  # killed by signal N: 128 + N, as a shell reports it
         finally:
@@ -109,6 +116,18 @@ def run_locked(cmd: Sequence[str], root: str | Path = "results", workdir: str | 
             signal.signal(signal.SIGTERM, old_term)
     finally:
         os.close(fd)
+
+
+def _show_brief(stream) -> None:
+    """Copy what :class:`BriefOutput` keeps of ``stream`` to stderr, line by line, until it ends."""
+    from villani.dag.run_output import BriefOutput
+
+    brief = BriefOutput()
+    for line in stream:
+        shown = brief.line(line.rstrip("\n"))
+        if shown is not None:
+            sys.stderr.write(shown + "\n")
+            sys.stderr.flush()
 
 
 def _write_holder(fd: int, text: str) -> None:

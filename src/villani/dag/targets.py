@@ -277,9 +277,10 @@ def cost_output(params: Mapping) -> str:
     return _dataset_files(params, stage("cost").outputs)[0]
 
 
-def metrics_output(params: Mapping) -> str:
-    """``results/metrics/{dataset}.json`` (``villani metrics``)."""
-    return _dataset_files(params, stage("metrics").metrics)[0]
+def metrics_outputs(params: Mapping) -> list[str]:
+    """Every file of ``villani metrics``: the headline ``results/metrics/{dataset}.json``, the
+    table beside it and the DVC plot data — each one a target, so a missing one is made again."""
+    return stage_outputs(params, "metrics")
 
 
 def claims_outputs(params: Mapping) -> list[str]:

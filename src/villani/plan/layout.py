@@ -78,7 +78,8 @@ FIGURES_DIR = "{root}/figures/{dataset}"
 TABLES_DIR = "{root}/tables/{dataset}"
 FIGURE = FIGURES_DIR + "/{figure}"  # {figure}: name.ext, from villani.figures.figure_outputs
 TABLE = TABLES_DIR + "/{figure}"
-METRICS = "{root}/metrics/{dataset}.json"
+METRICS = "{root}/metrics/{dataset}.json"  # headline numbers, a DVC metric (villani.tracking.metrics)
+METRICS_TABLE = "{root}/metrics/{dataset}.csv"  # every number per variant and λ
 # what a run measured about itself but is no result (wall-clock seconds): beside the
 # metrics, versioned by no engine (.dvcignore), so a rerun's hashes stay the same
 TIMINGS = "{root}/metrics/{dataset}.timings.json"

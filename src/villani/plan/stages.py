@@ -123,7 +123,7 @@ TABLE: tuple[Stage, ...] = (
     Stage("claims", ("data.name", "train", "measure.s_values", "rays.lambdas", "landscape.lambdas", "bounds", "claims"),
           (L.DATA_STATS, *_RUNS, *_MEASURED, *_RAYS, *_SURFACES, *_BOUNDS), _CLAIMS, (_SRC + "claims",), runtime=20),
     Stage("metrics", ("data.name", "train.steps", "measure.s_values"), (*_RUNS, *_MEASURED, *_BOUNDS, *_CLAIMS),
-          (L.METRICS, L.PLOT), (_SRC + "tracking",), runtime=10, metrics=(L.METRICS,)),
+          (L.METRICS, L.METRICS_TABLE, L.PLOT), (_SRC + "tracking",), runtime=10, metrics=(L.METRICS,)),
     Stage("paper", ("data.name", "train", "figures"), (L.DATA_STATS, *_RUNS, *_MEASURED, *_BOUNDS),
           (L.FIGURE, L.TABLE), (_SRC + "figures",), per="datasets", runtime=30),
 )
