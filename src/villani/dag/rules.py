@@ -108,15 +108,16 @@ def command(doc: Mapping, name: str) -> str:
 def resources(row: Stage, params_of: Callable[[str], Mapping]) -> dict:
     """The rule's resources, from its row (``params_of``: a dataset's parameters by name):
     ``runtime`` (minutes) and ``mem_mb``, the row's × attempt (at most :data:`MEM_CAP_MB`) or
-    from the job's work (the row's ``estimate``, :mod:`villani.dag.resources`); ``gpu: 1`` for
-    a GPU stage — the SLURM executor asks ``--gpus=1 --cpus-per-gpu=<threads>``."""
+    from the job's work (the row's ``estimate``, :mod:`villani.dag.resources`); ``gres: gpu:1``
+    for a GPU stage — the SLURM executor asks ``--gres=gpu:1 --cpus-per-gpu=<threads>`` (a
+    site's typed GRES, ``gpu:a100:1``, replaces it through a profile's ``set-resources``)."""
     if row.estimate:
         work = lambda f: lambda wc, attempt: f(row.name, params_of(wc.dataset), job_step(wc), attempt)
         out = {"runtime": work(job_runtime), "mem_mb": work(job_mem_mb)}
     else:
         out = {"runtime": lambda wc, attempt: row.runtime * attempt,
                "mem_mb": lambda wc, attempt: min(row.mem_mb * attempt, MEM_CAP_MB)}
-    return {**out, "gpu": 1} if row.gpu else out
+    return {**out, "gres": "gpu:1"} if row.gpu else out
 
 
 def local_rules() -> list[str]:
