@@ -89,7 +89,7 @@ def command(doc: Mapping, name: str) -> str:
     checkpoint (``params.step``), ``--all`` for a job per run (``jobs.<rule>: run``); a train
     job of seeds side by side: ``--seed s1 s2 … --per-device k``. A job per segment or
     checkpoint keeps the line it always had, so Snakemake's code trigger reruns nothing an
-    earlier version wrote; a stage that ``stops`` on SIGTERM is ``exec``\ ed, so the signal
+    earlier version wrote; a stage that ``stops`` on SIGTERM is exec-ed, so the signal
     (SLURM's, through the job-side Snakemake and a shell) reaches the process that saves its
     work state and no shell dies first and takes the job step with it (docs/slurm.md)."""
     row = stage(name)

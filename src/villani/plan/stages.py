@@ -82,7 +82,7 @@ class Stage:
     ``{lam}``, ``{seed}``; ``{step}``: the segment end or checkpoint, ``--all`` for a job per
     run — :mod:`villani.dag.rules` fills them for Snakemake, :mod:`villani.dag.dvc_yaml` for
     DVC, :mod:`villani.plan.writers` for a message). ``stops``: it saves its work on SIGTERM
-    (:mod:`villani.stop`), so its shell line ``exec``\ s it and the signal reaches it.
+    (:mod:`villani.stop`), so its shell line execs it and the signal reaches it.
     ``help``: the command's one line in ``villani --help``; ``work``: ``"module:function"``
     the CLI calls with the parsed arguments (``""``: ``villani.cli.commands:cmd_<name>``);
     ``options``: ``"module:function"`` adding the command's own options to its parser.
