@@ -60,11 +60,13 @@ def _run(cmd, work: Path, timeout=900) -> str:
 
 
 def _changed(work: Path) -> set[str]:
-    """The files of the copy that differ from the repository's, or are new."""
+    """The files of the copy that differ from the repository's, or are new (but what a run
+    writes: results, Snakemake's metadata, DVC's lock)."""
     out = set()
     for f in work.rglob("*"):
         rel = f.relative_to(work)
-        if f.is_file() and not {".snakemake", "results", "__pycache__", "logs"} & set(rel.parts):
+        run_state = {".snakemake", "results", "__pycache__", "logs"} & set(rel.parts) or rel.parts[:2] == (".dvc", "tmp")
+        if f.is_file() and not run_state:
             if not (REPO / rel).is_file() or not filecmp.cmp(f, REPO / rel, shallow=False):
                 out.add(str(rel))
     return out
@@ -85,13 +87,13 @@ def test_a_toy_stage_is_one_row_one_layout_name_and_one_work_module(tmp_path):
     plan = _run([BIN / "snakemake", "-n", "--cores", "1", "--configfile", TINY], work)
     assert re.search(r"^toy\s+1$", plan, re.M), plan[-3000:]
     # a SLURM submission asks for the row's GPU, threads, memory and runtime
-    slurm = _run([BIN / "snakemake", "--profile", "profiles/slurm", "-n", "--configfile", TINY, "results/toy/tiny.json"],
+    slurm = _run([BIN / "snakemake", "results/toy/tiny.json", "--profile", "profiles/slurm", "-n", "--configfile", TINY],
                  work)
     job = slurm[slurm.index("rule toy:"):]
     job = job[:job.index("\n\n")]
     assert re.search(r"threads: 4\b", job) and "mem_mb=1500" in job and "runtime=7" in job and "gres=gpu:1" in job, job
     # and runs it
-    _run([BIN / "snakemake", "--cores", "1", "--configfile", TINY, "results/toy/tiny.json"], work)
+    _run([BIN / "snakemake", "results/toy/tiny.json", "--cores", "1", "--configfile", TINY], work)
     assert json.loads((work / "results/toy/tiny.json").read_text()) == {"runs": 3}  # λ 0, 0.01 and langevin's 0.01
     assert _changed(work) == {"src/villani/plan/stages.py", "src/villani/plan/layout.py", "src/villani/toy.py",
                               "dvc.yaml"}
