@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO
-from villani.dag import targets
+from villani.dag import rules, targets
 from villani.plan.config import load_params, resolve
 from villani.plan.schedule import checkpoint_steps, segment_ends
 
@@ -46,9 +46,9 @@ def test_a_job_per_run_has_every_segment_and_checkpoint_and_runs_all_of_them(per
     assert targets.job_log(per_run, "measure") == "results/logs/measure/{dataset}/{variant}/lam{lam}/seed{seed}/all.log"
     assert targets.job_step(RUN) is None
     for rule in ("train", "measure"):
-        assert targets.job_command(per_run, rule).endswith("--seed {wildcards.seed} --all > {log} 2>&1")
-        assert "{params.step}" not in targets.job_command(per_run, rule)
-    assert targets.job_command(per_run, "train").startswith("exec villani train ")  # a stop signal reaches villani
+        assert rules.command(per_run, rule).endswith("--seed {wildcards.seed} --all > {log} 2>&1")
+        assert "{params.step}" not in rules.command(per_run, rule)
+    assert rules.command(per_run, "train").startswith("exec villani train ")  # a stop signal reaches villani
     assert targets.train_inputs(per_run, RUN) == []  # the job trains the run from its start
     segs = targets.measure_segments(per_run, RUN)
     assert segs == [f"results/runs/pydoc/adamw/lam0.012/seed1/segments/seg{e:07d}.json" for e in ends] and len(segs) == 2
@@ -61,8 +61,8 @@ def test_a_job_per_segment_or_checkpoint_keeps_the_step_wildcard(per_step):
     second = {**RUN, "dataset": "ptb", "step": f"{ends[1]:07d}"}
     assert targets.job_step(second) == ends[1]
     # the command and params an earlier version recorded: no params or code trigger re-runs its jobs
-    assert targets.job_command(per_step, "train").endswith("--seed {wildcards.seed} --until {params.step} > {log} 2>&1")
-    assert targets.job_command(per_step, "measure").endswith("--seed {wildcards.seed} --step {params.step} > {log} 2>&1")
+    assert rules.command(per_step, "train").endswith("--seed {wildcards.seed} --until {params.step} > {log} 2>&1")
+    assert rules.command(per_step, "measure").endswith("--seed {wildcards.seed} --step {params.step} > {log} 2>&1")
     assert targets.train_inputs(per_step, second) == targets.previous_segment(per_step, second) != []
     assert targets.train_inputs(per_step, {**second, "step": f"{ends[0]:07d}"}) == []  # the first segment
     assert targets.measure_segments(per_step, second) == [targets.segment_of_checkpoint(per_step, second)]
@@ -78,7 +78,7 @@ def test_seeds_side_by_side_are_a_train_job_per_update_rule_and_lam(side_by_side
         f"results/runs/{{dataset}}/{{variant}}/lam{{lam}}/seed{s}/seg{{step}}.json" for s in (0, 1, 2)]
     assert targets.job_outputs(side_by_side, "measure", pattern) == ["results/runs/{dataset}/{variant}/lam{lam}/seed{seed}/seg{step}.json"]
     assert targets.job_log(side_by_side, "train") == "results/logs/train/{dataset}/{variant}/lam{lam}/seeds/seg{step}.log"
-    assert targets.job_command(side_by_side, "train").endswith(
+    assert rules.command(side_by_side, "train").endswith(
         "--lam {wildcards.lam} --seed 0 1 2 --per-device 3 --until {params.step} > {log} 2>&1")
     job = {key: RUN[key] for key in ("variant", "lam")} | {"dataset": "ptb", "step": f"{ends[1]:07d}"}
     assert targets.train_inputs(side_by_side, job) == [
@@ -86,7 +86,7 @@ def test_seeds_side_by_side_are_a_train_job_per_update_rule_and_lam(side_by_side
     per_run = resolve({**side_by_side, "jobs": {**side_by_side["jobs"], "train": "run"}})
     assert targets.job_outputs(per_run, "train", pattern) == [
         f"results/runs/{{dataset}}/{{variant}}/lam{{lam}}/seed{s}/seg{e:07d}.json" for s in (0, 1, 2) for e in ends]
-    assert targets.job_command(per_run, "train").endswith("--seed 0 1 2 --per-device 3 --all > {log} 2>&1")
+    assert rules.command(per_run, "train").endswith("--seed 0 1 2 --per-device 3 --all > {log} 2>&1")
 
 
 def test_switching_the_job_split_changes_no_digest(per_run, per_step):

@@ -13,7 +13,8 @@ import yaml
 
 from tests.conftest import REPO, copy_repo
 from villani.cli import main
-from villani.dag.profiles import fill_user_lines
+from villani.dag.profiles import fill_user_lines, gpu_partition_resources
+from villani.plan.stages import TABLE
 
 SLURM = REPO / "profiles" / "slurm" / "config.yaml"
 
@@ -21,14 +22,20 @@ SLURM = REPO / "profiles" / "slurm" / "config.yaml"
 def test_fill_user_lines_uncomments_only_what_was_given():
     text = SLURM.read_text()
     assert fill_user_lines(text) == text
-    filled = yaml.safe_load(fill_user_lines(text, account="proj42", partition="cpu", gpu_partition="a100q"))
+    filled = yaml.safe_load(fill_user_lines(text, account="proj42", partition="cpu"))
     assert filled["default-resources"]["slurm_account"] == "proj42"
     assert filled["default-resources"]["slurm_partition"] == "cpu"
-    for rule in ("train", "measure", "rays", "landscape", "cost"):
-        assert filled["set-resources"][rule]["slurm_partition"] == "a100q", rule
-    assert "slurm_partition" not in filled["set-resources"]["tokenize"]
+    assert "set-resources" not in filled  # the profile holds what every rule shares; the rules, their rows
     with pytest.raises(ValueError, match="slurm_account: 'a b' is not a SLURM name"):
         fill_user_lines(text, account="a b")
+
+
+def test_the_gpu_partition_goes_to_every_gpu_stage_of_the_table():
+    entries = yaml.safe_load(SLURM.read_text() + gpu_partition_resources("a100q"))["set-resources"]
+    assert entries == {row.name: {"slurm_partition": "a100q"} for row in TABLE if row.gpu}
+    assert set(entries) == {"train", "measure", "rays", "landscape", "cost"}
+    with pytest.raises(ValueError, match="--gpu-partition: 'a b' is not a SLURM name"):
+        gpu_partition_resources("a b")
 
 
 def test_install_never_overwrites_and_snakemake_finds_it(tmp_path, monkeypatch, capsys):
@@ -53,7 +60,7 @@ def test_install_never_overwrites_and_snakemake_finds_it(tmp_path, monkeypatch, 
     text = p.stdout + p.stderr
     assert p.returncode == 0, text[-3000:]
     assert "slurm_account=proj42" in text and "slurm_partition=a100q" in text, text[-3000:]
-    assert "gres=gpu:a100:1" in text  # the rest of profiles/slurm came along
+    assert "gres=gpu:1" in text  # a GPU stage's request, from its row
 
 
 def test_missing_source_is_one_line(tmp_path, monkeypatch, capsys):

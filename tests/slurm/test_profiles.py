@@ -42,29 +42,46 @@ def test_the_default_profile_sets_the_rerun_triggers_alone():
 
 
 def test_real_profile_shape():
+    """profiles/slurm holds what every rule shares; what a rule asks for is its row's."""
     p = load(REAL_PROFILE)
     assert p["executor"] == "slurm"
     assert p["retries"] >= 1 and p["rerun-incomplete"] is True
     assert p["slurm-logdir"] == "logs/slurm"
     assert "cpus_per_task" not in p["default-resources"], "would override cpus_per_gpu on GPU rules"
+    assert not {"set-resources", "set-threads"} & set(p), "per-rule requests are the stage rows'"
+    assert not {"runtime", "mem_mb", "gres"} & set(p["default-resources"])
     # site values are left to the user (commented), never guessed
     assert "slurm_account" not in p["default-resources"]
     text = (REAL_PROFILE / "config.yaml").read_text()
     assert re.search(r"#\s*slurm_account:.*USER", text) and re.search(r"#\s*slurm_partition:.*USER", text)
-    assert re.search(r"#\s*constraint:.*USER", text)
-    sr = p["set-resources"]
-    assert set(sr) <= GPU_RULES | CPU_RULES
-    for rule in GPU_RULES:
-        r = sr[rule]
-        assert r["gres"] == "gpu:a100:1" and r["cpus_per_gpu"] >= 1, rule
-        assert p["set-threads"][rule] == r["cpus_per_gpu"], rule
-        if rule in WORK_RULES:  # the rule's own request, from its work (tests/slurm/test_resources.py)
-            assert "runtime" not in r and "mem_mb" not in r, rule
-            continue
-        assert evaluate(r["runtime"], 2) == 2 * evaluate(r["runtime"], 1), f"{rule}: runtime must scale with attempt"
-        assert evaluate(r["mem_mb"], 2) > evaluate(r["mem_mb"], 1), rule
-    d = p["default-resources"]
-    assert evaluate(d["runtime"], 2) == 2 * evaluate(d["runtime"], 1)
+    assert "villani.workflow_support" not in text
+
+
+def _row_resources(name, attempt):
+    from villani.dag.rules import resources
+    from villani.plan.config import dataset_params, load_params
+    from villani.plan.schedule import segment_ends
+    from villani.plan.stages import stage
+
+    p = dataset_params(load_params(["configs/ptb.yaml"]), "ptb")
+    wc = type("WC", (dict,), {"dataset": "ptb"})(step=str(segment_ends(p["train"])[0]))  # a segment end, a checkpoint
+    return {k: v(wc, attempt) if callable(v) else v for k, v in resources(stage(name), lambda ds: p).items()}
+
+
+def test_every_rule_asks_for_its_row():
+    """GPU stages a GPU (gres) with 8 CPUs beside it; runtime and memory scale with attempt;
+    train and measure from their work (tests/slurm/test_resources.py)."""
+    from villani.plan.stages import stage
+
+    for rule in GPU_RULES | CPU_RULES:
+        row, first, second = stage(rule), _row_resources(rule, 1), _row_resources(rule, 2)
+        assert (first.get("gres") == "gpu:1") == (rule in GPU_RULES) == row.gpu, rule
+        assert row.threads == (8 if rule in GPU_RULES | {"tokenize"} else 1), rule
+        assert second["runtime"] == 2 * first["runtime"], f"{rule}: runtime must scale with attempt"
+        assert second["mem_mb"] > first["mem_mb"], rule
+        assert (row.runtime is None) == (row.mem_mb is None) == (rule in WORK_RULES) == bool(row.estimate), rule
+    assert {r: stage(r).runtime for r in ("tokenize", "rays", "landscape", "cost")} == \
+        {"tokenize": 120, "rays": 120, "landscape": 180, "cost": 60}
 
 
 @pytest.mark.parametrize("profile", [REAL_PROFILE, CI_PROFILE], ids=["slurm", "ci-slurm"])
@@ -77,15 +94,18 @@ def test_no_forbidden_slurm_extra(profile):
 
 def test_ci_overlay_restates_what_it_must():
     real, ci = load(REAL_PROFILE), load(CI_PROFILE)
-    # A later --profile replaces top-level keys wholesale: the overlay must restate every
-    # GPU rule, or the real (too big) mem/runtime/cpus would reach the 2-CPU CI node.
-    assert set(ci["set-resources"]) == set(real["set-resources"]) - CPU_RULES | (set(ci["set-resources"]) & CPU_RULES)
-    for rule in GPU_RULES:
-        assert ci["set-resources"][rule]["gres"] == real["set-resources"][rule]["gres"]
-        assert ci["set-resources"][rule]["cpus_per_gpu"] <= ci["max-threads"]
-        if rule not in WORK_RULES:
-            assert evaluate(ci["set-resources"][rule]["runtime"], 2) == 2 * evaluate(ci["set-resources"][rule]["runtime"], 1)
-    assert set(ci["set-threads"]) >= GPU_RULES
+    # The rows ask for GPT-Neo-125M's memory and 8 CPUs: the overlay sizes every queued rule
+    # for the 2-CPU CI node, and asks for its typed GRES on the GPU rules.
+    assert set(ci["set-resources"]) == GPU_RULES | CPU_RULES
+    for rule in GPU_RULES | CPU_RULES:
+        r = ci["set-resources"][rule]
+        assert (r.get("gres") == "gpu:a100:1") == (rule in GPU_RULES), rule
+        assert evaluate(r["mem_mb"], 2) == 2 * evaluate(r["mem_mb"], 1) <= 2 * 8000, rule
+        if rule in WORK_RULES:  # the rule's own runtime, from the work
+            assert "runtime" not in r, rule
+        else:
+            assert evaluate(r["runtime"], 2) == 2 * evaluate(r["runtime"], 1), rule
+    assert ci["max-threads"] == 1 and "set-threads" not in ci
     assert ci["default-resources"]["slurm_partition"] == "debug"
     assert "slurm_account" not in ci["default-resources"]
     assert ci["slurm-status-command"] == "squeue"  # no slurmdbd: sacct would hang snakemake
@@ -94,7 +114,8 @@ def test_ci_overlay_restates_what_it_must():
     assert ci["retries"] >= 1
     assert "executor" not in ci and "slurm-logdir" not in ci  # inherited from the real profile
     assert "groups" not in ci and "group-components" not in ci  # the real grouping is what CI runs
-    assert ci["cores"] == max(ci["set-threads"].values())  # a group job is one member wide
+    assert ci["cores"] == ci["max-threads"]  # a group job is one member wide
+    assert real["default-resources"]["slurm_extra"]
 
 
 def test_stop_signal_ahead_of_the_limit():
@@ -103,7 +124,7 @@ def test_stop_signal_ahead_of_the_limit():
     for profile, lead in ((REAL_PROFILE, 300), (CI_PROFILE, 30)):
         p = load(profile)
         assert p["default-resources"]["slurm_extra"].strip("'") == f"--signal=TERM@{lead}"
-        assert all("slurm_extra" not in r for r in p["set-resources"].values())  # set-resources would replace it
+        assert all("slurm_extra" not in r for r in p.get("set-resources", {}).values())  # it would replace it
 
 
 def test_profile_rule_names_are_the_workflows():
@@ -114,5 +135,4 @@ def test_profile_rule_names_are_the_workflows():
     assert res.returncode == 0, res.stderr[-2000:]
     rules = set(res.stdout.split()) - {"all"}
     assert rules == GPU_RULES | CPU_RULES | LOCAL_RULES, f"profile rule lists out of date: {sorted(rules)}"
-    for profile in (REAL_PROFILE, CI_PROFILE):
-        assert set(load(profile)["set-resources"]) <= rules
+    assert set(load(CI_PROFILE)["set-resources"]) <= rules

@@ -33,6 +33,24 @@ def test_every_row_is_a_command_a_rule_and_a_dvc_stage():
                         for a in (ARMS if s.per == "run" else ARMS[:1])}
 
 
+@pytest.mark.parametrize("name", STAGES)
+def test_the_command_of_a_row_is_what_its_parser_takes(name):
+    """The row's command (Snakemake's and DVC's shell line) and its options (the CLI's) agree:
+    the line, its wildcards filled, parses — per step and with --all — to the values it names."""
+    from villani.cli import DEVICE_COMMANDS, parse_args
+
+    row = stage(name)
+    fill = {"variant": "adamw", "lam": "0.01", "seed": "3", "step": "40"}
+    parsed = {"variant": "adamw", "lam": 0.01, "seed": [3] if row.name == "train" else 3}  # --seed: several in train
+    line = re.sub(r"\{(\w+)\}", lambda m: fill[m[1]], row.command).split()
+    for argv in (line, re.sub(r"--[\w-]+ 40", "--all", " ".join(line)).split()):
+        args = parse_args([name, "--dataset", "tiny", *argv])
+        assert args.command == name and args.dataset == "tiny"
+        for key in fill.keys() & set(re.findall(r"\{(\w+)\}", row.command)) - {"step"}:
+            assert getattr(args, key) == parsed[key], (key, getattr(args, key))
+    assert (name in DEVICE_COMMANDS) == row.gpu
+
+
 def _covered(path: str, names: list[str]) -> bool:
     return any(path == n or path.startswith(n.rstrip("/") + "/") for n in names)
 

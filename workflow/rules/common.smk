@@ -11,7 +11,6 @@ from villani.dag import dvc_sync, failed_jobs, rules, targets
 from villani.dag.workspace_state import LockInvalid
 from villani.dag.jobs import params_args, workflow_params
 from villani.dag.summary import summary
-from villani.dag.resources import job_mem_mb, job_runtime
 from villani.figures import CAPTIONS, CLAIMS_CAPTION, figure_outputs
 from villani.figures.paper import CAPTIONS as PAPER_CAPTIONS
 from villani.figures.paper import paper_outputs
@@ -79,14 +78,8 @@ def rule_outputs(row):
 
 
 def rule_resources(row):
-    """runtime (minutes, per attempt) from the row, or — train, measure — from the work
-    (villani.dag.resources, with mem_mb)."""
-    if row.runtime is not None:
-        return {"runtime": lambda wc, attempt: rules.runtime_minutes(row.name, attempt)}
-    work = lambda f: lambda wc, attempt: f(
-        row.name, DP[wc.dataset], targets.job_step(wc), attempt
-    )
-    return {"runtime": work(job_runtime), "mem_mb": work(job_mem_mb)}
+    """runtime, mem_mb and gpu from the row (villani.dag.rules.resources)."""
+    return rules.resources(row, lambda dataset: DP[dataset])
 
 
 def rule_params(row):

@@ -1,6 +1,6 @@
 # One rule per row of the stage table (src/villani/plan/stages.py): what the stage reads
-# and writes, its command and its runtime all come from the row, through
-# villani.dag.rules; a train or measure job is per segment / checkpoint or per run
+# and writes, its command, threads and resources (runtime, mem_mb, gpu) all come from the
+# row, through villani.dag.rules; a train or measure job is per segment / checkpoint or per run
 # (jobs:, villani.dag.targets). Rules marked local run on the submit host (fetch reads
 # the internet; pretrained and plan are too small to queue). The loop variable is named
 # `rule`: the shell line is evaluated again when a job runs, where `rule` is the job's
@@ -20,7 +20,7 @@ for rule in STAGES:
         conda:
             # with --sdm conda; otherwise the environment Snakemake runs in
             "../envs/villani.yaml"
-        threads: 1
+        threads: stage(rule).threads
         resources:
             **rule_resources(stage(rule)),
         params:

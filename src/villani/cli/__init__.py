@@ -13,8 +13,10 @@ stages write timestamped progress lines to stderr at least every ``--progress-in
 seconds, so a job log shows how far a job is while it runs.
 
 Here: the parser, the table from command name to command (:data:`COMMANDS`), the checks
-before any work and the error policy. The commands are :mod:`villani.cli.commands`
-(``diagnose``: :mod:`villani.cli.diagnose`), the options :mod:`villani.cli.options`.
+before any work and the error policy. A stage's command — its help, options, work and
+whether it checks ``--device`` — is its row of :data:`villani.plan.stages.TABLE`; the
+commands are :mod:`villani.cli.commands` (``diagnose``: :mod:`villani.cli.diagnose`), the
+options :mod:`villani.cli.options`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import sys
 
 from villani.cli import commands
 from villani.cli.diagnose import add_parser as add_diagnose_parser, cmd_diagnose
-from villani.cli.options import Parser, UsageError, check_device, common_options, integer, real, run_options
+from villani.cli.options import Parser, UsageError, check_device, common_options
+from villani.plan.stages import TABLE, Stage, function
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,36 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", parents=[common], help="validate parameter files; print the runs, segments and checkpoints they define")
     v.add_argument("--print", action="store_true", help="print the complete parameters with defaults")
 
-    sub.add_parser("fetch", parents=[common], help="download corpus, tokenizer and pretrained model into the "
-                   "Hugging Face cache (once, on a machine with internet); every dataset unless --dataset")
-    sub.add_parser("pretrained", parents=[common], help="save model.name's config (and for init: pretrained its "
-                   "weights) into results/pretrained/<dataset>/, from the Hugging Face cache")
-    sub.add_parser("plan", parents=[common], help="write results/plan/<dataset>.json (the runs and landscape λ "
-                   "of the parameters); move the folders of runs and surfaces no longer in them to results/retired/")
-    sub.add_parser("tokenize", parents=[common], help="read the corpus, train/load the tokenizer, write token blocks")
-
-    t = sub.add_parser("train", parents=[common], help="train one run up to a checkpoint (one segment) or to the end")
-    run_options(t, several_seeds=True)
-    t.add_argument("--per-device", type=integer(1, 64), default=1, metavar="K",
-                   help="with several seeds: train K of their runs at a time, one process each, on the device")
-    g = t.add_mutually_exclusive_group(required=True)
-    g.add_argument("--until", type=integer(1), help="segment end step (must be a segment end)")
-    g.add_argument("--all", action="store_true", help="run every segment that is not complete yet")
-
-    m = sub.add_parser("measure", parents=[common], help="curvature measurement of one checkpoint (or all of a run)")
-    run_options(m)
-    gm = m.add_mutually_exclusive_group(required=True)
-    gm.add_argument("--step", type=integer(0), help="checkpoint step")
-    gm.add_argument("--all", action="store_true", help="every checkpoint of the run")
-
-    sub.add_parser("rays", parents=[common], help="Ψ_s along radial rays (Fig 2)")
-    la = sub.add_parser("landscape", parents=[common], help="2-D loss surface (Fig 3)")
-    la.add_argument("--lam", type=real(0.0), required=True, help="λ of F on the surface")
-    sub.add_parser("bounds", parents=[common], help="bounds table of the paper's section V")
-    sub.add_parser("cost", parents=[common], help="HVP seconds and peak memory vs model size (Fig 10)")
-    sub.add_parser("figures", parents=[common], help="render every figure and table")
-    sub.add_parser("claims", parents=[common], help="write results/claims/<dataset>.csv: a verdict on every claim of "
-                   "the paper")
+    _stage_parsers(sub, common)
     cr = sub.add_parser("claims-report", parents=[common], help="docs/results.md, docs/paper-errors.md and the "
                         "README's verdict table from ledgers (printed, or --write FILE … between each file's markers)")
     cr.add_argument("--ledger", metavar="JSON", help="the ledger to report (default: results/claims/<dataset>.json "
@@ -80,10 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "the chain of designs to it, one factor at a time, and its ledger; repeatable")
     cr.add_argument("--write", metavar="FILE", nargs="+", default=[], help="in each FILE, replace the text between "
                     "every pair of claims-report, paper-wrong and claims-verdicts markers it has")
-    sub.add_parser("metrics", parents=[common], help="write results/metrics/<dataset>.json (headline numbers) and "
-                   "results/plots/<dataset>/ (DVC plot data)")
-    sub.add_parser("paper", parents=[common], help="render the cross-dataset figures and tables of every dataset "
-                   "(results/figures/paper/, results/tables/paper/)")
     pf = sub.add_parser("profile", parents=[common], help="install profiles/slurm where `snakemake --profile NAME` "
                         "finds it (~/.config/snakemake/NAME), never over an existing profile")
     pf.add_argument("action", choices=["install"], help="what to do")
@@ -91,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--source", default="profiles/slurm", metavar="DIR", help="profile folder (default: profiles/slurm)")
     pf.add_argument("--account", help="sbatch -A for every rule (fills the USER: slurm_account line)")
     pf.add_argument("--partition", help="sbatch -p for every rule (fills the USER: slurm_partition line)")
-    pf.add_argument("--gpu-partition", help="sbatch -p for the GPU rules (train, measure, rays, landscape, cost)")
+    pf.add_argument("--gpu-partition", help="sbatch -p for the GPU rules (" + ", ".join(r.name for r in TABLE if r.gpu)
+                    + "): a set-resources entry each, from the stage table")
     add_diagnose_parser(sub, common_options(top=False, params=False))
     _run_lock_parser(sub, common)
     pr = sub.add_parser("prune", parents=[common], help="delete weights of measured checkpoints no stage still needs")
@@ -117,6 +88,22 @@ def _run_lock_parser(sub, common) -> None:
     rl.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
 
 
+# --------------------------------------------------------------------------- the stages' commands
+def _stage_parsers(sub, common) -> None:
+    """``villani <stage>`` for every row of the stage table: its help and its own options
+    (the row's ``options``; every stage takes the common ones)."""
+    for row in TABLE:
+        p = sub.add_parser(row.name, parents=[common], help=row.help)
+        if row.options:
+            function(row.options)(p)
+
+
+def _stage_command(row: Stage):
+    """What ``villani <stage>`` runs: the row's ``work``, else ``villani.cli.commands.cmd_<name>``,
+    imported when the command runs."""
+    return lambda args: function(row.work or f"villani.cli.commands:cmd_{row.name}")(args)
+
+
 # --------------------------------------------------------------------------- villani dvc-yaml
 def _dvc_yaml_parser(sub, common) -> None:
     dy = sub.add_parser("dvc-yaml", parents=[common], help="write dvc.yaml from the stage table "
@@ -134,20 +121,15 @@ def _docs_parser(sub, common) -> None:
 
 
 COMMANDS = {
-    "validate": commands.cmd_validate, "fetch": commands.cmd_fetch, "pretrained": commands.cmd_pretrained,
-    "plan": commands.cmd_plan,
-    "tokenize": commands.cmd_tokenize, "train": commands.cmd_train, "measure": commands.cmd_measure,
-    "rays": commands.cmd_rays, "landscape": commands.cmd_landscape, "bounds": commands.cmd_bounds,
-    "cost": commands.cmd_cost, "figures": commands.cmd_figures, "claims": commands.cmd_claims,
-    "claims-report": commands.cmd_claims_report, "metrics": commands.cmd_metrics, "paper": commands.cmd_paper,
-    "prune": commands.cmd_prune, "convert-checkpoints": commands.cmd_convert_checkpoints, "diagnose": cmd_diagnose,
+    "validate": commands.cmd_validate, **{row.name: _stage_command(row) for row in TABLE},
+    "claims-report": commands.cmd_claims_report, "prune": commands.cmd_prune, "convert-checkpoints": commands.cmd_convert_checkpoints, "diagnose": cmd_diagnose,
     "profile": commands.cmd_profile, "run-lock": commands.cmd_run_lock, "dvc-yaml": commands.cmd_dvc_yaml,
     "docs": lambda args: commands.cmd_docs(args, build_parser()),
 }
 
 
-# commands that compute on --device (checked before any work)
-DEVICE_COMMANDS = {"train", "measure", "rays", "landscape", "cost", "diagnose"}
+# commands that compute on --device (checked before any work): the stages on a GPU, and diagnose
+DEVICE_COMMANDS = {row.name for row in TABLE if row.gpu} | {"diagnose"}
 # commands that write nothing under --results
 READ_ONLY = {"validate", "profile", "diagnose", "dvc-yaml", "claims-report", "docs"}
 

@@ -9,7 +9,8 @@
   cuda`` on a machine without CUDA) is one line with what torch reports, before any data
   is read or model built;
 - :func:`common_options`, :func:`run_options`: the options every command takes, and those
-  naming one training run.
+  naming one training run; :func:`train_options`, :func:`measure_options`,
+  :func:`surface_options`: a stage's own (its row's ``options``, :mod:`villani.plan.stages`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 from typing import Callable
 
 __all__ = ["Parser", "UsageError", "integer", "real", "device_name", "check_device", "common_options", "run_options",
-           "MAX_PROBES", "MAX_COUNT"]
+           "train_options", "measure_options", "surface_options", "MAX_PROBES", "MAX_COUNT"]
 
 # the parameter file's bound on measure.num_probes (villani/schemas/params.schema.yaml; the CLI
 # does not parse the schema at start-up, a test holds the three equal: diagnose_data's too)
@@ -150,3 +151,26 @@ def run_options(p: argparse.ArgumentParser, several_seeds: bool = False) -> None
                        help="seed of the run; several: their runs side by side (--per-device)")
     else:
         p.add_argument("--seed", type=integer(0), required=True, help="seed of the run")
+
+
+def train_options(p: argparse.ArgumentParser) -> None:
+    """``villani train``: the run (or its seeds side by side), and ``--until`` a segment end or ``--all``."""
+    run_options(p, several_seeds=True)
+    p.add_argument("--per-device", type=integer(1, 64), default=1, metavar="K",
+                   help="with several seeds: train K of their runs at a time, one process each, on the device")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--until", type=integer(1), help="segment end step (must be a segment end)")
+    g.add_argument("--all", action="store_true", help="run every segment that is not complete yet")
+
+
+def measure_options(p: argparse.ArgumentParser) -> None:
+    """``villani measure``: the run, and ``--step`` a checkpoint or ``--all``."""
+    run_options(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--step", type=integer(0), help="checkpoint step")
+    g.add_argument("--all", action="store_true", help="every checkpoint of the run")
+
+
+def surface_options(p: argparse.ArgumentParser) -> None:
+    """``villani landscape``: the λ of its surface."""
+    p.add_argument("--lam", type=real(0.0), required=True, help="λ of F on the surface")

@@ -99,12 +99,16 @@ def _schema_groups() -> dict:
     return {g: dict.fromkeys(load_schema()["properties"][g]["properties"]) for g in ("train", "landscape")}
 
 
+def command(s: Stage, arm: Arm | None) -> str:
+    """``villani <stage>`` and the row's ``command`` in DVC's templating: a run's wildcards the
+    matrix item's (its variant the arm's folder), ``--all`` for its step (a DVC stage per run)."""
+    args = re.sub(r"--[\w-]+ \{step\}", "--all", s.command)
+    args = re.sub(r"\{(\w+)\}", lambda m: arm.variant if arm and m[1] == "variant" else f"${{item.{m[1]}}}", args)
+    return f"villani {s.name}" + (f" {args}" if args else "")
+
+
 def _body(s: Stage, arm: Arm | None) -> dict:
-    cmd = f"villani {s.name}"
-    if arm:
-        cmd += f" --variant {arm.variant} --lam ${{item.lam}} --seed ${{item.seed}} --all"
-    elif s.args:
-        cmd += " " + s.args.replace("{lam}", "${item.lam}")
+    cmd = command(s, arm)
     body: dict = {}
     if arm:
         body["matrix"] = {item: f"${{{key}}}" for item, key in arm.matrix}

@@ -7,8 +7,10 @@ profiles live under ``profiles/``, so ``--profile slurm`` finds nothing there;
 :func:`install_profile` copies one into the user's folder. It never replaces a profile the
 user already has: when ``NAME`` is taken it uses ``NAME-villani``, ``NAME-villani-2``, …
 and says which. The ``USER:`` lines (commented site settings) are filled from the
-options given: ``--account`` (sbatch -A, every rule), ``--partition`` (sbatch -p, every
-rule) and ``--gpu-partition`` (sbatch -p of the GPU rules); the rest stay commented.
+options given: ``--account`` (sbatch -A, every rule) and ``--partition`` (sbatch -p, every
+rule); the rest stay commented. ``--gpu-partition`` (sbatch -p of the GPU rules) adds a
+``set-resources`` entry for each GPU stage of the stage table (:func:`gpu_partition_resources`): the
+profile itself holds only what every rule shares.
 """
 
 from __future__ import annotations
@@ -26,11 +28,16 @@ def user_profile_dir() -> Path:
     return Path(AppDirs("snakemake", "snakemake").user_config_dir)
 
 
-def fill_user_lines(text: str, account: str | None = None, partition: str | None = None,
-                    gpu_partition: str | None = None) -> str:
+def _slurm_name(key: str, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.,@+-]+", value):
+        raise ValueError(f"{key}: {value!r} is not a SLURM name (letters, digits, _ . , @ + -)")
+    return value
+
+
+def fill_user_lines(text: str, account: str | None = None, partition: str | None = None) -> str:
     """Uncomment and fill the ``# slurm_account: …  # USER`` / ``# slurm_partition: …  # USER``
-    lines of a profile; GPU rules' partition lines are those with ``<gpu-partition>``."""
-    values = {"<account>": account, "<cpu-partition>": partition, "<gpu-partition>": gpu_partition}
+    lines of a profile."""
+    values = {"<account>": account, "<cpu-partition>": partition}
     line_re = re.compile(r'^(?P<indent>\s*)#\s*(?P<key>slurm_account|slurm_partition):\s*"(?P<slot><[a-z-]+>)"'
                          r'(?P<gap>\s*)#\s*USER\b(?P<rest>.*)$')
 
@@ -38,11 +45,22 @@ def fill_user_lines(text: str, account: str | None = None, partition: str | None
         value = values.get(m["slot"])
         if value is None:
             return m[0]
-        if not re.fullmatch(r"[A-Za-z0-9_.,@+-]+", value):
-            raise ValueError(f"{m['key']}: {value!r} is not a SLURM name (letters, digits, _ . , @ + -)")
+        value = _slurm_name(m["key"], value)
         return f'{m["indent"]}{m["key"]}: "{value}"{m["gap"]}# USER (villani profile install){m["rest"]}'
 
     return "\n".join(line_re.sub(fill, line) for line in text.split("\n"))
+
+
+def gpu_partition_resources(partition: str) -> str:
+    """``set-resources:`` giving every GPU stage (a row with ``gpu``,
+    :data:`villani.plan.stages.TABLE`) the partition ``partition``; each rule's other
+    resources stay its row's (set-resources replaces key by key)."""
+    from villani.plan.stages import TABLE
+
+    partition = _slurm_name("--gpu-partition", partition)
+    rows = "".join(f'  {row.name}:\n    slurm_partition: "{partition}"\n' for row in TABLE if row.gpu)
+    return ("\n# the GPU stages' partition (villani profile install --gpu-partition, from the stage table)\n"
+            "set-resources:\n" + rows)
 
 
 def free_name(base: Path, name: str) -> str:
@@ -67,7 +85,9 @@ def install_profile(source: str | Path, name: str, *, account: str | None = None
         raise ValueError(f"{src}: profile not found (run from the repository root, or pass --source DIR)")
     base = Path(config_dir) if config_dir else user_profile_dir()
     used = free_name(base, name)
-    text = fill_user_lines(src.read_text(), account=account, partition=partition, gpu_partition=gpu_partition)
+    text = fill_user_lines(src.read_text(), account=account, partition=partition)
+    if gpu_partition:
+        text = text.rstrip("\n") + "\n" + gpu_partition_resources(gpu_partition)
     target = base / used / "config.yaml"
     atomic.write_text(target, text)
     return used, target

@@ -117,7 +117,7 @@ def measure_work(params: Mapping, step: int) -> tuple[float, float]:
 def run_work(rule: str, params: Mapping) -> tuple[float, float]:
     """(seconds, host bytes) of a job per run (``jobs.<rule>: run``): the work of every
     segment end (train) or checkpoint (measure) in one process; its largest memory."""
-    works = [WORK[rule](params, s) for s in job_steps(rule, params["train"])]
+    works = [_estimate(rule)(params, s) for s in job_steps(rule, params["train"])]
     return sum(w[0] for w in works), max(w[1] for w in works)
 
 
@@ -131,11 +131,16 @@ def mem_mb(nbytes: float, attempt: int) -> int:
     return min(math.ceil(MEMORY_HEADROOM * nbytes / 1e6) * int(attempt), MEM_CAP_MB)
 
 
-WORK = {"train": train_work, "measure": measure_work}
+def _estimate(rule: str):
+    """The row's ``estimate`` (:data:`villani.plan.stages.TABLE`): (seconds, host bytes) of a
+    job of ``rule`` from the parameters and its step."""
+    from villani.plan.stages import function, stage
+
+    return function(stage(rule).estimate)
 
 
 def _work(rule: str, params: Mapping, step: int | None) -> tuple[float, float]:
-    return run_work(rule, params) if step is None else WORK[rule](params, step)
+    return run_work(rule, params) if step is None else _estimate(rule)(params, step)
 
 
 def job_runtime(rule: str, params: Mapping, step: int | None, attempt: int) -> int:

@@ -1,5 +1,5 @@
 """A Snakemake rule from a stage's row (:data:`villani.plan.stages.TABLE`): its inputs,
-outputs, log, shell command and runtime. ``workflow/rules/stages.smk`` defines one rule per
+outputs, log, shell command and resources. ``workflow/rules/stages.smk`` defines one rule per
 row by calling these; nothing here imports Snakemake, so each is unit-tested.
 
 The row's patterns are expanded as :mod:`villani.plan.stages` says (a run's wildcards are
@@ -10,9 +10,11 @@ Snakemake in the outputs.
 
 from __future__ import annotations
 
-from typing import Mapping
+import re
+from typing import Callable, Mapping
 
 from villani.dag import targets
+from villani.dag.resources import MEM_CAP_MB, job_mem_mb, job_runtime
 from villani.dag.targets import ROOT, job_log, job_outputs, job_step, pattern, per_run, run_files
 from villani.plan import layout
 from villani.plan.runs import Run, landscape_runs, rays_center, runs
@@ -82,21 +84,40 @@ def log(doc: Mapping, name: str, slot: str = "{dataset}") -> str:
 
 
 def command(doc: Mapping, name: str) -> str:
-    """The job's shell line: ``villani <stage>`` with the job's parameter files and wildcards
-    (a run's: ``--variant --lam --seed`` and ``--until``/``--step`` or ``--all``,
-    :func:`~villani.dag.targets.job_command`)."""
+    """The job's shell line: ``villani <stage>`` with the job's parameter files, ``--dataset``
+    and the row's ``command`` — its wildcards the job's; ``{step}`` the job's segment end or
+    checkpoint (``params.step``), ``--all`` for a job per run (``jobs.<rule>: run``); a train
+    job of seeds side by side: ``--seed s1 s2 … --per-device k``. A job per segment or
+    checkpoint keeps the line it always had, so Snakemake's code trigger reruns nothing an
+    earlier version wrote; a stage that ``stops`` on SIGTERM is exec-ed, so the signal
+    (SLURM's, through the job-side Snakemake and a shell) reaches the process that saves its
+    work state and no shell dies first and takes the job step with it (docs/slurm.md)."""
     row = stage(name)
-    if row.per == "run":
-        return targets.job_command(doc, name)
+    args = re.sub(r"\{(\w+)\}", lambda m: "{params.step}" if m[1] == "step" else f"{{wildcards.{m[1]}}}", row.command)
+    if row.per == "run" and per_run(doc, name):
+        args = re.sub(r"--[\w-]+ \{params\.step\}", "--all", args)
+    if name == "train" and (k := targets.side_by_side(doc)) >= 2:
+        seeds = " ".join(map(str, targets.job_seeds(doc)))
+        args = args.replace("--seed {wildcards.seed}", f"--seed {seeds} --per-device {k}")
     threads = " --threads {threads}" if row.inputs else ""  # a stage that reads no result computes nothing
     dataset = "" if row.per == "datasets" else " --dataset {wildcards.dataset}"
-    extra = " " + row.args.replace("{lam}", "{wildcards.lam}") if row.args else ""
-    return f"villani {name}{threads} {{params.files}}{dataset}{extra} > {{log}} 2>&1"
+    return (f"{'exec ' if row.stops else ''}villani {name}{threads} {{params.files}}{dataset}"
+            f"{' ' + args if args else ''} > {{log}} 2>&1")
 
 
-def runtime_minutes(name: str, attempt: int) -> int:
-    """Minutes a job of a stage with a fixed runtime may run at its ``attempt``-th try."""
-    return int(stage(name).runtime) * int(attempt)
+def resources(row: Stage, params_of: Callable[[str], Mapping]) -> dict:
+    """The rule's resources, from its row (``params_of``: a dataset's parameters by name):
+    ``runtime`` (minutes) and ``mem_mb``, the row's × attempt (at most :data:`MEM_CAP_MB`) or
+    from the job's work (the row's ``estimate``, :mod:`villani.dag.resources`); ``gres: gpu:1``
+    for a GPU stage — the SLURM executor asks ``--gres=gpu:1 --cpus-per-gpu=<threads>`` (a
+    site's typed GRES, ``gpu:a100:1``, replaces it through a profile's ``set-resources``)."""
+    if row.estimate:
+        work = lambda f: lambda wc, attempt: f(row.name, params_of(wc.dataset), job_step(wc), attempt)
+        out = {"runtime": work(job_runtime), "mem_mb": work(job_mem_mb)}
+    else:
+        out = {"runtime": lambda wc, attempt: row.runtime * attempt,
+               "mem_mb": lambda wc, attempt: min(row.mem_mb * attempt, MEM_CAP_MB)}
+    return {**out, "gres": "gpu:1"} if row.gpu else out
 
 
 def local_rules() -> list[str]:

@@ -119,7 +119,8 @@ def side_by_side(doc: Mapping) -> int:
     return min(runs_per_device(dataset_params(doc, name)) for name in dataset_names(doc))
 
 
-def _seeds(doc: Mapping) -> list[int]:
+def job_seeds(doc: Mapping) -> list[int]:
+    """The seeds a train job of seeds side by side trains (every dataset's, :func:`check_job_split`)."""
     return list(dataset_params(doc, dataset_names(doc)[0])["train"]["seeds"])
 
 
@@ -159,7 +160,7 @@ def job_outputs(doc: Mapping, rule: str, file: str) -> list[str]:
     job of seeds side by side (:func:`side_by_side`) names each seed's files."""
     files = [pattern(file)]
     if rule == "train" and side_by_side(doc) >= 2:
-        files = [f.replace("{seed}", str(s)) for f in files for s in _seeds(doc)]
+        files = [f.replace("{seed}", str(s)) for f in files for s in job_seeds(doc)]
     if not per_run(doc, rule):
         return files
     steps = job_steps(rule, dataset_params(doc, dataset_names(doc)[0])["train"])
@@ -177,33 +178,6 @@ def job_step(wc) -> int | None:
     """The segment end / checkpoint of a job, or None for a job per run (no ``{step}``)."""
     step = wc.get("step")
     return None if step is None else int(step)
-
-
-# the command of a train / measure job; a job per run is asked for --all. A job per segment or
-# checkpoint keeps the command (and params) it always had, so Snakemake's params and code
-# triggers re-run nothing that an earlier version wrote. `exec`: `villani train` replaces the
-# shell, so a stop signal (SLURM: the job-side Snakemake, a shell, villani) reaches a process
-# that saves its work state, and no shell dies first and takes the job step down with it
-# (docs/slurm.md, "Time limits").
-_COMMAND = {
-    "train": "exec villani train --threads {threads} {params.files} --dataset {wildcards.dataset} "
-             "--variant {wildcards.variant} --lam {wildcards.lam} --seed {wildcards.seed} --until {params.step} "
-             "> {log} 2>&1",
-    "measure": "villani measure --threads {threads} {params.files} --dataset {wildcards.dataset} "
-               "--variant {wildcards.variant} --lam {wildcards.lam} --seed {wildcards.seed} --step {params.step} "
-               "> {log} 2>&1",
-}
-
-
-def job_command(doc: Mapping, rule: str) -> str:
-    """The shell command of a ``train`` or ``measure`` job: ``--until {params.step}`` /
-    ``--step {params.step}`` for a job per segment / checkpoint, ``--all`` for a job per run;
-    a train job of seeds side by side: ``--seed s1 s2 … --per-device k``."""
-    flag = "--until" if rule == "train" else "--step"
-    command = _COMMAND[rule]
-    if rule == "train" and (k := side_by_side(doc)) >= 2:
-        command = command.replace("--seed {wildcards.seed}", f"--seed {' '.join(map(str, _seeds(doc)))} --per-device {k}")
-    return command.replace(f"{flag} {{params.step}}", "--all") if per_run(doc, rule) else command
 
 
 def train_inputs(params: Mapping, wc) -> list[str]:
@@ -343,14 +317,25 @@ def stage_outputs(params: Mapping, name: str) -> list[str]:
     return out
 
 
+def across_outputs(doc: Mapping, name: str) -> list[str]:
+    """Every file stage ``name`` (``per: datasets``) declares for the document: its figures and
+    tables (:func:`paper_outputs`), its other files in the cross-dataset folder
+    (:func:`villani.plan.layout.across`)."""
+    from villani.plan.stages import stage as row_of
+
+    row, slot = row_of(name), layout.across(dataset_names(doc))
+    out = paper_outputs(doc) if any("{figure}" in f for f in row.outputs) else []
+    return out + [str(layout.fmt(f, ROOT, dataset=slot)) for f in row.outputs if "{figure}" not in f]
+
+
 def all_outputs(doc: Mapping) -> list[str]:
-    """Every declared output of every stage, per dataset, then the cross-dataset outputs —
-    the workflow's targets. Each is one: Snakemake builds its DAG from the targets and does
-    not rebuild a missing file that only an up-to-date job reads (a deleted measurement
-    Parquet beside its JSON), so a file the workflow makes is a file it makes again."""
+    """Every declared output of every stage that is a target (its row's ``target``), per
+    dataset, then the cross-dataset outputs — the workflow's targets. Each is one: Snakemake
+    builds its DAG from the targets and does not rebuild a missing file that only an
+    up-to-date job reads (a deleted measurement Parquet beside its JSON), so a file the
+    workflow makes is a file it makes again."""
     from villani.plan.stages import TABLE
 
-    out = []
-    for p in per_dataset(doc):
-        out += [f for row in TABLE if row.per != "datasets" for f in stage_outputs(p, row.name)]
-    return out + paper_outputs(doc)
+    rows = [row for row in TABLE if row.target]
+    out = [f for p in per_dataset(doc) for row in rows if row.per != "datasets" for f in stage_outputs(p, row.name)]
+    return out + [f for row in rows if row.per == "datasets" for f in across_outputs(doc, row.name)]
