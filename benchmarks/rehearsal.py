@@ -82,7 +82,7 @@ def memory_probe(params: list[str], results: str, blocks: int) -> dict:
 
     from villani.curvature import ModelHessian
     from villani.measure.measurement_set import measurement_batches
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
     from villani.plan.config import deep_merge, load_params, resolve
 
     p = load_params(params)

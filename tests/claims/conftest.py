@@ -13,13 +13,13 @@ import pytest
 from tests.figures.conftest import figure_params
 from tests.figures.synthetic import build_results, write_record
 from villani.bounds.table import write_bounds
-from villani.claims.ledger import write_claims
+from villani.claims.reporting.ledger import write_claims
 from villani.plan.config import resolve
-from villani.claims.registry import catalogue
+from villani.claims.catalogue.registry import catalogue
 from villani.plan import layout
 from villani.plan.runs import runs
 from villani.plan.schedule import checkpoint_steps
-from villani.psi import psi_key
+from villani.diagnostics.psi import psi_key
 
 #: every claim declared in the registry (families by their id pattern)
 REGISTERED = {c["id"]: c for c in catalogue()}

@@ -2,7 +2,7 @@
 here by hand from the cited table, figure or equation, equals the ledger's, and the verdict is
 the one the rule gives at any scale; a sentence that announces what the paper never reports
 has the verdict "not a result of the paper"; every arithmetic refutation names the root error
-it rests on (villani.claims.roots). A new arithmetic row must be added to EXPECTED (or
+it rests on (villani.claims.reporting.roots). A new arithmetic row must be added to EXPECTED (or
 NOT_REPORTED) and, when refuted, to a root."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import math
 import pytest
 
 from tests.conftest import REPO, tiny_params
-from villani.claims.ledger import claim_row
-from villani.claims.paper import WT103_STEPS as WT103, paper_budget
-from villani.claims.registry import ARITHMETIC, claims
-from villani.claims.roots import ROOT_OF, ROOTS, summary
-from villani.claims.verdict import CODES, verdict
+from villani.claims.reporting.ledger import claim_row
+from villani.claims.catalogue.paper import WT103_STEPS as WT103, paper_budget
+from villani.claims.catalogue.registry import ARITHMETIC, claims
+from villani.claims.reporting.roots import ROOT_OF, ROOTS, summary
+from villani.claims.catalogue.verdict import CODES, verdict
 from villani.plan.config import load_params
 from villani.plan.paper_lambda import PAPER_LAMBDAS, PAPER_STEPS, TOLERANCE, equivalent_lambda, match
 
@@ -148,7 +148,7 @@ def test_every_arithmetic_refutation_names_its_root_error():
     rows, s = _ledger_rows()
     refuted = {r["id"] for r in rows if r["verdict"] == "refuted"}
     assert {r["id"] for r in rows if r["root"]} == refuted and not s["unattributed"], \
-        "a refuted arithmetic row needs a root: add it to villani.claims.roots.ROOTS"
+        "a refuted arithmetic row needs a root: add it to villani.claims.reporting.roots.ROOTS"
     assert set(ROOT_OF) == refuted, "every row a root names is a refuted arithmetic row"
     assert len({r.name for r in ROOTS}) == len(ROOTS) and all(r.rows for r in ROOTS)
 

@@ -19,7 +19,7 @@ The designs the ledger meets and a Gaussian mean does not:
 - a property checked at dependent checkpoints — Clopper–Pearson over pooled checkpoints
   under-covers; ``run_proportion_interval`` counts runs;
 - an exponent at fixed λ (Fig 4's μ_max, Fig 8's variance on ‖θ‖): the within-run slope of
-  each seed (``villani.stats.within_slope``) with a t interval over seeds, while λ moves the
+  each seed (``villani.statistics.samples.within_slope``) with a t interval over seeds, while λ moves the
   runs' levels of both x and y;
 - the verdict rule at a region's boundary, per row and over a family of 30 rows
   (``tests/claims/test_verdict_error_rates.py``).
@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from villani.intervals import (
+from villani.statistics.intervals import (
     R_CLIP,
     combination_interval,
     correlation_interval,
@@ -40,7 +40,7 @@ from villani.intervals import (
     run_proportion_interval,
     seed_interval,
 )
-from villani.stats import within_slope
+from villani.statistics.samples import within_slope
 
 N_SETS = 2000  # Monte Carlo sd of a coverage of 0.95: 0.005, the band is ±4 sd
 LOW, HIGH = 0.93, 0.97

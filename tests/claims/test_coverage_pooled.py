@@ -1,4 +1,4 @@
-"""Coverage of the pooled-correlation intervals of Fig 7 (villani.claims.pooled) at the ledger's designs.
+"""Coverage of the pooled-correlation intervals of Fig 7 (villani.claims.catalogue.pooled) at the ledger's designs.
 
 The paper's R² is pooled over checkpoints × seeds; the ledger's interval is a run jackknife on
 Fisher's z scale. Simulated with tests/claims/test_coverage.py's design (its ``_runs``): y =
@@ -14,7 +14,7 @@ import pytest
 
 from tests.claims.test_coverage import HIGH, LOW, N_SETS, _runs
 from tests.claims.test_coverage import _covered as _coverage
-from villani.claims.pooled import (pooled_correlation_interval, strength_difference_interval,
+from villani.claims.catalogue.pooled import (pooled_correlation_interval, strength_difference_interval,
                                   stratified_correlation_interval)
 
 def _pooled_truth(checkpoints, slope, seed):

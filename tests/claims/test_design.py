@@ -1,4 +1,4 @@
-"""One factor at a time (villani.claims.design, villani.claims.sensitivity): the chain of designs
+"""One factor at a time (villani.claims.reporting.design, villani.claims.reporting.sensitivity): the chain of designs
 between two parameter sets — each link changes one factor, every design reads the runs that
 exist — and the README's sensitivity command run as printed, on a synthetic results tree of
 two designs shaped like params.yaml and configs/strong.yaml (a main design with three update
@@ -19,10 +19,10 @@ from tests.claims.conftest import _with_baseline, set_perplexity
 from tests.conftest import REPO, tiny_params
 from tests.figures.synthetic import build_results
 from villani.bounds.table import write_bounds
-from villani.claims.design import FACTORS, chain, chain_doc, same_data
-from villani.claims.ledger import ledger, write_claims
-from villani.claims.report import END, START, VERDICTS_END, VERDICTS_START
-from villani.claims.wrong import WRONG_END, WRONG_START
+from villani.claims.reporting.design import FACTORS, chain, chain_doc, same_data
+from villani.claims.reporting.ledger import ledger, write_claims
+from villani.claims.reporting.results_page import END, START, VERDICTS_END, VERDICTS_START
+from villani.claims.reporting.errors_page import WRONG_END, WRONG_START
 from villani.cli import main
 from villani.plan import layout
 from villani.plan.config import resolve

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import REPO
 from villani.bounds.theory import c_ls_upper, steps_required
-from villani.claims import fig2, fig5, fig6, scale, trace_numbers
-from villani.claims.paper import PAPER_D, PAPER_M
+from villani.claims.catalogue import fig2, fig5, fig6, scale, trace_numbers
+from villani.claims.catalogue.paper import PAPER_D, PAPER_M
 
 FIGURES = (REPO / "docs" / "figures.md").read_text()
 BOUNDS = (REPO / "docs" / "bounds.md").read_text()

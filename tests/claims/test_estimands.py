@@ -20,16 +20,16 @@ import pytest
 from tests.claims.conftest import _with_baseline, set_perplexity
 from tests.figures.conftest import figure_params
 from tests.figures.synthetic import build_results
-from villani.claims.context import Context, after_start
-from villani.claims.fig7 import psi_slope_over_d
-from villani.claims.pooled import stratified_correlation_interval
-from villani.claims.registry import claims
-from villani.claims.verdict import verdict
+from villani.claims.catalogue.context import Context, after_start
+from villani.claims.catalogue.fig7 import psi_slope_over_d
+from villani.claims.catalogue.pooled import stratified_correlation_interval
+from villani.claims.catalogue.registry import claims
+from villani.claims.catalogue.verdict import verdict
 from villani.plan import layout
 from villani.plan.config import resolve
 from villani.plan.runs import runs
 from villani.plan.schedule import segment_ends
-from villani.stats import simpson_decomposition
+from villani.statistics.samples import simpson_decomposition
 
 LAMS = [0.0, 0.001, 0.01, 0.03]
 

@@ -15,11 +15,11 @@ import pytest
 
 from tests.conftest import tiny_params
 from tests.figures.synthetic import write_surface
-from villani.claims import fig3
-from villani.claims.context import Context
-from villani.claims.ledger import claim_row
-from villani.claims.registry import ARITHMETIC, FINDINGS, claims
-from villani.stats import proportion_interval, stratified_interval
+from villani.claims.catalogue import fig3
+from villani.claims.catalogue.context import Context
+from villani.claims.reporting.ledger import claim_row
+from villani.claims.catalogue.registry import ARITHMETIC, FINDINGS, claims
+from villani.statistics.intervals import proportion_interval, stratified_interval
 
 MATCHED = 0.035  # tiny's λ matched to the paper's 10⁻³: 1e-3 · 1e-4 · 84,000 / (0.01 · 24)
 

@@ -29,7 +29,7 @@ def test_laptop_config_matches_the_papers_lambdas_with_the_theorys_arms():
 
 
 def test_laptop_model_has_1_to_5_million_parameters():
-    from villani.model import build_model, num_params
+    from villani.model.causal_lm import build_model, num_params
 
     p = _params()
     d = num_params(build_model(p["model"], p["data"]["tokenizer"]["vocab_size"], p["data"]["seq_len"], seed=0))

@@ -12,9 +12,9 @@ import math
 import pytest
 
 from tests.claims.conftest import REGISTERED, set_perplexity
-from villani.claims.ledger import COLUMNS, claim_rows
-from villani.claims.registry import ARITHMETIC, CLASSES, FINDINGS, MEASURED, NEEDS_SCALE, PAPER
-from villani.claims.verdict import NOT_A_RESULT, VERDICTS
+from villani.claims.reporting.ledger import COLUMNS, claim_rows
+from villani.claims.catalogue.registry import ARITHMETIC, CLASSES, FINDINGS, MEASURED, NEEDS_SCALE, PAPER
+from villani.claims.catalogue.verdict import NOT_A_RESULT, VERDICTS
 from villani.plan import layout
 from villani.tracking.metrics import claims_metrics
 

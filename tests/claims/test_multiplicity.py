@@ -1,4 +1,4 @@
-"""The family-wise statement (villani.claims.multiplicity): a row's p-value is < α exactly when the
+"""The family-wise statement (villani.claims.reporting.multiplicity): a row's p-value is < α exactly when the
 verdict rule decides it at level α (t intervals on their scale, Clopper–Pearson counts, per-unit
 rows), Holm's adjusted p-values against a hand computation, and the family's error rate at a
 region boundary by simulation."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from villani.claims.multiplicity import decision_p, family, holm
-from villani.claims.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Region, verdict
-from villani.stats import correlation_interval, proportion_interval, run_proportion_interval, seed_interval
+from villani.claims.reporting.multiplicity import decision_p, family, holm
+from villani.claims.catalogue.verdict import INCONCLUSIVE, REFUTED, SUPPORTED, Region, verdict
+from villani.statistics.intervals import correlation_interval, proportion_interval, run_proportion_interval, seed_interval
 
 REGIONS = [Region.direction(+1), Region.direction(-1), Region.around(1.0, 0.25, relative=True), Region.at_least(0.5)]
 

@@ -1,4 +1,4 @@
-"""The power plan (villani.claims.power), planned from the claim's region and not from the
+"""The power plan (villani.claims.reporting.power), planned from the claim's region and not from the
 estimate: the minimal effect of interest read from the region, and the seeds to decide checked
 by simulating experiments at our designs — the SD of a row of the default ledger (params.yaml,
 f27a41d) on its interval's scale, its region, the ledger's own interval and verdict rule — with
@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from villani.claims.power import (MIN_CORRELATION, POWER, min_effect, p_inside, p_outside, plan, seeds_to_decide,
+from villani.claims.reporting.power import (MIN_CORRELATION, POWER, min_effect, p_inside, p_outside, plan, seeds_to_decide,
                                   t_scale, treatment)
-from villani.claims.verdict import REFUTED, SUPPORTED, Interval_, Region, verdict
-from villani.stats import Interval, correlation_interval, seed_interval
+from villani.claims.catalogue.verdict import REFUTED, SUPPORTED, Interval_, Region, verdict
+from villani.statistics.intervals import Interval, correlation_interval, seed_interval
 
 N_SIM = 4000  # Monte Carlo sd of a fraction near 0.8: 0.006
 

@@ -1,4 +1,4 @@
-"""The theory's premises (villani.claims.premises, derivation, chain): the statistics on inputs
+"""The theory's premises (villani.claims.catalogue.premises, derivation, chain): the statistics on inputs
 with a known answer, App. A's constants and Lemma 4's square by hand, and the void marks —
 a refuted premise voids exactly the rows resting on it, an inconclusive one voids nothing."""
 
@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 from tests.claims.conftest import REGISTERED
-from villani.claims import chain
-from villani.claims.derivation import appendix_constants, paper_c2, square_threshold
-from villani.claims.premises import gradient_by_kind, growth_exponents, laplacian_max_interval, ray_points
+from villani.claims.reporting import chain
+from villani.claims.catalogue.derivation import appendix_constants, paper_c2, square_threshold
+from villani.claims.catalogue.premises import gradient_by_kind, growth_exponents, laplacian_max_interval, ray_points
 from villani.plan import layout
 
 
@@ -173,9 +173,9 @@ def known(tmp_path_factory):
     from tests.figures.conftest import figure_params
     from tests.figures.synthetic import build_results
     from villani.bounds.table import write_bounds
-    from villani.claims.ledger import claim_rows
+    from villani.claims.reporting.ledger import claim_rows
     from villani.plan.config import resolve
-    from villani.psi import psi_key
+    from villani.diagnostics.psi import psi_key
 
     p = figure_params().to_dict()
     p["train"]["adamw_noise"]["lambdas"] = [0.01]
@@ -235,7 +235,7 @@ def test_docs_chain_is_generated_from_the_chain():
     text = (REPO / "docs" / "claims.md").read_text()
     listed = text.split(chain.CHAIN_START, 1)[1].split(chain.CHAIN_END, 1)[0].strip("\n") + "\n"
     assert listed == chain.chain_markdown(), (
-        "docs/claims.md is out of date: python -c \"from villani.claims.chain import write_chain; "
+        "docs/claims.md is out of date: python -c \"from villani.claims.reporting.chain import write_chain; "
         "write_chain('docs/claims.md')\"")
 
 

@@ -15,8 +15,8 @@ import shutil
 import pytest
 
 from tests.conftest import REPO, documentation
-from villani.claims.report import END, START, VERDICTS_END, VERDICTS_START
-from villani.claims.wrong import WRONG_END, WRONG_START
+from villani.claims.reporting.results_page import END, START, VERDICTS_END, VERDICTS_START
+from villani.claims.reporting.errors_page import WRONG_END, WRONG_START
 from villani.cli import main
 from villani.plan import layout
 

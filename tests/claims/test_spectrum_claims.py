@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from tests.conftest import tiny_params
-from villani.claims.context import Context
-from villani.claims.ledger import claim_row
-from villani.claims.registry import claims
+from villani.claims.catalogue.context import Context
+from villani.claims.reporting.ledger import claim_row
+from villani.claims.catalogue.registry import claims
 from villani.plan.paper_lambda import PAPER_LR, PAPER_STEPS, equivalent_lambda
 
 SEEDS, STEPS = (0, 1, 2, 3), (0, 10, 20, 30, 40, 50)

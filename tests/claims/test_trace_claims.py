@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 from tests.conftest import tiny_params
-from villani.claims.paper import TABLE3
-from villani.claims.trace import cv_F, paper_lam_d_ratio
-from villani.collapse import is_collapsed
+from villani.claims.catalogue.paper import TABLE3
+from villani.claims.catalogue.fig8 import cv_F, paper_lam_d_ratio
+from villani.diagnostics.collapse import is_collapsed
 from villani.plan.paper_lambda import PAPER_LR, PAPER_STEPS, equivalent_lambda, match, paper_equivalent
 
 
@@ -69,7 +69,7 @@ def test_collapsed_rule():
 
 
 def test_stable_step_is_where_the_cv_stays_within_10_percent_of_its_last_value():
-    from villani.claims.table3 import stable_step
+    from villani.claims.catalogue.table3 import stable_step
 
     # per-sample CVs √(2‖H‖_F²)/|tr| = 1.41, 1.0, 0.72, 0.71: stable from step 160
     g = pd.DataFrame({"step": [240, 0, 160, 80], "trace_L_frob_sq": [25.0, 100.0, 26.0, 50.0],
@@ -81,7 +81,7 @@ def test_stable_step_is_where_the_cv_stays_within_10_percent_of_its_last_value()
 def test_checkpoints_without_a_frobenius_norm_are_left_out_of_the_cv():
     """A doubly stochastic trace (measure.ds_blocks) records no ‖∇²L‖_F²: its CV is NaN, and the
     stable regime is read from the checkpoints that have one."""
-    from villani.claims.table3 import stable_step
+    from villani.claims.catalogue.table3 import stable_step
 
     g = pd.DataFrame({"step": [240, 0, 160, 80, 120], "trace_L_frob_sq": [25.0, 100.0, 26.0, 50.0, np.nan],
                       "trace_L_diag_sq": [0.0, 0.0, 0.0, 0.0, np.nan], "laplacian_F": [10.0] * 5})

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from villani.claims.verdict import (
+from villani.claims.catalogue.verdict import (
     CODES,
     INCONCLUSIVE,
     NOT_A_RESULT,
@@ -20,7 +20,7 @@ from villani.claims.verdict import (
     unit_verdict,
     verdict,
 )
-from villani.stats import correlation_interval, pearson_r, proportion_interval, spearman_rho
+from villani.statistics.intervals import correlation_interval, pearson_r, proportion_interval, spearman_rho
 
 
 @pytest.mark.parametrize("interval, region, want", [

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from villani.claims.verdict import REFUTED, SUPPORTED, Region, verdict
-from villani.intervals import correlation_interval, proportion_interval, seed_interval
+from villani.claims.catalogue.verdict import REFUTED, SUPPORTED, Region, verdict
+from villani.statistics.intervals import correlation_interval, proportion_interval, seed_interval
 
 N_SETS = 2000
 ALPHA = 0.05

@@ -53,7 +53,7 @@ def test_objective_equals_autograd(tiny_model_case, masked):
     assert obj.grad_F_sq == pytest.approx(float(gF.square().sum()), rel=1e-9)
     assert obj.grad_L_sq == pytest.approx(float(gL.square().sum()), rel=1e-9)
     assert obj.theta_dot_grad_L == pytest.approx(float(theta @ gL), rel=1e-9)
-    # the expansion in λ (villani.psi.grad_F_sq) is the same number
+    # the expansion in λ (villani.diagnostics.psi.grad_F_sq) is the same number
     expanded = obj.grad_L_sq + 2 * LAM * obj.theta_dot_grad_L + LAM**2 * obj.theta_sq
     assert obj.grad_F_sq == pytest.approx(expanded, rel=1e-10)
 

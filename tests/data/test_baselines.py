@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from villani.collapse import baseline_ppl, beats_baseline
+from villani.diagnostics.collapse import baseline_ppl, beats_baseline
 from villani.data import tokenize
 from villani.data.baselines import K_GRID, ngram_baselines, unigram_probs
 from villani.io.results import read_stats

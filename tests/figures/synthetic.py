@@ -27,7 +27,7 @@ from villani.plan import layout
 from villani.plan.digest import run_digest, stage_digest, stage_inputs, trained_params
 from villani.plan.runs import runs
 from villani.plan.schedule import checkpoint_steps, checkpoints_in_segment, segment_ends
-from villani.stats import fit_slope, predicted_cv, sample_stats
+from villani.statistics.samples import fit_slope, predicted_cv, sample_stats
 
 D = 136_832
 VOCAB = 512
@@ -137,7 +137,7 @@ def checkpoint_meta(params: Mapping, run, step: int) -> dict:
 
 def provenance(root: Path, params: Mapping, run, step: int) -> dict:
     """The fields naming what a measure JSON was computed from, as `villani measure` writes
-    them (villani.measure.checkpoint): the checkpoint written above, these parameters."""
+    them (villani.measure.measure_stage): the checkpoint written above, these parameters."""
     return {"weights_sha256": "0" * 64,
             "checkpoint_meta_sha256": sha256_file(run.path(layout.CKPT_META, root, step=step)),
             "train_digest": run_digest(params, run.variant, run.lam, run.seed),

@@ -19,7 +19,7 @@ from villani.plan import layout
 from villani.plan.config import resolve
 from villani.plan.runs import Run, runs
 from villani.plan.schedule import checkpoint_steps
-from villani.stats import fit_cost_model
+from villani.statistics.samples import fit_cost_model
 
 
 def _csv(root, name, kind="figures") -> pd.DataFrame:

@@ -39,7 +39,7 @@ def pristine(tmp_path_factory):
     """(params, params file, root): a synthetic results tree with two seeds, its bounds,
     figures and claims ledger."""
     from villani.bounds.table import write_bounds
-    from villani.claims.ledger import write_claims
+    from villani.claims.reporting.ledger import write_claims
     from villani.figures import render_all
 
     p = tiny_params(train={"seeds": [0, 1]}, figures={"formats": ["png"], "dpi": 50})

@@ -32,11 +32,11 @@ def written(trained, pristine, tmp_path_factory):
     """{kind: [paths]} of real records of every kind (the measure JSON, rays, landscape,
     fetch, pretrained and plan records written here)."""
     from villani.data.fetch import fetch, write_record
-    from villani.dag.run_set import write_plan
+    from villani.dag.plan_stage import write_plan
     from villani.measure import measure_checkpoint
     from villani.measure.landscape import run_landscape
     from villani.measure.rays import run_rays
-    from villani.model import write_pretrained
+    from villani.model.causal_lm import write_pretrained
 
     p, _, root = trained
     measured = measure_checkpoint(p, variant="adamw", lam=RUN.lam, seed=RUN.seed, step=p["train"]["steps"],
@@ -141,7 +141,7 @@ def test_the_readers_refuse_damaged_slopes_surface_and_pretrained_records_naming
     """The rays figure's, the landscape figure's and the train stage's readers check the
     record before using it: one line naming the file and the key."""
     from villani.io.results import landscape_surface, rays_table
-    from villani.model import read_pretrained
+    from villani.model.causal_lm import read_pretrained
 
     p, _, root = trained
     ds = p["data"]["name"]
@@ -239,7 +239,7 @@ def _raw(name: str) -> dict:
 def test_the_lists_readers_and_writers_use_are_the_schemas(written, trained, pristine):
     """The ledger's CSV columns, the step log's fields and the measurement row's columns are
     those the shipped schemas list (read here from the YAML), and the files written have them."""
-    from villani.claims.ledger import COLUMNS
+    from villani.claims.reporting.ledger import COLUMNS
     from villani.io import measure_record
     from villani.io.results import measurement_row
     from villani.training.step_log import LOG_FIELDS

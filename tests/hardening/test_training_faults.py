@@ -178,7 +178,7 @@ def test_corrupt_token_file_is_named_in_one_line(trained):
 
 
 def test_checkpoint_of_another_shape_is_rejected(trained, tiny_data_root):
-    from villani.model import build_model, load_weights
+    from villani.model.causal_lm import build_model, load_weights
 
     p, _, root = trained
     other = build_model({**p["model"], "config": {**p["model"]["config"], "hidden_size": 8, "intermediate_size": 16}},

@@ -75,7 +75,7 @@ def test_pretrained_gpt_neo_from_a_local_folder(tmp_path):
     """The `init: pretrained` path on local files: from_pretrained, eager attention, same weights."""
     from transformers import GPTNeoConfig, GPTNeoForCausalLM
 
-    from villani.model import build_model
+    from villani.model.causal_lm import build_model
 
     cfg = GPTNeoConfig(vocab_size=300, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
                        window_size=16, attention_types=[[["global", "local"], 1]], max_position_embeddings=32)

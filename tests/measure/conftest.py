@@ -77,7 +77,7 @@ def load_micro_model(p: dict, root: Path, lam: float, step: int, dtype=torch.flo
     """The checkpoint's model, loaded with safetensors directly (not through villani's loader)."""
     from safetensors.torch import load_file
 
-    from villani.model import build_model
+    from villani.model.causal_lm import build_model
     from villani.plan import layout
 
     stats = __import__("json").loads(layout.fmt(layout.DATA_STATS, root, dataset="micro").read_text())

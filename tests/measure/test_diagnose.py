@@ -36,7 +36,7 @@ from villani.measure.diagnose import (
     psi_of_lambda,
     sign_changes,
 )
-from villani.psi import grad_F_sq, psi_coefficients, psi_s
+from villani.diagnostics.psi import grad_F_sq, psi_coefficients, psi_s
 
 LAMS = [0.0, 1e-4, 0.03, 1.0, 250.0]
 

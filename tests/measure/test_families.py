@@ -52,7 +52,7 @@ def micro_data(tmp_path_factory):
 
 
 def test_a_family_key_left_from_gpt_neo_is_refused(micro_data):
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
 
     p = family_params("llama").to_dict()  # a family key the schema cannot know: not resolved again
     p["model"]["config"]["window_size"] = 8
@@ -73,7 +73,7 @@ def test_llama_like_families_have_llama_groups(family):
 
 
 def test_no_bias_norm_leaves_out_rmsnorm_gains(micro_data):
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
     from villani.training.optim import decayed_parameter_names
 
     model = model_for_run(family_params("llama"), micro_data, 0)
@@ -85,7 +85,7 @@ def test_no_bias_norm_leaves_out_rmsnorm_gains(micro_data):
 
 def test_gpt2_conv1d_directions_are_normalised_per_output_unit(micro_data):
     from villani.measure.landscape import filter_normalized_direction, output_unit_dims
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
 
     model = model_for_run(family_params("gpt2"), micro_data, 0)
     units = output_unit_dims(model)
@@ -105,7 +105,7 @@ def test_train_measure_rays_landscape(family, micro_data, tmp_path):
     from villani.measure import measure_checkpoint
     from villani.measure.landscape import run_landscape
     from villani.measure.rays import run_rays
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
     from villani.plan import layout
     from villani.plan.runs import Run
     from villani.training import train_segment

@@ -151,7 +151,7 @@ def test_rays_deflate_the_trace_with_a_short_lanczos_basis(micro):
     from villani.curvature import ModelHessian, deflation_from_lanczos, hutchinson
     from villani.measure.measurement_set import measurement_batches
     from villani.measure.rays import ray_directions, ray_table
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
 
     p, root = micro
     p = micro_params(rays={"through_checkpoint": False, "count": 1})

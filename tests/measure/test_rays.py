@@ -96,7 +96,7 @@ def test_checkpoint_ray_and_provenance(rays, micro):
 
 def test_directions_are_seeded_unit_vectors(micro):
     from villani.measure.rays import ray_directions
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
 
     p, root = micro
     m = model_for_run(p, root, 0)
@@ -133,7 +133,7 @@ def test_group_gradients_match_autograd_in_float64(rays, micro):
 
     from villani.measure.measurement_set import measurement_batches
     from villani.measure.rays import ray_directions
-    from villani.model import model_for_run
+    from villani.model.causal_lm import model_for_run
 
     p, root = micro
     _, table, slopes = rays

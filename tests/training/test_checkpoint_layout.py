@@ -123,7 +123,7 @@ def test_pretrained_weights_are_saved_once_and_runs_start_from_them(tmp_path, ti
     import transformers
     from transformers import GPTNeoConfig, GPTNeoForCausalLM
 
-    from villani.model import read_pretrained, write_pretrained
+    from villani.model.causal_lm import read_pretrained, write_pretrained
 
     cfg = GPTNeoConfig(vocab_size=320, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
                        window_size=16, attention_types=[[["global", "local"], 1]], max_position_embeddings=32)

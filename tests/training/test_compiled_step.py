@@ -25,8 +25,8 @@ from tests.conftest import tiny_params
 from villani.io.atomic import sha256_file
 from villani.plan import layout
 from villani.plan.schedule import segment_ends
-from villani import progress as progress_mod
-from villani.stop import Stopped
+from villani.runtime import progress as progress_mod
+from villani.runtime.stop import Stopped
 from villani.training import loop, step, train_segment
 
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)
@@ -114,7 +114,7 @@ def test_compiled_resume_after_sigterm_is_bit_identical(tmp_path, tiny_data_root
     def sigterm_at_7(self):
         row = real(self)
         if self.run.step == 7:
-            os.kill(os.getpid(), signal.SIGTERM)  # handled by villani.stop.deferred: stop at this boundary
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by villani.runtime.stop.deferred: stop at this boundary
         return row
 
     monkeypatch.setattr(step.TrainStep, "__call__", sigterm_at_7)

@@ -1,6 +1,6 @@
 """SIGTERM / SIGUSR1 (a SLURM time limit, preemption, scancel) stop `villani train` at the
 next step boundary with its work state written at that step: one line, exit status 75,
-and the rerun resumes there, recomputes no step and ends bit-identical (villani.stop)."""
+and the rerun resumes there, recomputes no step and ends bit-identical (villani.runtime.stop)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.conftest import tiny_params
 from villani.io.atomic import sha256_file
 from villani.plan import layout
 from villani.plan.config import dump_yaml
-from villani.stop import EXIT_STOPPED
+from villani.runtime.stop import EXIT_STOPPED
 from villani.training import train_segment
 
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01, seed=0)

@@ -17,7 +17,7 @@ from tests.conftest import tiny_params
 from villani.io.atomic import sha256_file
 from villani.plan import layout
 from villani.plan.config import dump_yaml
-from villani.stop import EXIT_STOPPED
+from villani.runtime.stop import EXIT_STOPPED
 from villani.training import train_segment
 
 RUN = dict(dataset="tiny", variant="adamw", lam=0.01)

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from tests.conftest import tiny_params
-from villani.model import model_for_run
+from villani.model.causal_lm import model_for_run
 from villani.plan import layout
 from villani.training import train_segment
 from villani.training.batches import batch_indices

@@ -1,6 +1,6 @@
 """The paper presets build their DAG offline: `snakemake -n` of configs/paper.yaml (both
 corpora; each one's jobs are those of configs/ptb.yaml and configs/wikitext103.yaml, see
-tests/test_datasets_config.py) with the job counts the documentation prints (docs/running/presets.md,
+tests/plan/test_datasets_config.py) with the job counts the documentation prints (docs/running/presets.md,
 docs/running/laptop.md)."""
 
 from __future__ import annotations

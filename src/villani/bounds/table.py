@@ -70,14 +70,14 @@ from villani.bounds.theory import (
     positive_lam,
     steps_required,
 )
-from villani.collapse import is_collapsed
+from villani.diagnostics.collapse import is_collapsed
 from villani.io import tables
 from villani.io.records import RECORD_HASH, write_sealed
 from villani.io.results import data_stats, run_records, train_tokens
 from villani.plan import layout
 from villani.plan.runs import run_beta, variant_kind, variant_params
-from villani.psi import psi_slope_reference
-from villani.stats import fit_slope, r_squared
+from villani.diagnostics.psi import psi_slope_reference
+from villani.statistics.samples import fit_slope, r_squared
 
 _ID_KEYS = ("dataset", "variant", "lam", "seed", "step")
 _COPY_KEYS = ("d", "theta_sq_norm", "loss", "F", "val_loss", "val_ppl")
@@ -110,7 +110,7 @@ def bounds_row(
 
     ``measure`` needs ``lam``, ``d``, ``loss`` and ``F`` (or ``theta_sq_norm``); ``step``,
     ``seed``, ``dataset``, ``variant``, ``val_loss``, ``val_ppl`` are copied when present;
-    ``collapsed``: :mod:`villani.collapse`. ``noise_beta``: the run's injected-noise β (``None``:
+    ``collapsed``: :mod:`villani.diagnostics.collapse`. ``noise_beta``: the run's injected-noise β (``None``:
     none), checked against eq. (41)'s β = 1/λ; ``beta``: C_LS's and PAC-Bayes' (default 1/λ).
     ``s`` is one value or a list; the first is the primary s, used for ``c_ls``,
     ``c_ls_gibbs``, ``steps_required`` and the envelope; every s gets a ``c_ls_s{s}`` column

@@ -1,9 +1,8 @@
 """The claims ledger: every quantitative claim of the paper, its statistic, interval and verdict.
 
-- :mod:`.verdict` — the rule (supported / refuted / inconclusive; per unit; untestable);
-- :mod:`.registry` — where claims are declared (:func:`~.registry.claim`, next to their computation);
-- :mod:`.context` — the results a ledger reads (collapsed runs marked, the paper-λ match);
-- one module per figure or table: :mod:`.fig2` … :mod:`.fig7`, :mod:`.trace` (Fig 8, 9,
-  Table III, App. B), :mod:`.scale` (claims this scale cannot decide);
-- :mod:`.ledger` — ``villani claims``: the rows, CSV and JSON.
+- :mod:`.catalogue` — what the paper claims and how each claim is tested: the verdict rule, the
+  registry (claims declared next to their computation), one module per figure or table;
+- :mod:`.reporting` — the ledger written from the catalogue (``villani claims``: rows, CSV and
+  JSON, power plan, Holm, premise chain, root errors) and the pages read from ledgers
+  (``villani claims-report``).
 """

@@ -8,7 +8,7 @@ needs ``--dataset NAME`` for the commands of one dataset's stage; ``fetch``, ``v
 Errors the user can fix (bad parameters, a corrupt or missing file, a diverged run, a full
 disk) print one line ``villani: error: …`` and exit with status 2; ``--traceback`` (or
 ``VILLANI_TRACEBACK=1``) shows the full trace.
-Logging is configured here, once (:func:`villani.progress.configure_logging`): long
+Logging is configured here, once (:func:`villani.runtime.progress.configure_logging`): long
 stages write timestamped progress lines to stderr at least every ``--progress-interval``
 seconds, so a job log shows how far a job is while it runs.
 
@@ -181,9 +181,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; exit status 0, 2 (an error a user can fix: one line), 130
     (interrupted by Ctrl-C / SIGINT: one line; atomic writes leave no partial output) or 75
-    (stopped by SIGTERM / SIGUSR1, :mod:`villani.stop`: one line; training saved its work
+    (stopped by SIGTERM / SIGUSR1, :mod:`villani.runtime.stop`: one line; training saved its work
     state at the step it reached, other commands left no partial output)."""
-    from villani import stop
+    from villani.runtime import stop
 
     try:
         with stop.raising():
@@ -220,7 +220,7 @@ def _main(argv: list[str] | None) -> int:
             torch.set_num_threads(args.threads)
         if args.command in DEVICE_COMMANDS:
             check_device(args.device)
-        from villani.progress import configure_logging
+        from villani.runtime.progress import configure_logging
 
         configure_logging(args.log_level, args.progress_interval)
         if args.command not in READ_ONLY:

@@ -104,11 +104,11 @@ def _check_architecture(p) -> None:
     """Build the model of ``model.config`` on the meta device (no memory, no weights), so that
     every check its config and model classes make runs before any job: one line naming
     ``model.config`` where one refuses it (the parameter check names the key of the shapes it
-    knows, :func:`villani.families.shape_problem`). A named model (``model.name``) is checked
+    knows, :func:`villani.plan.families.shape_problem`). A named model (``model.name``) is checked
     when the pretrained stage reads its config."""
     import torch
 
-    from villani.model import build_model
+    from villani.model.causal_lm import build_model
 
     if p["model"]["name"]:
         return
@@ -138,7 +138,7 @@ def cmd_fetch(args) -> None:
 
 
 def cmd_pretrained(args) -> None:
-    from villani.model import write_pretrained
+    from villani.model.causal_lm import write_pretrained
     from villani.plan import layout
 
     p = _params(args)
@@ -149,7 +149,7 @@ def cmd_pretrained(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    from villani.dag.run_set import write_plan
+    from villani.dag.plan_stage import write_plan
 
     path, retired, restored = write_plan(_params(args), root=args.results)
     moves = [f"retired {d}" for d in retired] + [f"restored {d}" for d in restored]
@@ -250,7 +250,7 @@ def cmd_figures(args) -> None:
 
 
 def cmd_claims(args) -> None:
-    from villani.claims.ledger import write_claims
+    from villani.claims.reporting.ledger import write_claims
 
     print(write_claims(_params(args), root=args.results))
 
@@ -272,9 +272,9 @@ def _design_params(args, path: str) -> dict:
 
 
 def cmd_claims_report(args) -> None:
-    from villani.claims.design import chain_doc
-    from villani.claims.report import load, report, write_report
-    from villani.claims.wrong import wrong
+    from villani.claims.reporting.design import chain_doc
+    from villani.claims.reporting.results_page import load, report, write_report
+    from villani.claims.reporting.errors_page import wrong
     from villani.io.results import claims_ledger
     from villani.plan import layout
 

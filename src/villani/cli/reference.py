@@ -9,11 +9,11 @@ rendered from them, never written by hand:
 - the command-line parser (:func:`villani.cli.build_parser`): per subcommand what it does and
   every option with its default → ``docs/reference/cli.md``;
 - the record schemas (:mod:`villani.io.record_docs`) → ``docs/records.md`` (between
-  markers), and the claim catalogue (:func:`villani.claims.registry.catalogue_markdown`) →
+  markers), and the claim catalogue (:func:`villani.claims.catalogue.registry.catalogue_markdown`) →
   ``docs/claims.md`` (between markers).
 
 The pages written from a run's ledgers (``docs/results.md``, ``docs/paper-errors.md`` and the
-README's verdict table) are ``villani claims-report``'s (:mod:`villani.claims.report`).
+README's verdict table) are ``villani claims-report``'s (:mod:`villani.claims.reporting.results_page`).
 
 ``villani docs --check`` exits 2 naming every page that is not current (the test suite runs it);
 ``villani docs`` rewrites them.
@@ -131,7 +131,7 @@ def _records() -> str:
 
 
 def _catalogue() -> str:
-    from villani.claims.registry import catalogue_markdown
+    from villani.claims.catalogue.registry import catalogue_markdown
 
     return catalogue_markdown()
 
@@ -144,7 +144,7 @@ PAGES: dict[str, Callable[[argparse.ArgumentParser], str]] = {
 
 
 def _marked() -> dict[str, tuple[str, str, Callable[[], str]]]:
-    from villani.claims.registry import CATALOGUE_END, CATALOGUE_START
+    from villani.claims.catalogue.registry import CATALOGUE_END, CATALOGUE_START
     from villani.io.record_docs import END, START
 
     return {"docs/records.md": (START, END, _records),

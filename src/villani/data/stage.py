@@ -31,7 +31,7 @@ stages never need the hub), ``train.parquet``, ``validation.parquet``, ``test.pa
 - ``baselines.unigram`` and ``baselines.bigram``: ``val_ppl``, ``val_loss``, ``smoothing`` —
   the n-gram models fitted on the train blocks and scored on the validation blocks with the
   model's next-token targets (:mod:`villani.data.baselines`); a run that does not beat the
-  unigram has learned nothing from the data (:func:`villani.collapse.beats_baseline`).
+  unigram has learned nothing from the data (:func:`villani.diagnostics.collapse.beats_baseline`).
 
 :func:`villani.io.results.read_stats` reads it back.
 """

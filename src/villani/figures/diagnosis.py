@@ -21,7 +21,7 @@ import pandas as pd
 from villani.figures.style import fmt_num, plain_log_ticks, plt, value_axis
 from villani.io import atomic
 from villani.measure.diagnose import describe_sign_change
-from villani.psi import psi_key
+from villani.diagnostics.psi import psi_key
 
 __all__ = ["plot_psi_of_lambda", "FIGURE_FILE"]
 

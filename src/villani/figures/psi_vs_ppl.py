@@ -7,14 +7,14 @@ Top row, the AdamW runs that learned (final perplexity below the unigram model's
 Fig 7: left, the pooled scatter — every checkpoint of every λ and seed, colour = λ, marker
 area growing with the step — with each λ's least-squares line (its colour) and the pooled line
 (black, dashed); the title splits the pooled r into its within-λ and between-λ parts
-(:func:`villani.stats.simpson_decomposition`). Right, the same checkpoints as deviations from
+(:func:`villani.statistics.samples.simpson_decomposition`). Right, the same checkpoints as deviations from
 their λ's means: the direction within λ, which −λd (a constant within one λ) and the
 perplexity that over-decay costs cannot set — Simpson's paradox when the two panels' signs
 differ. Below, one panel per (update rule, λ) on its own linear Ψ_s axis, a thin line joining
 each seed's checkpoints; titles give Pearson r within each seed's run pooled over seeds on
-Fisher's z scale with a t interval (:func:`villani.stats.correlation_interval`) and the r of all
+Fisher's z scale with a t interval (:func:`villani.statistics.intervals.correlation_interval`) and the r of all
 the panel's points. The paper claims higher Ψ_s goes with lower perplexity (r < 0). A group with
-a run that did not beat the unigram model (:mod:`villani.collapse`) is drawn and marked: the
+a run that did not beat the unigram model (:mod:`villani.diagnostics.collapse`) is drawn and marked: the
 ledger decides nothing on such a run.
 """
 
@@ -28,13 +28,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from villani.collapse import baseline_ppl, beats_baseline
+from villani.diagnostics.collapse import baseline_ppl, beats_baseline
 from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, variant_label, variant_style, wrap
 from villani.io.results import data_stats, measurements
 from villani.io.tables import after_start
 from villani.plan.runs import variants
-from villani.psi import psi_column
-from villani.stats import correlation_interval, pearson_r, simpson_decomposition
+from villani.diagnostics.psi import psi_column
+from villani.statistics.intervals import correlation_interval, pearson_r
+from villani.statistics.samples import simpson_decomposition
 
 
 def correlations(m: pd.DataFrame, col: str, params: Mapping, unigram: float | None = None) -> pd.DataFrame:

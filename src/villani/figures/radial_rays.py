@@ -34,7 +34,7 @@ from scipy import stats as sps
 from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, signed_log_ticks, wrap
 from villani.io.results import rays_table
 from villani.measure.ray_slopes import ray_slope_intervals
-from villani.psi import psi_column
+from villani.diagnostics.psi import psi_column
 
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
 

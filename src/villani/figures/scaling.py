@@ -6,7 +6,7 @@ log–log; vertical lines mark the measured model and GPT-Neo-125M / 1B. λ = 0 
 Middle and right: seconds per Hessian-vector product (and per gradient) and peak memory of
 one HVP, measured on the model-size sweep ``results/cost/{dataset}/hvp_cost.csv`` (``villani cost``,
 hidden sizes ``figures.model_sizes``), fitted by cost = a + b·d with a, b ≥ 0
-(:func:`villani.stats.fit_cost_model`: per-call overhead plus a per-parameter cost, the
+(:func:`villani.statistics.samples.fit_cost_model`: per-call overhead plus a per-parameter cost, the
 asymptotically linear growth at fixed tokens) and extrapolated to d = 1.25e8 and 1e9 (open
 markers). The memory panel also draws the floor 16 bytes per parameter (θ, ∇F, v and Hv
 in fp32) that no extrapolation may undercut — a power law fitted to tiny models, where the
@@ -27,7 +27,7 @@ import pandas as pd
 from villani.bounds.theory import c_ls_upper
 from villani.figures.style import DOUBLE, fmt_num, lam_color, lam_label, wrap
 from villani.io.results import cost_table, measurements
-from villani.stats import fit_cost_model
+from villani.statistics.samples import fit_cost_model
 
 TARGETS = {"125M": 1.25e8, "1B": 1e9}  # GPT-Neo-125M and a 1B-parameter model
 

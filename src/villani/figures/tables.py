@@ -25,8 +25,8 @@ import pandas as pd
 
 from villani.bounds.table import format_row, format_value
 from villani.bounds.theory import guideline_checks
-from villani.convergence import first_reach
-from villani.families import config_value, family_of
+from villani.statistics.convergence import first_reach
+from villani.plan.families import config_value, family_of
 from villani.io.results import data_stats, measurements, run_records, train_tokens
 from villani.plan.frozen import Params
 from villani.plan.runs import variant_params

@@ -25,7 +25,7 @@ import pandas as pd
 
 from villani.figures.style import DOUBLE, lam_color, plain_log_ticks, run_label, variant_style, wrap
 from villani.io.results import is_doubly_stochastic, measurements
-from villani.stats import predicted_cv
+from villani.statistics.samples import predicted_cv
 
 PAPER_CLAIM = 0.049
 

@@ -29,7 +29,7 @@ from villani.io.results import is_doubly_stochastic, measurements, trace_samples
 from villani.plan.paper_lambda import match
 from villani.plan.runs import Run
 from villani.plan.schedule import checkpoint_steps
-from villani.stats import hutchinson_variance, predicted_cv, sample_stats
+from villani.statistics.samples import hutchinson_variance, predicted_cv, sample_stats
 
 
 def chosen_steps(params: Mapping) -> list[int]:
@@ -52,7 +52,7 @@ def chosen_runs(params: Mapping) -> list[Run]:
 
 def plain(rec: Mapping) -> tuple[float | None, float | None]:
     """(Var(vᵀ∇²L v) of one *plain* Rademacher sample, its CV_F in %) at a checkpoint, from the
-    recorded ‖∇²L‖_F² and Σ(∇²L)_ii² (:func:`villani.stats.hutchinson_variance`; without the
+    recorded ‖∇²L‖_F² and Σ(∇²L)_ii² (:func:`villani.statistics.samples.hutchinson_variance`; without the
     diagonal, its 2‖∇²L‖_F² bound) — the numbers the ledger's Fig 8 and Table III rows use,
     whatever estimator drew the histogram's samples."""
     frob, diag = rec.get("trace_L_frob_sq"), rec.get("trace_L_diag_sq")

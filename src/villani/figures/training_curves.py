@@ -3,10 +3,10 @@ and F(θ_t) − F* against the eq. (41) envelope of every run that learned.
 
 Top left: training loss vs step, mean ± s.e.m. over seeds, per λ (colour) and update rule
 (line style: AdamW, Adam on F, Langevin SGD on F = eq. 36, noisy AdamW, sweep arms);
-per-step losses are smoothed by :func:`villani.convergence.moving_average` over
-:func:`~villani.convergence.loss_window` = max(1, T/40) steps before averaging over seeds; the
+per-step losses are smoothed by :func:`villani.statistics.convergence.moving_average` over
+:func:`~villani.statistics.convergence.loss_window` = max(1, T/40) steps before averaging over seeds; the
 band is ±1 s.e.m. across seeds (sd/√n). Thin grey dotted lines: each seed's common target ℓ*
-(:func:`villani.convergence.seed_times`: 90% of the way from the seed's highest start to the
+(:func:`villani.statistics.convergence.seed_times`: 90% of the way from the seed's highest start to the
 highest of its λ's lowest smoothed losses, over the AdamW runs that learned). Top right:
 ‖θ‖² vs step. Bottom left: per seed, the steps each AdamW λ takes to ℓ* (filled, solid — the
 ledger's ``fig5_faster_with_lam``) and to 90% of its own drop (t₉₀, hollow, dotted — the
@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from villani.bounds.theory import F_STAR_LOWER, envelope
-from villani.collapse import baseline_ppl, beats_baseline
-from villani.convergence import loss_window, moving_average, seed_times
+from villani.diagnostics.collapse import baseline_ppl, beats_baseline
+from villani.statistics.convergence import loss_window, moving_average, seed_times
 from villani.figures.style import DOUBLE, lam_color, run_label, variant_label, variant_style, wrap
 from villani.io.results import bounds_frame, data_stats, measurements, training_log
 from villani.plan.runs import runs
@@ -72,7 +72,7 @@ def learned_runs(params: Mapping, root) -> set[tuple[str, float, int]]:
 
 def speed(params: Mapping, logs: Mapping, learned: set) -> pd.DataFrame:
     """Per learned AdamW run: the seed's common target and the steps to it and to 90% of its own
-    drop (:func:`villani.convergence.seed_times` on the raw per-step loss)."""
+    drop (:func:`villani.statistics.convergence.seed_times` on the raw per-step loss)."""
     curves_ = {(r.lam, r.seed): (log["step"], log["loss"]) for r, log in logs.items()
                if r.variant == "adamw" and (r.variant, float(r.lam), int(r.seed)) in learned}
     rows = seed_times(curves_, loss_window(params.train.steps))

@@ -25,7 +25,7 @@ order (:data:`ROW_COLUMNS` the fixed ones, with their kinds):
   ``cost``) gives ``<key>_<sub>`` for each of its required scalars and intervals (null when
   the object is: a checkpoint without a spectrum has no ``lanczos``);
 - the maps named in :data:`MAP_COLUMNS` give one column per entry: ``psi_s=<s>``
-  (:func:`villani.psi.psi_column`) with ``psi_s=<s>_ci95_lo/hi``, ``block:<group>``;
+  (:func:`villani.diagnostics.psi.psi_column`) with ``psi_s=<s>_ci95_lo/hi``, ``block:<group>``;
 - the lists ``top_eigenvalues`` and ``top_residuals`` (largest first) are list columns;
 - an object without declared keys (``train_params``) is no column.
 
@@ -39,7 +39,7 @@ import json
 from typing import Any, Mapping
 
 from villani.io import records
-from villani.psi import psi_column
+from villani.diagnostics.psi import psi_column
 
 __all__ = ["IDENTITY", "ROW_COLUMNS", "MAP_COLUMNS", "MEASURE_SCALARS", "MEASURE_LABELS", "TRACE_FIELDS",
            "measurement_row", "check_identity", "check_precision_audit"]

@@ -313,7 +313,7 @@ def record_inputs(params: Mapping, root) -> dict:
 
 
 def claims_ledger(params: Mapping, root) -> dict:
-    """``claims/{dataset}.json`` (:mod:`villani.claims.ledger`), its ``record_sha256`` checked
+    """``claims/{dataset}.json`` (:mod:`villani.claims.reporting.ledger`), its ``record_sha256`` checked
     and the measure JSONs and bounds.json it names those under ``root`` now."""
     path = layout.fmt(layout.CLAIMS_JSON, root, dataset=params["data"]["name"])
     doc = records.check("claims", _read_json(path, "claims ledger"), path)

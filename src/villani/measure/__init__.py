@@ -9,7 +9,7 @@
 - :mod:`.landscape` — ``villani landscape``: a 2-D loss surface (Fig 3);
 - :mod:`.hvp_cost` — ``villani cost``: HVP time and memory vs model size (Fig 10).
 
-Ψ_s itself is defined in :mod:`villani.psi`; results are read back through
+Ψ_s itself is defined in :mod:`villani.diagnostics.psi`; results are read back through
 :mod:`villani.io.results`.
 """
 
@@ -20,7 +20,7 @@ def __getattr__(name: str):
     """``measure_checkpoint`` on first use: importing a light module of this package (the
     cost model's rates, which the workflow's parse reads) loads no torch."""
     if name == "measure_checkpoint":
-        from villani.measure.checkpoint import measure_checkpoint
+        from villani.measure.measure_stage import measure_checkpoint
 
         return measure_checkpoint
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-r"""The curvature part of one checkpoint's measurement (:mod:`villani.measure.checkpoint`).
+r"""The curvature part of one checkpoint's measurement (:mod:`villani.measure.measure_stage`).
 
 :func:`curvature`: the top-k Lanczos run of ∇²F (the operator at the run's λ), the
 (deflated) Hutchinson trace of ∇²L (its :meth:`~villani.curvature.HessianOperator.data_hessian`:
@@ -33,8 +33,8 @@ from villani.measure.precision_audit import AUDIT_PRODUCTS, TracePrecision
 from villani.plan.budget import checkpoint_budget, ds_group_cap
 from villani.plan.frozen import Params
 from villani.plan.schedule import spectrum_at
-from villani.progress import Progress, running_top_eigenvalue, running_trace
-from villani.psi import psi_s
+from villani.runtime.progress import Progress, running_top_eigenvalue, running_trace
+from villani.diagnostics.psi import psi_s
 
 __all__ = ["Clock", "ci_target", "curvature", "ds_curvature"]
 

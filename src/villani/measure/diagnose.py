@@ -1,7 +1,7 @@
 r"""``villani diagnose``: Ψ_s as a function of λ for any causal LM, from one measurement.
 
 At a fixed θ only the data term is measured; the regulariser
-:math:`\frac\lambda2\|\theta\|^2` enters in closed form (:mod:`villani.psi`):
+:math:`\frac\lambda2\|\theta\|^2` enters in closed form (:mod:`villani.diagnostics.psi`):
 
 .. math::
     \Psi_s(\lambda) = a\lambda^2 + b\lambda + c,\qquad
@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from villani.psi import grad_F_sq, laplacian_F, psi_coefficients, psi_key, psi_s
+from villani.diagnostics.psi import grad_F_sq, laplacian_F, psi_coefficients, psi_key, psi_s
 
 __all__ = ["PsiParts", "SignChange", "psi_of_lambda", "sign_changes", "describe_sign_change", "default_lam_grid",
            "parse_lam_grid",
@@ -125,7 +125,7 @@ class SignChange:
 def psi_of_lambda(parts: PsiParts, lam_grid: Sequence[float], s: float) -> pd.DataFrame:
     """Ψ_s at every λ of ``lam_grid``: columns ``lam``, ``laplacian_F`` (tr ∇²L + λd),
     ``grad_F_sq`` (‖∇L + λθ‖²), ``psi_s``, and the 95% band ``psi_s_lo``, ``psi_s_hi``
-    (NaN without a trace interval) — each entry :func:`villani.psi.psi_s` of the parts."""
+    (NaN without a trace interval) — each entry :func:`villani.diagnostics.psi.psi_s` of the parts."""
     lo_t, hi_t = parts.trace_L_ci95 if parts.trace_L_ci95 is not None else (math.nan, math.nan)
     rows = []
     for lam in lam_grid:
@@ -244,10 +244,10 @@ def measure_parts(op, *, probes: int, probe_seed: int, top_k: int, lanczos_steps
     ``op.vectors``. Returns ``parts``, ``loss``, the ``trace`` estimate, ``top``
     (eigenvalues of ∇²L with residuals) and ``hvp_count``. ``basis_device``: where the
     Lanczos basis (``lanczos_steps`` × d/R numbers) is kept (default: the operator's device;
-    ``"cpu"`` moves it to host memory). ``progress``: a :class:`villani.progress.Progress`
+    ``"cpu"`` moves it to host memory). ``progress``: a :class:`villani.runtime.progress.Progress`
     counting HVPs (phases ``hutchinson``, ``lanczos``), or None.
     """
-    from villani.progress import running_top_eigenvalue, running_trace
+    from villani.runtime.progress import running_top_eigenvalue, running_trace
 
     from villani.curvature import hutchinson, top_eigenvalues
 
@@ -308,8 +308,8 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
     """
     from villani.io.finite import check_finite
     from villani.measure.diagnose_data import checked_counts, checked_model, measurement_blocks_for
-    from villani.model import describe_model, pick_device
-    from villani.progress import Progress
+    from villani.model.causal_lm import describe_model, pick_device
+    from villani.runtime.progress import Progress
 
     t0 = time.perf_counter()
     s_values, lanczos_steps = checked_counts(blocks, batch_size, probes, top_k, s_values, lanczos_steps)
@@ -372,7 +372,7 @@ def diagnose(model_ref: str, data_cfg: Mapping, *, tokenizer: str | None = None,
 
 def _trace_record(est, parts: PsiParts) -> dict:
     """The ``trace_L`` entry of diagnosis.json: the Hutchinson estimate, its samples and statistics."""
-    from villani.stats import sample_stats
+    from villani.statistics.samples import sample_stats
 
     st = sample_stats(est.samples)
     return {"mean": st.mean, "std": st.std, "stderr": st.stderr,

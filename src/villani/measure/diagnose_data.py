@@ -96,7 +96,7 @@ def checked_model(model_ref: str, tokenizer: str | None, seq_len: int | None):
     """(model, its folder's verified checkpoint.json or None, ``--seq-len``): ``--model``
     checked before it is loaded (:func:`check_model_folder`) and its weights after
     (:func:`check_finite_weights`), ``--seq-len`` against its positions."""
-    from villani.model import load_causal_lm
+    from villani.model.causal_lm import load_causal_lm
 
     checkpoint = check_model_folder(model_ref, tokenizer)
     model = load_causal_lm(model_ref)

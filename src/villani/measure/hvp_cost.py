@@ -37,17 +37,17 @@ from typing import Callable, Mapping
 import pandas as pd
 import torch
 
-from villani.families import config_key
+from villani.plan.families import config_key
 from villani.io import tables
 from villani.io.results import data_stats
-from villani.model import pick_device
+from villani.model.causal_lm import pick_device
 from villani.plan import layout
 
 
 def sized_config(model_cfg: Mapping, hidden_size: int) -> dict:
     """``model.config`` with the width set to ``hidden_size`` (MLP 4h, heads dividing h,
     key/value heads dividing the heads), under the key names the config uses, else its
-    family's (:func:`villani.families.config_key`)."""
+    family's (:func:`villani.plan.families.config_key`)."""
     cfg = copy.deepcopy(dict(model_cfg["config"]))
     h = int(hidden_size)
     heads_key = config_key(cfg, "heads")
@@ -143,7 +143,7 @@ def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device
 def measure_size(params: Mapping, hidden_size: int, vocab_size: int, device: torch.device, repeats: int) -> dict:
     """One row of the sweep: d, seconds per product, peak memory, for one hidden size."""
     from villani.curvature import ModelHessian, causal_lm_token_loss
-    from villani.model import build_model, describe_model, num_params
+    from villani.model.causal_lm import build_model, describe_model, num_params
 
     model_cfg = sized_config(params.model, hidden_size)
     seq_len = params.data.seq_len

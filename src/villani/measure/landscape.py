@@ -20,7 +20,7 @@ Slices: ``landscape.slices`` independent pairs of directions per centre, every o
 same grid, drawn from a generator seeded by ``landscape.seed``·1,000,003 + s (slice k after
 slice k − 1): a seed's slices are the same draws at every λ and at both centres (each
 scaled to its own θ₀), different seeds' independent. F on a slice is exact, the slice is
-the random part, so the claims (:mod:`villani.claims.fig3`) treat the slices as their
+the random part, so the claims (:mod:`villani.claims.catalogue.fig3`) treat the slices as their
 units and the figure draws slice 0. A job evaluates F at centres × slices × grid² points
 (``evaluations`` in the record): 2 centres × 2 seeds × 5 slices × 121 = 2,420 per λ on params.yaml.
 
@@ -50,11 +50,11 @@ from villani.io import records
 from villani.io.finite import check_finite
 from villani.io.tables import write as write_table
 from villani.measure.measurement_set import mean_token_loss, measurement_batches
-from villani.model import pick_device
+from villani.model.causal_lm import pick_device
 from villani.plan import layout
 from villani.plan.frozen import Params
 from villani.plan.runs import LandscapeCentre, landscape_centres
-from villani.progress import Progress
+from villani.runtime.progress import Progress
 from villani.training.checkpoint import load_run_model
 
 __all__ = ["run_landscape", "filter_normalized_direction", "output_unit_dims", "surface", "direction_seed"]

@@ -12,7 +12,7 @@ Each trainable tensor belongs to exactly one group:
 - ``other``: anything else (none in the supported families).
 
 The groups partition θ, so group traces sum to the total trace. Each family's parameter
-names and the patterns that sort them are its layout in :mod:`villani.families`
+names and the patterns that sort them are its layout in :mod:`villani.plan.families`
 (``LAYOUTS``, tabled there); the family is ``model.config.model_type``.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from villani.families import FAMILIES, LAYOUTS
+from villani.plan.families import FAMILIES, LAYOUTS
 
 __all__ = ["parameter_group", "group_columns", "group_kind", "GROUP_KINDS", "FAMILIES"]
 

@@ -55,7 +55,7 @@ from torch import Tensor
 
 from villani.curvature.operators.precision import effective_precision
 from villani.measure.parameter_groups import group_columns
-from villani.stats import sample_stats
+from villani.statistics.samples import sample_stats
 
 __all__ = ["AUDIT_PRODUCTS", "AUDIT_FRACTION", "Recording", "TracePrecision", "audit", "needs_fallback",
            "job_precision"]

@@ -11,7 +11,7 @@ of its own,
 .. math:: b_j = \sum_i w_i \big(\Psi_i - (t_{ij} - \bar t_i)\big),\qquad \bar b = b,
 
 i.i.d. over j whatever the correlation across radii, and the interval is the t interval of
-the b_j over the M probes (df = M − 1; :func:`villani.stats.probe_combination_interval`,
+the b_j over the M probes (df = M − 1; :func:`villani.statistics.intervals.probe_combination_interval`,
 its coverage at this design in ``tests/claims/test_coverage.py``).
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from villani.psi import psi_column
-from villani.stats import Interval, probe_combination_interval
+from villani.diagnostics.psi import psi_column
+from villani.statistics.intervals import Interval, probe_combination_interval
 
 __all__ = ["probe_column", "group_grad_column", "GROUP_GRAD_PREFIX", "probe_samples", "slope_weights",
            "trace_slope_stderr", "ray_slope_intervals"]

@@ -30,10 +30,10 @@ is assembled exactly:
     \|\nabla F\|^2 = \|\nabla L + \lambda\theta\|^2,\qquad
     \Psi_s = -\Delta F + \|\nabla F\|^2/s .
 
-**Slopes.** For each λ, s and ray, :func:`villani.stats.fit_slope` fits Ψ_s against ‖θ‖²
+**Slopes.** For each λ, s and ray, :func:`villani.statistics.samples.fit_slope` fits Ψ_s against ‖θ‖²
 (linear space) over the ``rays.fit_points`` largest radii, and sets it beside λ²/s (the
 asymptote of ‖λθ‖²/s the paper quotes) and λ²/(2s) (what Lemma 4 proves,
-:func:`villani.psi.psi_slope_reference`). Because a line fit is linear in y, the
+:func:`villani.diagnostics.psi.psi_slope_reference`). Because a line fit is linear in y, the
 slope splits exactly into the slopes of its parts,
 
 .. math::
@@ -70,14 +70,14 @@ from villani.io import records, tables
 from villani.io.finite import check_finite
 from villani.measure.measurement_set import measurement_batches
 from villani.measure.parameter_groups import parameter_group
-from villani.model import describe_model, model_for_run, pick_device
+from villani.model.causal_lm import describe_model, model_for_run, pick_device
 from villani.plan import layout
 from villani.plan.frozen import Params
 from villani.plan.runs import rays_center
-from villani.progress import Progress
-from villani.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
+from villani.runtime.progress import Progress
+from villani.diagnostics.psi import laplacian_F, psi_column, psi_s, psi_slope_reference
 from villani.measure.ray_slopes import group_grad_column, probe_column, trace_slope_stderr
-from villani.stats import fit_slope
+from villani.statistics.samples import fit_slope
 from villani.training.checkpoint import load_run_model
 
 __all__ = ["run_rays", "ray_directions", "ray_table", "fit_slopes", "gradient_groups", "group_sizes"]

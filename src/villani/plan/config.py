@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import jsonschema
 
-from villani.families import shape_problem
+from villani.plan.families import shape_problem
 from villani.plan.frozen import Params, freeze, thaw
 from villani.plan.layout import ACROSS
 from villani.plan.params_file import (  # noqa: F401 (the reader of parameter files is part of this module's API)

@@ -82,7 +82,7 @@ class Stage:
     ``{lam}``, ``{seed}``; ``{step}``: the segment end or checkpoint, ``--all`` for a job per
     run — :mod:`villani.dag.rules` fills them for Snakemake, :mod:`villani.dag.dvc_yaml` for
     DVC, :mod:`villani.plan.writers` for a message). ``stops``: it saves its work on SIGTERM
-    (:mod:`villani.stop`), so its shell line execs it and the signal reaches it.
+    (:mod:`villani.runtime.stop`), so its shell line execs it and the signal reaches it.
     ``help``: the command's one line in ``villani --help``; ``work``: ``"module:function"``
     the CLI calls with the parsed arguments (``""``: ``villani.cli.commands:cmd_<name>``);
     ``options``: ``"module:function"`` adding the command's own options to its parser.
@@ -127,10 +127,10 @@ TABLE: tuple[Stage, ...] = (
           local=True, help="download corpus, tokenizer and pretrained model into the Hugging Face cache (once, on a "
           "machine with internet); every dataset unless --dataset"),
     Stage("pretrained", ("data.name", "model.name", "model.revision", "model.init"), (L.FETCH_RECORD,),
-          (L.PRETRAINED_META,), (_SRC + "model.py",), runtime=30, local=True, versioned=(L.PRETRAINED_DIR,),
+          (L.PRETRAINED_META,), (_SRC + "model",), runtime=30, local=True, versioned=(L.PRETRAINED_DIR,),
           help="save model.name's config (and for init: pretrained its weights) into results/pretrained/<dataset>/, "
           "from the Hugging Face cache"),
-    Stage("plan", RUN_SET_KEYS + ("landscape.lambdas",), (), (L.PLAN,), (_SRC + "dag/run_set.py",), runtime=10,
+    Stage("plan", RUN_SET_KEYS + ("landscape.lambdas",), (), (L.PLAN,), (_SRC + "dag/plan_stage.py",), runtime=10,
           local=True, help="write results/plan/<dataset>.json (the runs and landscape λ of the parameters); move the "
           "folders of runs and surfaces no longer in them to results/retired/"),
     # WikiText-103's BPE tokenizer and blocks: 8 workers, 2 h
@@ -138,7 +138,7 @@ TABLE: tuple[Stage, ...] = (
                                                     L.DATA_STATS), (_SRC + "data",), threads=8, mem_mb=16000,
           runtime=120, help="read the corpus, train/load the tokenizer, write token blocks"),
     Stage("train", (*_EVAL, TRAIN_KEYS, VARIANT_KEYS), (L.TRAIN_BLOCKS, L.DATA_STATS, L.PRETRAINED_META),
-          (L.SEGMENT, L.SEGMENT_LOG), (_SRC + "training", _SRC + "model.py"), per="run",
+          (L.SEGMENT, L.SEGMENT_LOG), (_SRC + "training", _SRC + "model"), per="run",
           command=_RUN + " --until {step}", stops=True, options="villani.cli.options:train_options", **_GPU,
           mem_mb=None, runtime=None, estimate="villani.dag.resources:train_work", versioned=(L.RUN_DIR + "/ckpt",),
           help="train one run up to a checkpoint (one segment) or to the end"),

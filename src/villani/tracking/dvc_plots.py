@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from villani.plan import layout
 from villani.plan.runs import runs
-from villani.psi import psi_column
+from villani.diagnostics.psi import psi_column
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from villani.claims.verdict import CODES
+from villani.claims.catalogue.verdict import CODES
 from villani.io import atomic
 from villani.io.results import bounds_summary, checkpoint_table, claims_ledger, measurements
 from villani.plan import layout
 from villani.plan.runs import runs
-from villani.psi import psi_column
+from villani.diagnostics.psi import psi_column
 
 if TYPE_CHECKING:
     import pandas as pd

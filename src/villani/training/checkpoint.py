@@ -3,7 +3,7 @@
 A checkpoint at step t is the folder ``ckpt/step{t}/`` of its run holding
 
 - ``config.json`` and ``model.safetensors`` — the model as ``save_pretrained`` lays it
-  out (:func:`villani.model.save_weights`), so ``AutoModelForCausalLM.from_pretrained``
+  out (:func:`villani.model.causal_lm.save_weights`), so ``AutoModelForCausalLM.from_pretrained``
   and any evaluation tool open the folder directly;
 - ``state.pt`` — optimizer, scheduler and RNG state (at segment ends by default,
   ``train.keep_state``), loaded with ``torch.load(weights_only=True)`` (no pickle code);
@@ -44,7 +44,7 @@ import torch
 
 from villani.io import atomic, records
 from villani.io.results import read_checkpoint_meta
-from villani.model import load_weights, model_for_run, pick_device, save_config, save_weights
+from villani.model.causal_lm import load_weights, model_for_run, pick_device, save_config, save_weights
 from villani.plan import layout
 from villani.plan.runs import Run
 from villani.plan.writers import command

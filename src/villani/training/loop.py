@@ -8,7 +8,7 @@ A segment killed mid-way (SIGKILL) and started again resumes from that state and
 with bit-identical weights on CPU. On the CPU a segment trains on ``train.threads``
 threads, never the shell's count (the thread count sets the reduction order of every
 kernel), so a segment retrained by hand writes the bytes the workflow wrote. SIGTERM and
-SIGUSR1 (a SLURM time limit, preemption, ``scancel``; :mod:`villani.stop`) stop it at the
+SIGUSR1 (a SLURM time limit, preemption, ``scancel``; :mod:`villani.runtime.stop`) stop it at the
 next step boundary with a work state written at that step, so the resumed segment
 recomputes no step.
 
@@ -36,16 +36,16 @@ from typing import Mapping
 
 import torch
 
-from villani import stop
+from villani.runtime import stop
 from villani.io import atomic
 from villani.io.one_writer import one_writer
-from villani.model import model_for_run, num_params, pick_device, theta_sq_norm
+from villani.model.causal_lm import model_for_run, num_params, pick_device, theta_sq_norm
 from villani.plan import layout
 from villani.plan.digest import run_digest
 from villani.plan.runs import langevin_beta, variant_kind, variant_params
 from villani.plan.schedule import checkpoints_in_segment, segment_start
 from villani.plan.writers import command
-from villani.progress import Progress
+from villani.runtime.progress import Progress
 from villani.training.batches import batch_indices
 from villani.training.checkpoint import (check_work_state, load_checkpoint, load_state_file, save_checkpoint,
                                         save_state_file)
@@ -230,8 +230,8 @@ def _train_steps(run: _SegmentState, *, end: int, wanted, work: Path, step_log: 
                  progress) -> list[dict]:
     """Steps up to ``end``: the per-step log, a checkpoint at each step of ``wanted``, the
     work state every ``train.save_every`` steps. A stop signal (SIGTERM, SIGUSR1:
-    :mod:`villani.stop`) is acted on at the next step boundary: the work state is written
-    at that step and :class:`villani.stop.Stopped` raised, so a resumed segment recomputes
+    :mod:`villani.runtime.stop`) is acted on at the next step boundary: the work state is written
+    at that step and :class:`villani.runtime.stop.Stopped` raised, so a resumed segment recomputes
     no step. Returns the checkpoints written."""
     written = []
     every, keep_all = run.t.save_every, run.t.keep_state == "all"
@@ -281,7 +281,7 @@ def train_segment(params: Mapping, *, variant: str, lam: float, seed: int, end: 
     (:func:`villani.training.segments.write_manifest`), written once the step log checks.
 
     The run's training lock is held throughout (:func:`training_lock`). Progress
-    (:class:`villani.progress.Progress`): a log line at least every progress interval with
+    (:class:`villani.runtime.progress.Progress`): a log line at least every progress interval with
     step/end, loss, lr, tokens/s, ‖θ‖² and the segment's ETA; a bar when ``progress`` is
     True, or None and stderr is a terminal. The per-step CSV grows in ``work/`` while the
     segment trains (:mod:`villani.training.step_log`).

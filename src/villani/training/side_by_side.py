@@ -34,7 +34,7 @@ import tempfile
 import time
 from typing import Iterator
 
-from villani import stop
+from villani.runtime import stop
 from villani.plan.layout import format_lam
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def _mps(device: str | None) -> Iterator[dict]:
     if env.get("VILLANI_MPS") != "1":
         yield env
         return
-    from villani.model import pick_device
+    from villani.model.causal_lm import pick_device
 
     kind = pick_device(device).type
     if kind != "cuda":

@@ -64,7 +64,7 @@ from typing import Iterator, NamedTuple
 import torch
 
 from villani.curvature import regularised_loss
-from villani.model import theta_sq_tensor
+from villani.model.causal_lm import theta_sq_tensor
 from villani.training.optim import decayed_sq_norm
 
 __all__ = ["STEP_MODES", "ROWS_PER_SYNC", "SYNC_EVERY_S", "TRIAL_STEPS", "step_mode", "TrainStep", "PendingRows",
