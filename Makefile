@@ -72,6 +72,11 @@ lint: install
 test: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The edit–test loop: every test but the whole-workflow (slow), SLURM and oracle ones
+# (pyproject.toml's markers); `make test` stays the full suite CI runs
+test-fast: install
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS) -m "not slow and not slurm and not oracle"
+
 # The documentation site: the generated reference pages checked current (`villani docs`
 # rewrites them), then Sphinx with warnings as errors, no network; open docs/_build/html/index.html
 docs: install

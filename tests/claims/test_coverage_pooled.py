@@ -23,6 +23,7 @@ def _pooled_truth(checkpoints, slope, seed):
 
 
 @pytest.mark.parametrize("runs,checkpoints", [(2, 3), (3, 4), (3, 12), (3, 60)])
+@pytest.mark.slow  # 12 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_pooled_r_run_jackknife_covers_the_pooled_correlation(runs, checkpoints):
     truth = _pooled_truth(checkpoints, 1.5, 2)
     x, y = _runs(np.random.default_rng(runs * 100 + checkpoints), N_SETS, runs, checkpoints, 1.5)
@@ -42,6 +43,7 @@ def test_pooled_r2_is_the_r_interval_squared():
 
 @pytest.mark.parametrize("runs,checkpoints,slopes", [(2, 3, (3.0, 0.5)), (3, 4, (3.0, 0.5)), (3, 12, (3.0, 0.5)),
                                                      (3, 4, (1.5, 1.5))])
+@pytest.mark.slow  # 20 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_strength_difference_jackknife_over_seeds_covers(runs, checkpoints, slopes):
     """Fig 7's "correlation strength increases with λ": atanh|r_pool| at one λ − at another, each seed
     holding one run of each; the truth from 200,000 runs per group."""
@@ -59,6 +61,7 @@ def test_strength_difference_jackknife_over_seeds_covers(runs, checkpoints, slop
 
 
 @pytest.mark.parametrize("seeds,strata,checkpoints", [(2, 4, 3), (4, 5, 4), (3, 2, 12)])
+@pytest.mark.slow  # 23 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_stratified_direction_jackknife_over_seeds_covers(seeds, strata, checkpoints):
     """Fig 7's direction within λ: the mean over λ of atanh r_pool(λ), each seed holding a run at
     every λ (the default's 2 seeds × 4 λ × 3 checkpoints after step 0, the strong configuration's

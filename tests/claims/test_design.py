@@ -112,6 +112,7 @@ def test_the_chain_runs_either_way_and_refuses_designs_with_no_runs_in_common():
         chain(_params({"train": {"lambdas": [0.5], "langevin": {"lambdas": []}}}), q)
 
 
+@pytest.mark.slow  # 31 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_design_reads_the_same_files_as_its_tree(two_designs):
     """Restricting λ and seeds reads the tree's own runs: the full design's ledger through the chain
     is the one `villani claims` wrote; a narrower design's bounds rows are its runs'."""
@@ -139,6 +140,7 @@ def test_same_data_compares_the_token_files(two_designs, tmp_path):
         same_data(p, q, root)
 
 
+@pytest.mark.slow  # 18 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_the_readmes_sensitivity_command_attributes_each_flip_to_its_link(two_designs, monkeypatch):
     """The README prints the command; run as printed in a folder laid out as a checkout."""
     top, p, q = two_designs
@@ -171,6 +173,7 @@ def test_a_ledger_given_to_sensitivity_is_a_one_line_error(two_designs, monkeypa
     assert err.count("\n") == 0 and "a ledger; give the other design's parameter file" in err
 
 
+@pytest.mark.slow  # 27 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_ledger_whose_verdicts_are_not_its_designs_is_named(two_designs, tmp_path, monkeypatch, capsys):
     """The chain's end designs are the ledgers' own: a ledger (sealed, of the same measurements) whose
     verdicts differ from its design recomputed now — written by other code — is named."""

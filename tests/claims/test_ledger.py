@@ -128,6 +128,7 @@ def test_the_envelope_holds_row_is_per_seed_never_over_checkpoints(ledger):
     assert r["ci_method"].startswith("t interval over") or "every seed gives" in r["note"]
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_run_that_does_not_beat_the_unigram_model_decides_nothing(ledger, tmp_path):
     """The λ = 0.01 AdamW run of seed 1 ends above the unigram perplexity: its checkpoints leave the
     Fig 7 rows, which name it with both numbers; with every run of that λ out there is no statistic."""
@@ -146,6 +147,7 @@ def test_a_run_that_does_not_beat_the_unigram_model_decides_nothing(ledger, tmp_
     assert row["estimate"] is None and row["verdict"] == "inconclusive" and row["runs_left_out"] == 2
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_the_theory_arm_not_learning_is_a_finding_not_a_silence(ledger, tmp_path):
     """fig5_langevin_learns is a finding (the paper's noise is Table I's N(0, 0.05²), not β = 1/λ):
     the synthetic Langevin runs learn (2 of 2, whose exact interval reaches below 0.95); runs above

@@ -133,6 +133,7 @@ def test_every_id_of_the_chain_is_a_registered_claim():
     assert "premises" in {REGISTERED[i]["module"].rsplit(".", 1)[-1] for i in chain.PREMISES["eq. 17"]}
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_the_ledger_carries_premises_and_void_marks(ledger):
     p, root, rows, found = ledger
     for r in (*rows.values(), *found.values()):
@@ -203,6 +204,7 @@ def known(tmp_path_factory):
     return p, {r["id"]: r for r in claim_rows(p, root)}
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_ledger_rows_on_known_inputs(known):
     p, rows = known
     t = stats.t.ppf(0.975, 2)

@@ -164,6 +164,7 @@ def trees(tmp_path_factory, tiny_data_root):
 
 
 @pytest.mark.parametrize("cmd", TESTED)
+@pytest.mark.slow  # 19 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_random_command_lines_exit_0_or_one_line(cmd, sandbox, trees, capsys, monkeypatch):
     @settings(max_examples=6, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -19,6 +19,7 @@ def test_generated_pages_are_current():
     assert reference.stale_pages(build_parser(), ROOT) == [], "run `villani docs` to regenerate them"
 
 
+@pytest.mark.slow  # 9 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_check_names_a_stale_page(tmp_path):
     for page in [*reference.PAGES, *reference.MARKED()]:
         (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)

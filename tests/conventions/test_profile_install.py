@@ -38,6 +38,7 @@ def test_the_gpu_partition_goes_to_every_gpu_stage_of_the_table():
         gpu_partition_resources("a b")
 
 
+@pytest.mark.slow  # 11 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_install_never_overwrites_and_snakemake_finds_it(tmp_path, monkeypatch, capsys):
     xdg = tmp_path / "xdg"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))

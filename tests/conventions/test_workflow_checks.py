@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, copy_repo
 
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.slow  # 11 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_snakemake_lint_is_clean(tmp_path):
     work = copy_repo(tmp_path)
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")

@@ -157,6 +157,7 @@ def test_coordinate_traces_sum_to_the_samples_and_are_unbiased():
     assert est.sq_samples.shape == (6, 3)
 
 
+@pytest.mark.slow  # 9 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_ci_target_stops_by_stein_over_groups():
     """With a CI target the pilot's groups decide how many follow (Stein's rule on the group
     means), the interval is Stein's, and it covers at the 95 % level over seeds."""
@@ -207,6 +208,7 @@ def test_as_trace_estimate_is_over_group_means():
     assert sum(te.block_means.values()) == pytest.approx(te.mean, rel=1e-12)
 
 
+@pytest.mark.slow  # 40 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_coverage_at_the_ptb_design_on_a_model_with_an_exact_full_set_trace(model_blocks):
     """configs/ptb.yaml's design: one probe on one fresh block per group (b = 1, k = 1), Stein's
     rule to a relative half-width with a pilot of 8 groups — the interval covers the exact

@@ -69,6 +69,7 @@ def test_families_are_what_they_claim():
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_hvp_equals_autograd_hessian(family_case, method):
     case = family_case
     lam = 0.3

@@ -93,6 +93,7 @@ def test_token_weighting_matches_hf_loss_per_batch(tiny_model_case):
     assert op.data_loss() != pytest.approx(float(np.mean(hf)), rel=1e-6)  # not the unweighted mean
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_exact_trace_inside_hutchinson_ci(tiny_model_case):
     """Over 8 fixed seeds × 64 probes the 95% CIs cover the exact trace (≥ 6 of 8: a
     correct estimator fails this with probability < 1%), and so does the pooled CI."""

@@ -179,6 +179,7 @@ def test_fsdp_ranges_partition_every_parameter():
     assert fsdp_ranges(shapes, 2, 3) == [r for r in fsdp_param_ranges(shapes, 2, 3) if r[1] > r[0]]
 
 
+@pytest.mark.slow  # 14 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_shards_partition_the_vector_and_no_rank_holds_it_all(sharded, single):
     dim = single["dim"]
     sizes = [r["local_dim"] for r in sharded]

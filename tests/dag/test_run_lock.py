@@ -50,6 +50,7 @@ def test_run_after_a_sigkilled_snakemake_resumes_by_itself(tmp_path):
     assert "removing the Snakemake lock left by an interrupted run" in out.stderr
 
 
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_live_run_is_named_by_pid_and_its_locks_are_left_alone(tmp_path):
     live = subprocess.Popen(_run_lock(sys.executable, "-c", "import time; time.sleep(60)"), cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -72,6 +73,7 @@ def test_a_live_run_is_named_by_pid_and_its_locks_are_left_alone(tmp_path):
         live.wait(timeout=30)
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     holder = subprocess.Popen(_run_lock(sys.executable, "-c", "import time; time.sleep(60)"), cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -58,6 +58,7 @@ def run_cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
                           text=True, env=env, cwd=tmp_path, timeout=300)
 
 
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_fetch_of_local_sources_runs_offline_and_reports_local(tmp_path, pretrained, make_lines):
     data = tmp_path / "corpus"
     data.mkdir()
@@ -84,6 +85,7 @@ def test_fetch_of_local_sources_runs_offline_and_reports_local(tmp_path, pretrai
                                "where": "local"}
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_fetch_offline_without_the_dataset_in_the_cache_is_one_line_telling_to_fetch(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"data": {"name": "wt", "source": "hf:Salesforce/wikitext:wikitext-103-raw-v1",

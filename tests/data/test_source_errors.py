@@ -117,6 +117,7 @@ def test_config_names_and_revisions(tmp_path, make_cfg, make_lines):
     one_line_error(make_cfg(source=f"hf:{tmp_path}/../x y"), r"^data\.source: .* neither a local directory nor a hub")
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_tokenize_cli_prints_one_line_and_exits_2_for_a_script_dataset(tmp_path, make_lines):
     """The user-facing path: `villani tokenize` in a fresh process, as a SLURM job runs it."""
     ptb = write_splits(tmp_path / "ptb_text_only", "sentence", {"train": make_lines("t", 50)})

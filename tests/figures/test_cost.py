@@ -20,6 +20,7 @@ def test_sized_config_scales_width_only():
     assert cfg["num_layers"] == p["model"]["config"]["num_layers"]
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_sweep_writes_one_row_per_size(tmp_path):
     p = tiny_params(figures={"model_sizes": [16, 8], "cost_repeats": 1})
     write_stats(tmp_path, p, vocab=300, train_tokens=64, other_tokens=(64, 64))

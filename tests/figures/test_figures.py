@@ -31,6 +31,7 @@ def _measure(root, p, lam, seed, step) -> dict:
     return json.loads(run.path(layout.MEASURE_JSON, root, step=step).read_text())
 
 
+@pytest.mark.slow  # 12 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_every_output_is_written_and_not_empty(rendered):
     p, root, written = rendered
     expected = {str(Path(root) / Path(f).relative_to("results")) for _, _, f in figure_outputs(p)}

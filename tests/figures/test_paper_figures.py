@@ -34,6 +34,7 @@ def two(tmp_path_factory):
     return doc, root, render_paper(doc, root, names=FIGURES)
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_cross_dataset_figures_are_print_width_with_both_corpora(two):
     doc, root, written = two
     for name in FIGURES:

@@ -67,6 +67,7 @@ def _kill_after(cmd, delay: float) -> int | None:
 
 
 @pytest.mark.parametrize("trial", range(2))
+@pytest.mark.slow  # 12 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_prune_killed_at_a_random_point_loses_only_what_it_prunes_and_reruns(copy, trial):
     p, params, root = copy
     before = _hashes(root)
@@ -79,6 +80,7 @@ def test_prune_killed_at_a_random_point_loses_only_what_it_prunes_and_reruns(cop
     assert _hashes(root) == {k: v for k, v in before.items() if k not in doomed}
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_prune_with_bad_input_is_one_line_and_deletes_nothing(copy, tmp_path):
     p, params, root = copy
     before = _hashes(root)
@@ -96,6 +98,7 @@ def _diagnose_cmd(root: Path, out: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("trial", range(1))
+@pytest.mark.slow  # 11 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_diagnose_killed_at_a_random_point_leaves_results_and_no_partial_output(copy, tmp_path, trial):
     _, _, root = copy
     before = _hashes(root)
@@ -109,6 +112,7 @@ def test_diagnose_killed_at_a_random_point_leaves_results_and_no_partial_output(
     assert (out / "diagnosis.json").exists()
 
 
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_diagnose_on_a_full_disk_is_one_line_naming_the_file(copy, tmp_path):
     _, _, root = copy
     before = _hashes(root)
@@ -128,6 +132,7 @@ def test_diagnose_on_a_full_disk_is_one_line_naming_the_file(copy, tmp_path):
     assert _hashes(root) == before
 
 
+@pytest.mark.slow  # 6 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_train_with_a_corrupt_checkpoint_is_one_line_and_keeps_every_file(copy):
     """Bad input to `villani train --until 24`: the checkpoint it would resume from is corrupt
     — one line naming it and the segment to retrain; nothing under results/ changes. (`--all`

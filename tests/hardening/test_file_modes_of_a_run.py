@@ -24,6 +24,7 @@ VILLANI = str(Path(sys.executable).parent / "villani")
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o027], ids=["umask022", "umask027"])
+@pytest.mark.slow  # 25 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_trained_and_measured_run_has_the_umask_mode(tmp_path, tiny_data_root, mask):
     root = tmp_path / "results"
     shutil.copytree(tiny_data_root / "data", root / "data")

@@ -33,6 +33,7 @@ def _ctrl_c_as_at_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow  # 8 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_sigint_mid_training_is_one_line_exit_130_and_leaves_no_partial_file(tmp_path, tiny_data_root):
     # 20,000 steps (≈ 200 s uninterrupted): the signal lands mid-loop even when this process
     # is starved of a core for seconds
@@ -77,6 +78,7 @@ def _read_only_folder(path):
 
 
 @pytest.mark.parametrize("command", [["tokenize"], ["bounds"], ["train", "--lam", "0.01", "--seed", "0", "--all"]])
+@pytest.mark.slow  # 10 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_unwritable_results_is_reported_before_any_work(tmp_path, command):
     params = tmp_path / "p.yaml"
     dump_yaml(tiny_params(), params)

@@ -30,6 +30,7 @@ def _measure_cmd(params, root, step=24):
             "--lam", "0.01", "--seed", "0", "--step", str(step), "--device", "cpu"]
 
 
+@pytest.mark.slow  # 12 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_killed_measurement_leaves_no_json_and_rerun_completes(trained):
     p, params, root = trained
     out_json = layout.fmt(layout.MEASURE_JSON, root, step=24, **RUN)
@@ -54,6 +55,7 @@ def test_killed_measurement_leaves_no_json_and_rerun_completes(trained):
     assert rec["step"] == 24 and rec["trace_L"]["num_probes"] == p["measure"]["num_probes"]
 
 
+@pytest.mark.slow  # 63 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_snakemake_reruns_a_measurement_killed_mid_job(tmp_path):
     """Kill Snakemake and its job mid-measurement; the next invocation redoes that job."""
     import os
@@ -83,6 +85,7 @@ def test_snakemake_reruns_a_measurement_killed_mid_job(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
+@pytest.mark.slow  # 14 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_corrupt_measure_json_is_named_in_one_line(damage, trained, tmp_path):
     p, params, root = trained
     subprocess.run(_measure_cmd(params, root, step=12), check=True, capture_output=True)

@@ -74,6 +74,7 @@ def _run(argv) -> tuple[int, str]:
     return done.returncode, done.stderr.strip()
 
 
+@pytest.mark.slow  # 9 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_second_train_of_a_run_is_refused_naming_the_first(copy, tmp_path):
     p, params, _ = copy
     root = tmp_path / "fresh"
@@ -96,6 +97,7 @@ def test_a_second_train_of_a_run_is_refused_naming_the_first(copy, tmp_path):
     assert list(training_log(p, RUN, root)["step"]) == list(range(1, 25))
 
 
+@pytest.mark.slow  # 16 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_measure_is_refused_on_a_checkpoint_being_retrained_but_runs_beside_it(copy):
     _, params, root = copy
     first = _start(_argv("train", params, root, "--until", "24"))  # rewrites checkpoints 13…24
@@ -113,6 +115,7 @@ def test_measure_is_refused_on_a_checkpoint_being_retrained_but_runs_beside_it(c
     assert rc1 == 0, err1
 
 
+@pytest.mark.slow  # 15 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_second_measure_of_one_checkpoint_is_refused(copy):
     _, params, root = copy
     lock = RUN.path(layout.MEASURE_LOCK, root, step=24)
@@ -128,6 +131,7 @@ def test_a_second_measure_of_one_checkpoint_is_refused(copy):
     assert rc1 == 0 and out.exists(), err1
 
 
+@pytest.mark.slow  # 19 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_step_log_written_into_by_another_process_is_not_published(copy):
     """What a second writer did to the log before the lock (it opened the log afresh:
     truncated to its header) while the first trains: the first's next rows land after a

@@ -51,6 +51,7 @@ def repo(tmp_path_factory):
     return work
 
 
+@pytest.mark.slow  # 24 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_snakemake_refuses_a_quoted_lambda_and_blames_config_values_on_config(repo):
     bad = repo / "quoted.yaml"
     shutil.copy(repo / "params.yaml", bad)
@@ -97,6 +98,7 @@ def test_validate_checks_seq_len_against_the_pretrained_models_positions(tmp_pat
                                f"model.name EleutherAI/gpt-neo-125m in {config})"), err
 
 
+@pytest.mark.slow  # 23 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_configfile_is_checked_over_params_yaml_in_snakemakes_order(repo):
     """`--configfile` values win over params.yaml's: a warm-up longer than params.yaml's 24
     steps is valid when the same file sets 40 steps (checked in the reverse order, the files

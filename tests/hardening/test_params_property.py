@@ -102,6 +102,7 @@ def _check_dag(p):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents())
+@pytest.mark.slow  # 28 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_random_documents_validate_cleanly(doc):
     try:
         p = resolve(doc, source="p.yaml")
@@ -175,6 +176,7 @@ def valid_documents(draw):
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                HealthCheck.function_scoped_fixture])
 @given(valid_documents())
+@pytest.mark.slow  # 34 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_valid_random_documents_give_a_snakemake_dry_run(tmp_path_factory, doc):
     p = resolve(doc, source="p.yaml")
     _check_dag(p)

@@ -40,6 +40,7 @@ def _set_raw(path, key, raw):
     path.write_text(json.dumps(doc).replace('"@@"', raw))
 
 
+@pytest.mark.slow  # 17 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_nan_in_one_measure_json_stops_metrics_bounds_and_figures_naming_it(tree, capsys):
     p, params, root = tree
     path = _last_measure(p, root)
@@ -71,6 +72,7 @@ def test_wrong_types_in_a_measure_json_are_named(tree, capsys, key, raw, fragmen
         assert rc == 2 and "\n" not in err and str(path) in err and fragment in err, (stage, err)
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_metrics_never_average_over_the_seeds_that_happen_to_have_a_value(tree, capsys):
     """A value one seed lacks (null: undefined) leaves the mean out instead of reporting the
     other seed's value as the mean of n_seeds = 2."""
@@ -93,6 +95,7 @@ def _samples_read_by_fig8(p, root):
     return chosen_runs(p)[0].path(layout.MEASURE_PARQUET, root, step=chosen_steps(p)[-1])
 
 
+@pytest.mark.slow  # 6 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_measure_parquet_with_other_columns_is_named(tree, capsys):
     p, params, root = tree
     path = _samples_read_by_fig8(p, root)
@@ -222,6 +225,7 @@ def test_atomic_reader_refuses_json_nan_and_infinity(tmp_path):
     assert read_json(path) == {"a": "inf"}
 
 
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_truncated_parquet_samples_are_named(tree, capsys):
     p, params, root = tree
     path = _samples_read_by_fig8(p, root)

@@ -59,6 +59,7 @@ def _snapshot(root):
     return {f: f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file() and f.parts[-3:-1] != ("runs",)}
 
 
+@pytest.mark.slow  # 18 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_an_edited_val_ppl_is_refused_by_every_reader(tree, capsys):
     p, params, root = tree
     path = _run(p).path(layout.MEASURE_JSON, root, step=p["train"]["steps"])
@@ -72,6 +73,7 @@ def test_an_edited_val_ppl_is_refused_by_every_reader(tree, capsys):
     assert _snapshot(root) == before  # nothing written from it
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_foreign_weights_sha256_is_refused_even_when_resealed(tree, capsys):
     """The record's own hash made to match (as by a tool that rewrites records): the link to
     its checkpoint still fails."""
@@ -112,6 +114,7 @@ def test_a_measurement_of_a_retrained_or_edited_run_is_refused(tree, tmp_path, c
     assert rc == 2 and f"{meta}: not the checkpoint.json its segment manifest recorded" in err, err
 
 
+@pytest.mark.slow  # 9 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_bounds_and_claims_computed_from_other_measurements_are_refused(tree, capsys):
     """A measurement made again (a new, valid record) after bounds.json and the ledger were
     written: readers of those refuse until `villani bounds` / `villani claims` run again."""
@@ -135,6 +138,7 @@ def test_bounds_and_claims_computed_from_other_measurements_are_refused(tree, ca
         assert rc == 0, (stage, err)
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_an_edited_bounds_json_or_ledger_is_refused(tree, capsys):
     p, params, root = tree
     bounds = layout.fmt(layout.BOUNDS_DIR, root, dataset="tiny") / "bounds.json"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 from tests.conftest import tiny_params
 from villani.cli import main
@@ -33,6 +35,7 @@ def _stamps(root) -> dict:
     return {s: RUN.path(layout.CKPT_META, root, step=s).read_bytes() for s in (0, 6, 12, 18, 24)}
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_an_edited_lr_retrains_every_segment_and_the_record_says_so(copy, tmp_path, capsys):
     p, _, root = copy
     before = _stamps(root)

@@ -92,6 +92,7 @@ def _path(work: Path, pattern: str, **wc) -> Path:
     return layout.fmt(pattern, work / "results", **{**RUN, **wc})
 
 
+@pytest.mark.slow  # 45 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_truncated_weights_file_is_retrained_by_its_message_to_the_same_bytes(work, measured):
     """The issue's case: measure stops in one line naming the segment's command; run in a
     shell of another thread count it retrains the segment to the workflow's bytes."""
@@ -106,6 +107,7 @@ def test_a_truncated_weights_file_is_retrained_by_its_message_to_the_same_bytes(
     _ok(work, f"villani measure {OPTS} --step 24")
 
 
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_train_all_retrains_a_segment_whose_weights_fail_their_sha256(work, measured):
     """`--all` retrains every segment that is not intact: a truncated model.safetensors makes
     its segment not intact (before: "done under these parameters", the file left truncated)."""
@@ -116,6 +118,7 @@ def test_train_all_retrains_a_segment_whose_weights_fail_their_sha256(work, meas
     assert _weights(work / "results") == measured[1]
 
 
+@pytest.mark.slow  # 19 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_lost_manifest_is_brought_back_by_its_message(work):
     manifest = _path(work, layout.SEGMENT, step=12)
     manifest.unlink()
@@ -128,6 +131,7 @@ def test_a_lost_manifest_is_brought_back_by_its_message(work):
     _ok(work, f"villani measure {OPTS} --step 6")
 
 
+@pytest.mark.slow  # 81 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_an_edited_checkpoint_is_retrained_and_its_stale_measurement_measured_again(work, measured):
     """An edited checkpoint.json: its segment's command; the checkpoint is then not the one
     the measurement was taken on, and `villani bounds` names the command that measures it
@@ -151,6 +155,7 @@ def test_an_edited_checkpoint_is_retrained_and_its_stale_measurement_measured_ag
     assert [int(c.split()[-1]) for c in measured_again] == [0, 6, 12]
 
 
+@pytest.mark.slow  # 17 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_pruned_weights_are_brought_back_by_the_message_of_prune(work, measured):
     _ok(work, "villani prune")
     weights = _path(work, layout.CKPT_WEIGHTS, step=6)
@@ -163,6 +168,7 @@ def test_pruned_weights_are_brought_back_by_the_message_of_prune(work, measured)
     assert sha256_file(weights) == measured[1][6]
 
 
+@pytest.mark.slow  # 38 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_an_edited_or_lost_measurement_is_measured_again_by_its_message(work):
     path = _path(work, layout.MEASURE_JSON, step=18)
     rec = json.loads(path.read_text())
@@ -180,6 +186,7 @@ def test_an_edited_or_lost_measurement_is_measured_again_by_its_message(work):
     _ok(work, "villani bounds")
 
 
+@pytest.mark.slow  # 32 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_damaged_or_lost_token_data_is_written_again_by_its_message(work, measured):
     """A truncated train.parquet, then a lost tokenizer.json: `villani tokenize` for the
     dataset writes the same bytes, and training goes on where it stopped."""
@@ -204,6 +211,7 @@ def test_damaged_or_lost_token_data_is_written_again_by_its_message(work, measur
     assert _weights(work / "results") == measured[1]
 
 
+@pytest.mark.slow  # 36 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_other_parameters_name_the_command_that_retrains_under_them(work, measured):
     """A checkpoint trained under other parameters (train.lr edited): measure names the
     retrain of the run under the parameters asked, `--params` included; back under
@@ -226,6 +234,7 @@ def test_other_parameters_name_the_command_that_retrains_under_them(work, measur
     _ok(work, f"villani measure {OPTS} --step 24")
 
 
+@pytest.mark.slow  # 28 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_an_edited_ledger_is_written_again_by_the_message_of_claims_report(tree):
     """`villani claims-report` of an edited ledger (the synthetic results tree, bounds and
     ledger written): its line names the command that writes the ledger for that tree and

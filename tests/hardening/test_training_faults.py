@@ -60,6 +60,7 @@ def killable(tmp_path_factory, tiny_data_root):
 
 
 @pytest.mark.parametrize("trial", range(3))
+@pytest.mark.slow  # 36 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_sigkill_at_random_points_then_rerun_is_bit_identical(trial, tmp_path, tiny_data_root, killable):
     """SIGKILL `villani train --all` after a random delay (any phase: import, step, checkpoint
     write, work-state write), up to three times, then let it finish: same final weights,
@@ -81,6 +82,7 @@ def test_sigkill_at_random_points_then_rerun_is_bit_identical(trial, tmp_path, t
     assert not list(root.rglob("*.tmp"))
 
 
+@pytest.mark.slow  # 12 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_disk_full_mid_training_is_one_line_and_keeps_earlier_results(tmp_path, tiny_data_root, killable):
     p, params, ref, ref_root = killable
     mnt = tmp_path / "small"
@@ -156,6 +158,7 @@ def _one_line_error(cmd) -> str:
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "flip"])
+@pytest.mark.slow  # 18 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_corrupt_checkpoint_is_named_in_one_line(damage, trained):
     p, params, root = trained
     weights = layout.fmt(layout.CKPT_WEIGHTS, root, step=12, **RUN)
@@ -168,6 +171,7 @@ def test_corrupt_checkpoint_is_named_in_one_line(damage, trained):
     assert str(weights) in msg and ("sha256" in msg or "corrupt" in msg)
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_corrupt_token_file_is_named_in_one_line(trained):
     p, params, root = trained
     blocks = layout.fmt(layout.SPLIT, root, dataset="tiny", split="train")

@@ -137,6 +137,7 @@ def test_spectrum_schedule_keeps_the_ends():
         cm.spectrum_at(0, 0, steps)
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_every_measure_json_records_its_counts(measured, micro):
     """measure_checkpoint's ``cost``: every product on the whole set (the estimators' and the
     precision audit's), two graphs kept on CPU (fp32 for the job, bf16 for the audit), the
@@ -251,6 +252,7 @@ def test_probe_blocks_change_nothing_where_the_graph_is_kept(micro, measured, tm
     assert blocked["cost"]["graph_builds"] == 2 and blocked["cost"]["products"] == base["cost"]["products"]
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_forward_over_reverse_counts_a_build_per_product(micro, measured, tmp_path):
     """hvp_method fwd_over_rev keeps no graph: every product reruns forward and backward, so
     the record says graph_kept false and as many builds as products (blocks or not), and ∇L

@@ -75,6 +75,7 @@ def rec(measured):
     return json.loads(open(measured[(LAM, STEP)]).read())
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_exact_scalars(rec, reference):
     ref, lam = reference, LAM
     theta = ref["theta"]

@@ -60,6 +60,7 @@ def cost_root(micro, tmp_path_factory):
     return pc, r2, recs
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_deflated_trace_against_the_exact_hessian(cost_root, exact_H):
     p, root, recs = cost_root
     rec = recs[STEP]

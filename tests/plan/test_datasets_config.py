@@ -69,6 +69,7 @@ def test_bad_datasets_name_the_dataset_and_key_in_one_line(doc, start, fragment)
     assert "\n" not in msg and msg.startswith(start) and fragment in msg, msg
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_one_job_per_run_needs_the_datasets_to_share_their_checkpoints_and_segments():
     """jobs.measure / jobs.train: run name every checkpoint / segment of a run as one rule's
     outputs: the workflow refuses datasets that differ in them (the rest of villani ignores it)."""

@@ -57,6 +57,7 @@ def loss_repo(tmp_path_factory):
     return work
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_dvc_plots_show_and_diff_draw_offline_through_the_configured_template(loss_repo, tmp_path):
     shutil.copy(REPO / ".dvc/config", loss_repo / ".dvc/config")
     pages.install_plots_page(loss_repo)
@@ -74,6 +75,7 @@ def test_dvc_plots_show_and_diff_draw_offline_through_the_configured_template(lo
     assert kind == "canvas" and coloured > marks[0][1]  # more lines drawn: two revisions
 
 
+@pytest.mark.slow  # 5 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_dvc_s_own_cdn_page_stays_blank_offline(loss_repo, tmp_path):
     """The failure the offline page fixes, as these checks see it."""
     (loss_repo / ".dvc/config").write_text("[core]\n    autostage = false\n")

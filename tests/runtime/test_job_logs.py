@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import tiny_params
 from villani.plan.config import dump_yaml
 from villani.training import train_segment
@@ -45,6 +47,7 @@ def _progress_while_running(proc: subprocess.Popen, log: Path, pattern: re.Patte
         proc.wait()
 
 
+@pytest.mark.slow  # 8 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_running_train_and_measure_jobs_log_progress(tmp_path, tiny_data_root):
     """A training segment of 4,000 steps and a measurement with 4,000 probes, each with a
     0.5 s progress interval: both logs show timestamped progress lines (step/total, loss, lr,

@@ -127,6 +127,7 @@ def test_stop_signal_ahead_of_the_limit():
         assert all("slurm_extra" not in r for r in p.get("set-resources", {}).values())  # it would replace it
 
 
+@pytest.mark.slow  # 11 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_profile_rule_names_are_the_workflows():
     """set-resources of a rule the Snakefile does not have is silently ignored: a renamed
     rule would lose its GPU. Every rule is either a GPU rule here or a CPU rule."""

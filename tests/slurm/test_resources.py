@@ -103,6 +103,7 @@ def test_retries_grow_and_memory_is_capped(ptb):
     assert R.runtime_min(0, 1) == 5  # start-up alone
 
 
+@pytest.mark.slow  # 15 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_rules_ask_for_their_work():
     """The Snakefile's train and measure jobs carry these values (no profile overrides them):
     a dry run of tests/configs/tiny.yaml through profiles/slurm, one job per segment and

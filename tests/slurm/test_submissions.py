@@ -22,6 +22,7 @@ PRESETS = ["configs/ptb.yaml", "configs/wikitext103.yaml", "configs/paper.yaml"]
     ("{measure: checkpoint, train: segment, runs_per_device: 2}\ntrain: {seeds: [0, 1]}", 6, 30),
     ("{measure: run, train: run, runs_per_device: 2}\ntrain: {seeds: [0, 1]}", 3, 6),
 ])
+@pytest.mark.slow  # 52 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_plan_count_equals_snakemakes_dry_run(tmp_path, jobs_setting, train, measure):
     """jobs: one train and one measure job per run (params.yaml's) or per segment and
     checkpoint (the presets'); with two seeds side by side a train job per (update rule, λ)

@@ -76,6 +76,7 @@ def test_step_mode():
 
 
 @pytest.mark.parametrize("variant", ["adamw", "adam_l2", "langevin", "adamw_noise"])
+@pytest.mark.slow  # 21 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_compiled_equals_eager_within_tolerance(variant, tmp_path, tiny_data_root):
     """Every update rule, 24 steps in two segments: loss, gradient norm and ‖θ‖² of every step
     within RTOL of the eager step's; lr and the skipped column exactly."""
@@ -224,6 +225,7 @@ def test_auto_undoes_a_step_whose_update_failed_to_compile(tmp_path, tiny_data_r
 
 
 # inductor keeps the compiler it looked up (a monkeypatched one included): one test forces the failure
+@pytest.mark.slow  # 7 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_a_compiler_failure_is_one_line_with_on_and_falls_back_with_auto(tmp_path, tiny_data_root, monkeypatch,
                                                                           caplog):
     """Inductor cannot build its kernels (no C++ compiler at the named path, its caches off).

@@ -54,6 +54,7 @@ def reference(tmp_path_factory, tiny_data_root):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM])
+@pytest.mark.slow  # 28 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_stop_signal_saves_at_the_step_reached_and_resumes_bit_identical(sig, reference, tmp_path, tiny_data_root):
     params, ref_sha = reference
     root = tmp_path / "r"
@@ -86,6 +87,7 @@ def test_stop_signal_saves_at_the_step_reached_and_resumes_bit_identical(sig, re
     assert _rows(log_csv) == TRAIN["steps"]
 
 
+@pytest.mark.slow  # 4 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_stop_signal_ends_a_measurement_without_partial_output(reference, tmp_path):
     """Any other command (here `villani measure`) stops at once: one line, exit status 75,
     no measurement file and no temporary left."""

@@ -36,6 +36,7 @@ def _rows(csv) -> int:
         return 0
 
 
+@pytest.mark.slow  # 34 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_two_seeds_side_by_side_stop_and_resume_equal_each_alone(tmp_path, tiny_data_root):
     p = tiny_params(train=TRAIN)
     params = tmp_path / "p.yaml"
@@ -77,6 +78,7 @@ def test_two_seeds_side_by_side_stop_and_resume_equal_each_alone(tmp_path, tiny_
     (["--seed", "0", "1"], {"VILLANI_MPS": "1"},
      r"^villani: error: VILLANI_MPS=1: MPS shares a CUDA device, and this command trains on cpu; unset VILLANI_MPS$"),
 ])
+@pytest.mark.slow  # 10 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_bad_side_by_side_input_is_one_line(tmp_path, tiny_data_root, seed_args, env, message):
     import os
     import re

@@ -54,6 +54,7 @@ def _count_rows(path: Path) -> int:
         return 0
 
 
+@pytest.mark.slow  # 10 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_csv_grows_and_sigkill_rerun_equals_uninterrupted(tmp_path, tiny_data_root):
     """Kill `villani train` when the growing CSV holds rows *beyond* the last work state
     (steps 13–17 after the state at 10 or 20…), rerun: the work state's step-k rows are kept,

@@ -121,6 +121,7 @@ def test_state_kept_only_at_segment_ends_by_default(tmp_path, tiny_data_root):
         read_meta(root, "tiny", "adamw", 0.01, 0, step)  # verifies whatever is there
 
 
+@pytest.mark.slow  # 3 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_the_cpu_thread_count_is_the_parameters_and_recorded(tmp_path, tiny_data_root, caplog):
     """train.threads sets the CPU threads whatever torch had (the shell's count): the same
     weights at threads 1 from a process set to 2; other weights at train.threads 2 (the

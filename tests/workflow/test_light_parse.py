@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import copy_repo
 
 HEAVY = ("torch", "transformers", "matplotlib")
@@ -21,6 +23,7 @@ def _imported(cmd, cwd) -> set[str]:
     return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+([\w.]+)\s*$", out.stderr, re.M))
 
 
+@pytest.mark.slow  # 11 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_parsing_the_workflow_imports_no_heavy_library(tmp_path):
     work = copy_repo(tmp_path)
     modules = _imported(["--list-rules", "--configfile", "tests/configs/tiny.yaml"], work)
@@ -28,6 +31,7 @@ def test_parsing_the_workflow_imports_no_heavy_library(tmp_path):
     assert not {m for m in modules if m.split(".")[0] in HEAVY}, sorted(m for m in modules if m.split(".")[0] in HEAVY)
 
 
+@pytest.mark.slow  # 11 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_the_dry_run_of_the_dag_imports_no_torch(tmp_path):
     """`snakemake -n` builds every job (their resources too: plan.budget, no torch)."""
     work = copy_repo(tmp_path)

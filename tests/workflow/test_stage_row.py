@@ -24,6 +24,7 @@ from villani.plan.stages import ARMS, STAGES, TABLE, stage
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.slow  # 12 s of `make test-fast` on 2 cores: past its 3-minute budget
 def test_every_row_is_a_command_a_rule_and_a_dvc_stage():
     assert set(STAGES) <= set(COMMANDS)
     out = subprocess.run([BIN / "snakemake", "--list-rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
