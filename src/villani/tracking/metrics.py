@@ -184,7 +184,7 @@ def headline_metrics(params: Mapping, root=layout.RESULTS) -> dict:
     """``{"claims": {<verdict>: count}, <variant>: {"lam<λ>": {"val_ppl", "psi_s<s>"}}}``: the
     ledger's counts and, per variant and λ, the final validation perplexity and Ψ_s at the
     first ``measure.s_values`` (means over seeds, :func:`measurement_metrics`)."""
-    psi = psi_column(float(params["measure"]["s_values"][0]))
+    psi = psi_column(params["measure"]["s_values"][0])
     out: dict = {}
     for key, entry in measurement_metrics(params, root)["measurement"].items():
         variant, lam = key.split("/")
