@@ -127,6 +127,7 @@ def test_a_design_reads_the_same_files_as_its_tree(two_designs):
     assert narrow["seeds"] == [0, 1] and narrow["lambdas"] == [0.0, 0.004]
 
 
+@pytest.mark.slow  # two designs' ledgers (fixture 11 s on 2 idle cores): past test-fast's 3-minute budget
 def test_same_data_compares_the_token_files(two_designs, tmp_path):
     top, p, q = two_designs
     root = tmp_path / "results"
@@ -165,6 +166,7 @@ def test_the_readmes_sensitivity_command_attributes_each_flip_to_its_link(two_de
     assert "**At the scale of `results/claims/tinystrong.json`**" in wrong
 
 
+@pytest.mark.slow  # two designs' ledgers (fixture 11 s on 2 idle cores): past test-fast's 3-minute budget
 def test_a_ledger_given_to_sensitivity_is_a_one_line_error(two_designs, monkeypatch, capsys):
     top, p, q = two_designs
     monkeypatch.chdir(top)

@@ -192,12 +192,14 @@ def test_shards_partition_the_vector_and_no_rank_holds_it_all(sharded, single):
         assert r["fd_fp32_hv"].shape == (2, n) and r["fd_grad"].shape == (n,)
 
 
+@pytest.mark.slow  # two gloo processes (fixture 15 s on 2 idle cores): past test-fast's 3-minute budget
 def test_sharded_probes_are_the_single_process_probes(sharded, single):
     ranges = [r["ranges"] for r in sharded]
     for key in ("probes", "probes_chunked"):
         assert torch.equal(_whole([r[key] for r in sharded], ranges, single["dim"]), single["probes"]), key
 
 
+@pytest.mark.slow  # two gloo processes (fixture 15 s on 2 idle cores): past test-fast's 3-minute budget
 def test_exact_data_parallel_equals_single_process(sharded, single):
     est = single["est"]
     for r in sharded:  # every rank reports the same all-reduced numbers
@@ -218,6 +220,7 @@ def test_exact_data_parallel_equals_single_process(sharded, single):
     assert _rel(_whole([r["dp_grad"] for r in sharded], ranges, single["dim"]), single["grad"]) < 1e-5
 
 
+@pytest.mark.slow  # two gloo processes (fixture 15 s on 2 idle cores): past test-fast's 3-minute budget
 def test_deflated_estimate_sharded_equals_single_process(sharded, single):
     """Deflation by a sharded Lanczos basis: coefficients all-reduced, the same numbers."""
     d = single["deflated"]
@@ -230,6 +233,7 @@ def test_deflated_estimate_sharded_equals_single_process(sharded, single):
             assert got == pytest.approx(want, rel=1e-4, abs=1e-6 * abs(d.frob_sq))
 
 
+@pytest.mark.slow  # two gloo processes (fixture 15 s on 2 idle cores): past test-fast's 3-minute budget
 def test_fsdp2_finite_differences_match_the_exact_product(sharded, single):
     ranges = [r["ranges"] for r in sharded]
     exact = single["exact_hv"]  # float64 products at the fp32 / bf16-rounded θ
@@ -240,6 +244,7 @@ def test_fsdp2_finite_differences_match_the_exact_product(sharded, single):
     assert torch.isfinite(bf16).all() and _rel(bf16, exact["bf16"]) < 0.5
 
 
+@pytest.mark.slow  # two gloo processes (fixture 15 s on 2 idle cores): past test-fast's 3-minute budget
 def test_fsdp2_estimators_match_single_process(sharded, single):
     est = single["est"]
     for r in sharded:

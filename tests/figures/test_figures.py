@@ -21,6 +21,8 @@ from villani.plan.runs import Run, runs
 from villani.plan.schedule import checkpoint_steps
 from villani.statistics.samples import fit_cost_model
 
+pytestmark = pytest.mark.slow  # every figure rendered from one synthetic tree (fixture 13 s, ~25 s in all on 2 idle cores): past test-fast's 3-minute budget
+
 
 def _csv(root, name, kind="figures") -> pd.DataFrame:
     return pd.read_csv(Path(root) / kind / figure_params()["data"]["name"] / f"{name}.csv")

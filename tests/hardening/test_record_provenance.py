@@ -10,6 +10,7 @@ order do not matter, every value does."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -21,6 +22,8 @@ from villani.io.records import RECORD_HASH, check_sealed, record_hash, sealed
 from villani.plan import layout
 from villani.plan.config import dump_yaml
 from villani.plan.runs import runs
+
+pytestmark = pytest.mark.slow  # a trained and measured tiny tree (fixture 13–16 s on 2 idle cores): past test-fast's 3-minute budget
 
 READERS = ("metrics", "bounds", "figures", "claims")
 
@@ -110,8 +113,11 @@ def test_a_measurement_of_a_retrained_or_edited_run_is_refused(tree, tmp_path, c
     meta.write_text(json.dumps(dict(json.loads(meta.read_text()), train_loss=1.0)))
     rc, err = _cli(capsys, "bounds", params, root)
     assert rc == 2 and f"checkpoint_meta_sha256 is not the sha256 of {meta}" in err, err
-    rc, err = _cli(capsys, "metrics", params, root)  # its training numbers come from checkpoint.json
-    assert rc == 2 and f"{meta}: not the checkpoint.json its segment manifest recorded" in err, err
+    rc, err = _cli(capsys, "metrics", params, root)  # it reads the measurements first, then checkpoint.json
+    assert rc == 2 and "\n" not in err and f"checkpoint_meta_sha256 is not the sha256 of {meta}" in err, err
+    from villani.training.checkpoint import read_meta
+    with pytest.raises(ValueError, match=f"^{re.escape(str(meta))}: sha256 does not match the one .* recorded when training wrote it"):
+        read_meta(root, run.dataset, run.variant, run.lam, run.seed, 0)  # its training numbers' reader, on its own
 
 
 @pytest.mark.slow  # 9 s of `make test-fast` on 2 cores: past its 3-minute budget

@@ -127,14 +127,15 @@ def test_validate_and_the_parse_name_the_key_of_a_refused_shape(values, key, tmp
         assert rc == 2 and "\n" not in err and err.endswith(f"bad.yaml: {key}"), err
 
 
-def test_validate_builds_the_model_for_what_the_shape_rules_do_not_know(tmp_path):
+def test_validate_builds_the_model_for_what_the_shape_rules_do_not_know(tmp_path, monkeypatch):
     """A refusal the rules do not model (here: the rules bypassed) still stops validate: the
     model is built on the meta device, one line naming model.config."""
     from tests.conftest import tiny_params
     from villani.cli.commands import _check_architecture
+    from villani.plan import config
 
-    p = tiny_params().to_dict()
-    _check_architecture(p)
-    p["model"]["config"]["hidden_size"] = 17
+    _check_architecture(tiny_params())
+    monkeypatch.setattr(config, "shape_problem", lambda *a, **k: None)  # the rules bypassed
+    p = tiny_params(model={"config": {"hidden_size": 17}})
     with pytest.raises(ValueError, match=r"^model.config: not a valid gpt_neo model \(.*divisible.*\)$"):
         _check_architecture(p)

@@ -93,6 +93,7 @@ def test_compiled_equals_eager_within_tolerance(variant, tmp_path, tiny_data_roo
     assert _meta(compiled, STEPS, variant)["train_step"] == "compiled"
 
 
+@pytest.mark.slow  # 10 s on 2 idle cores: past test-fast's 3-minute budget
 def test_compiled_resume_after_sigterm_is_bit_identical(tmp_path, tiny_data_root, monkeypatch, caplog):
     """Compiled: one segment vs two segments vs a SIGTERM at step 7 (work state written
     there, Stopped raised) and the rerun: the same weights bit for bit, the same per-step
@@ -131,6 +132,7 @@ def test_compiled_resume_after_sigterm_is_bit_identical(tmp_path, tiny_data_root
     assert _log(stopped).drop(columns=timing).equals(_log(one).drop(columns=timing))
 
 
+@pytest.mark.slow  # 10 s on 2 idle cores: past test-fast's 3-minute budget
 def test_a_segment_resumes_in_the_other_mode_and_records_it(tmp_path, tiny_data_root, caplog):
     """Segment 1 eager, segment 2 compiled: the optimizer state carries over (the compiled
     segment's log equals an all-eager run's within RTOL), a warning names the switch, each

@@ -46,6 +46,7 @@ def work(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # a real Snakemake run, 14 s on 2 idle cores: past test-fast's 3-minute budget
 def test_a_run_shows_its_plan_progress_and_summary_and_logs_every_job_block(work):
     p = _brief(work, ok=True)
     shown = p.stdout + p.stderr
@@ -59,6 +60,7 @@ def test_a_run_shows_its_plan_progress_and_summary_and_logs_every_job_block(work
     assert "rule b:\n    input: a.txt\n    output: b.txt" in full and "Shell command: echo a > a.txt" in full
 
 
+@pytest.mark.slow  # a real Snakemake run, 14 s on 2 idle cores: past test-fast's 3-minute budget
 def test_a_failed_job_shows_its_error_and_its_log(work):
     p = _brief(work, ok=False)
     shown = p.stdout + p.stderr
