@@ -83,20 +83,25 @@ TOY_SNAKEFILE = textwrap.dedent('''\
         output: "out/tokenize.json"
         shell: PR
 
+    # train, measure and report carry their own runtime, as villani's rules do (their stage row's
+    # work estimate, villani.dag.rules.resources); the profiles hold only cluster-wide settings
     rule train:
         input: "out/tokenize.json"
         output: "out/train_{seg}.json"
         params: extra=lambda wc: "--fail-once state/train_" + wc.seg if wc.seg == "2" else ""
+        resources: runtime=lambda wc, attempt: 10 * attempt
         shell: PR + " {params.extra}"
 
     rule measure:
         input: expand("out/train_{seg}.json", seg=[1, 2])
         output: "out/measure.json"
+        resources: runtime=lambda wc, attempt: 10 * attempt
         shell: PR
 
     rule report:
         input: "out/measure.json"
         output: "out/report.json"
+        resources: runtime=lambda wc, attempt: 10 * attempt
         shell: PR
 ''')
 

@@ -1,6 +1,10 @@
-"""The catalogue of claims: every quantitative claim of the paper, declared next to its
-computation (:mod:`.registry`), with the verdict rule (:mod:`.verdict`), the results a
-ledger reads (:mod:`.context`), the paper's own numbers (:mod:`.paper`), the premises
-(:mod:`.premises`, :mod:`.derivation`), one module per figure or table (:mod:`.fig2` …
-:mod:`.fig8`, :mod:`.noise`, :mod:`.table3`, :mod:`.trace_numbers`, :mod:`.scale`) and
-what they share (:mod:`.pooled`, :mod:`.price`)."""
+"""The catalogue of claims: every quantitative claim of the paper, declared next to its computation
+(:mod:`~villani.claims.catalogue.registry`), with the verdict rule
+(:mod:`~villani.claims.catalogue.verdict`), the results a ledger reads
+(:mod:`~villani.claims.catalogue.context`), the paper's own numbers
+(:mod:`~villani.claims.catalogue.paper`), the premises (:mod:`~villani.claims.catalogue.premises`,
+:mod:`~villani.claims.catalogue.derivation`), one module per figure or table
+(:mod:`~villani.claims.catalogue.fig2` … :mod:`~villani.claims.catalogue.fig8`,
+:mod:`~villani.claims.catalogue.noise`, :mod:`~villani.claims.catalogue.table3`,
+:mod:`~villani.claims.catalogue.trace_numbers`, :mod:`~villani.claims.catalogue.scale`) and what
+they share (:mod:`~villani.claims.catalogue.pooled`, :mod:`~villani.claims.catalogue.price`)."""
