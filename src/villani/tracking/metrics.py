@@ -180,25 +180,31 @@ def nested_metrics(nested: Mapping) -> dict:
     return out
 
 
-def headline_metrics(params: Mapping, root=layout.RESULTS) -> dict:
+def headline_metrics(params: Mapping, root=layout.RESULTS, measurement: Mapping | None = None) -> dict:
     """``{"claims": {<verdict>: count}, <variant>: {"lam<λ>": {"val_ppl", "psi_s<s>"}}}``: the
     ledger's counts and, per variant and λ, the final validation perplexity and Ψ_s at the
-    first ``measure.s_values`` (means over seeds, :func:`measurement_metrics`)."""
+    first ``measure.s_values`` (means over seeds, :func:`measurement_metrics`; ``measurement``:
+    its ``"measurement"`` part when the caller has read it)."""
     psi = psi_column(params["measure"]["s_values"][0])
+    if measurement is None:
+        measurement = measurement_metrics(params, root)["measurement"]
     out: dict = {}
-    for key, entry in measurement_metrics(params, root)["measurement"].items():
+    for key, entry in measurement.items():
         variant, lam = key.split("/")
         out.setdefault(variant, {})[lam] = {"val_ppl": entry["val_ppl"], psi: entry.get(psi)}
     return nested_metrics({**claims_metrics(params, root), **out})
 
 
-def metrics_table(params: Mapping, root=layout.RESULTS) -> pd.DataFrame:
+def metrics_table(params: Mapping, root=layout.RESULTS, measurement: Mapping | None = None) -> pd.DataFrame:
     """One row per variant and λ (``variant``, ``lam``), a column per number of
-    :func:`training_metrics`, :func:`measurement_metrics` and :func:`bounds_metrics`; empty
+    :func:`training_metrics`, :func:`measurement_metrics` (``measurement``: its
+    ``"measurement"`` part when the caller has read it) and :func:`bounds_metrics`; empty
     where a number is undefined."""
     import pandas as pd
 
-    groups = [training_metrics(params, root), measurement_metrics(params, root)["measurement"],
+    if measurement is None:
+        measurement = measurement_metrics(params, root)["measurement"]
+    groups = [training_metrics(params, root), measurement,
               bounds_metrics(params, root).get("bounds", {})]
     rows: dict = {}
     for group in groups:
@@ -212,11 +218,13 @@ def metrics_table(params: Mapping, root=layout.RESULTS) -> pd.DataFrame:
 
 
 def write_metrics(params: Mapping, root=layout.RESULTS) -> str:
-    """Write the headline JSON, the table and the timings of the params' dataset."""
+    """Write the headline JSON, the table and the timings of the params' dataset (every
+    measure JSON read and checked once, for both)."""
     ds = params["data"]["name"]
     path = layout.fmt(layout.METRICS, root, dataset=ds)
-    atomic.write_json(path, headline_metrics(params, root))
+    measurement = measurement_metrics(params, root)["measurement"]
+    atomic.write_json(path, headline_metrics(params, root, measurement))
     atomic.write_text(layout.fmt(layout.METRICS_TABLE, root, dataset=ds),
-                      metrics_table(params, root).to_csv(index=False))
+                      metrics_table(params, root, measurement).to_csv(index=False))
     atomic.write_json(layout.fmt(layout.TIMINGS, root, dataset=ds), flat_metrics(timing_metrics(params, root)))
     return str(path)
